@@ -1,0 +1,100 @@
+// Package vfs is the small file-system interface through which segment and index do every file
+// operation, so that tests can swap the operating system for an in-memory file system that
+// simulates crashes (MemFS) or one that injects errors (ErrorFS).
+//
+// Three implementations:
+//
+//   - Default: the operating system, with mmap through edsrzf/mmap-go and fdatasync for Sync.
+//   - MemFS: files in memory that remember what was last synced; Crash returns the file system a
+//     machine would find after power loss (unsynced writes and unsynced directory entries gone,
+//     optionally a prefix of the unsynced bytes kept with its last page torn).
+//   - ErrorFS: wraps another FS and fails chosen operations (EIO, ENOSPC, ...).
+//
+// Contract shared by all three: a File is safe for concurrent ReadAt and WriteAt on disjoint
+// ranges; Truncate must not be called while a Mapping of the file is live; a Mapping's bytes
+// alias the file (MAP_SHARED semantics) and reach stable storage on Mapping.Flush. While someone
+// writes through a mapping, make it durable with Mapping.Flush of the finished range, not
+// File.Sync (MemFS's Sync copies the whole file, which would race with the writer).
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+)
+
+// File is an open file. Positional reads and writes only: there is no shared file position, so
+// concurrent readers never race on one (the reason sendfile is called with an explicit offset).
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes the file's data and size durable (fdatasync).
+	Sync() error
+	// Truncate changes the file's size; growing fills with zeros.
+	Truncate(size int64) error
+	// Size reports the file's current size.
+	Size() (int64, error)
+	// Map maps the first length bytes of the file read-write and shared. The file must already
+	// be at least length bytes long.
+	Map(length int) (Mapping, error)
+}
+
+// Mapping is a memory mapping of a file.
+type Mapping interface {
+	// Bytes returns the mapped memory. It is invalid after Unmap.
+	Bytes() []byte
+	// Flush writes back the dirty pages of bytes [off, off+n) and waits for them (msync
+	// MS_SYNC). A range, not the whole mapping, because the owner knows which bytes it finished
+	// writing; flushing only those never reads memory that a writer is filling concurrently.
+	Flush(off, n int) error
+	// Unmap releases the mapping. It does not flush.
+	Unmap() error
+}
+
+// Fder is implemented by files backed by an operating-system descriptor; the network layer uses
+// it to sendfile from a segment. Files of MemFS do not implement it.
+type Fder interface {
+	Fd() uintptr
+}
+
+// FdOf returns the operating-system descriptor behind f, looking through wrappers that have an
+// Unwrap() File method; ok is false for files without one (MemFS).
+func FdOf(f File) (fd uintptr, ok bool) {
+	for {
+		if d, isFd := f.(Fder); isFd {
+			return d.Fd(), true
+		}
+		u, isWrapper := f.(interface{ Unwrap() File })
+		if !isWrapper {
+			return 0, false
+		}
+		f = u.Unwrap()
+	}
+}
+
+// FS is a file system.
+type FS interface {
+	// Create creates or truncates the named file for reading and writing.
+	Create(name string) (File, error)
+	// Open opens the named file read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens the named file for reading and writing, creating it if needed.
+	OpenReadWrite(name string) (File, error)
+	Remove(name string) error
+	RemoveAll(dir string) error
+	// Rename replaces newname with oldname atomically; it is durable after SyncDir.
+	Rename(oldname, newname string) error
+	MkdirAll(dir string, perm os.FileMode) error
+	// ReadDir lists the names in dir, sorted.
+	ReadDir(dir string) ([]string, error)
+	// SyncDir makes the directory's entries (creates, renames, removes) durable.
+	SyncDir(dir string) error
+}
+
+// ErrMapped is returned by MemFS when a file is resized while mapped, which on a real system
+// would fault (SIGBUS) on the next access to the mapping.
+var ErrMapped = errors.New("vfs: file resized while mapped")
+
+// ErrCrashed is returned by every operation on a MemFS (and its files) after Crash.
+var ErrCrashed = errors.New("vfs: file system crashed")
