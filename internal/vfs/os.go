@@ -33,9 +33,9 @@ func openOS(name string, flag int) (File, error) {
 	return osFile{f}, nil
 }
 
-func (osFS) Remove(name string) error                     { return os.Remove(name) }
-func (osFS) RemoveAll(dir string) error                   { return os.RemoveAll(dir) }
-func (osFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) RemoveAll(dir string) error                  { return os.RemoveAll(dir) }
+func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 
 func (osFS) ReadDir(dir string) ([]string, error) {
@@ -111,4 +111,4 @@ func (m osMapping) Flush(off, n int) error {
 	start := off &^ (os.Getpagesize() - 1)
 	return unix.Msync(m.m[start:off+n], unix.MS_SYNC)
 }
-func (m osMapping) Unmap() error  { return m.m.Unmap() }
+func (m osMapping) Unmap() error { return m.m.Unmap() }
