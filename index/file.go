@@ -1,0 +1,269 @@
+package index
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+// entryFile is a memory-mapped array of fixed-size entries: the storage shared by both indexes.
+//
+// Concurrency: one appender (the segment's owner, serialised by the log) and any number of
+// lookups. Append writes entry n and then publishes n+1, so lookups read only published,
+// immutable entries without a lock. mu excludes lookups (read side) from the operations that
+// move or shrink the mapping (write side: truncate, trim, close). flushMu serialises flushes.
+type entryFile struct {
+	path      string
+	entrySize int
+	isEmpty   func([]byte) bool
+
+	mu struct {
+		sync.RWMutex
+		file     vfs.File
+		mapping  vfs.Mapping // nil when nothing is mapped (an empty, trimmed file)
+		buf      []byte      // mapping.Bytes(), or nil
+		writable bool
+	}
+	n       atomic.Int64 // published entries
+	flushMu sync.Mutex
+	flushed atomic.Int64 // entries known to be on stable storage
+}
+
+// openEntryFile opens (creating if needed) an index file. A writable index is grown to maxBytes
+// so appends never resize the mapping; a read-only one maps just its entries.
+func openEntryFile(fsys vfs.FS, path string, entrySize, maxBytes int, writable bool, isEmpty func([]byte) bool) (*entryFile, error) {
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return nil, fmt.Errorf("open index %s: %w", path, err)
+	}
+	e := &entryFile{path: path, entrySize: entrySize, isEmpty: isEmpty}
+	e.mu.file = f
+	if err := e.load(maxBytes, writable); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *entryFile) load(maxBytes int, writable bool) error {
+	f := e.mu.file
+	size64, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("index %s: %w", e.path, err)
+	}
+	if size64%int64(e.entrySize) != 0 {
+		return fmt.Errorf("%w: %s: size %d is not a multiple of %d", ErrCorrupt, e.path, size64, e.entrySize)
+	}
+	capacity := maxBytes / e.entrySize * e.entrySize
+	if size64 > int64(max(capacity, 0)) && writable {
+		// A file larger than the configured maximum (the setting shrank): keep its entries, but
+		// it cannot take more.
+		capacity = int(size64)
+	}
+	size := int(size64)
+	mapLen := size
+	if writable {
+		if capacity < e.entrySize {
+			return fmt.Errorf("index %s: segment.index.bytes %d holds no entry", e.path, maxBytes)
+		}
+		if size < capacity {
+			if err := f.Truncate(int64(capacity)); err != nil {
+				return fmt.Errorf("preallocate index %s: %w", e.path, err)
+			}
+		}
+		mapLen = capacity
+	}
+	if mapLen > 0 {
+		m, err := f.Map(mapLen)
+		if err != nil {
+			return fmt.Errorf("index %s: %w", e.path, err)
+		}
+		e.mu.mapping, e.mu.buf = m, m.Bytes()
+	}
+	e.mu.writable = writable
+	// Entries are a prefix followed by an all-empty tail (the preallocated part, or nothing).
+	total := size / e.entrySize
+	n := sort.Search(total, func(i int) bool { return e.isEmpty(e.entryLocked(i)) })
+	e.n.Store(int64(n))
+	e.flushed.Store(int64(n))
+	return nil
+}
+
+func (e *entryFile) entryLocked(i int) []byte {
+	off := i * e.entrySize
+	return e.mu.buf[off : off+e.entrySize : off+e.entrySize]
+}
+
+// len is the number of published entries.
+func (e *entryFile) len() int { return int(e.n.Load()) }
+
+// search returns the greatest i < n with !less(i)... precisely: the number of published entries
+// for which below(entry) is true, given below is true for a prefix of the entries.
+func (e *entryFile) search(below func([]byte) bool) int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	n := e.len()
+	return sort.Search(n, func(i int) bool { return !below(e.entryLocked(i)) })
+}
+
+// read calls fn on entry i (i < len()) under the read lock.
+func (e *entryFile) read(i int, fn func([]byte)) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	fn(e.entryLocked(i))
+}
+
+// append writes one entry with put and publishes it. Only the segment's appender calls it.
+func (e *entryFile) append(put func([]byte)) error {
+	n := e.len()
+	// No lock: the mapping cannot change under the appender (trim and close happen only after
+	// appends stop), and readers never look at entry n before it is published.
+	if !e.mu.writable {
+		return fmt.Errorf("%w: %s", ErrReadOnly, e.path)
+	}
+	if (n+1)*e.entrySize > len(e.mu.buf) {
+		return fmt.Errorf("%w: %s holds %d entries", ErrFull, e.path, n)
+	}
+	put(e.mu.buf[n*e.entrySize : (n+1)*e.entrySize])
+	e.n.Store(int64(n + 1))
+	return nil
+}
+
+// full reports whether one more entry would not fit.
+func (e *entryFile) full() bool {
+	return !e.mu.writable || (e.len()+1)*e.entrySize > len(e.mu.buf)
+}
+
+// truncate drops entries [k, len()). The dropped entries are zeroed and flushed so that a crash
+// cannot resurrect them past the new end.
+func (e *entryFile) truncate(k int) error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.len()
+	if k >= n {
+		return nil
+	}
+	e.n.Store(int64(k))
+	if e.flushed.Load() > int64(k) {
+		e.flushed.Store(int64(k))
+	}
+	if e.mu.writable {
+		region := e.mu.buf[k*e.entrySize : n*e.entrySize]
+		clear(region)
+		if err := e.mu.mapping.Flush(k*e.entrySize, len(region)); err != nil {
+			return fmt.Errorf("truncate index %s: %w", e.path, err)
+		}
+		return nil
+	}
+	// A trimmed file: shrink it and map what is left.
+	return e.remapLocked(k)
+}
+
+// flush makes every published entry durable.
+func (e *entryFile) flush() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	from, to := int(e.flushed.Load()), e.len()
+	if to <= from || e.mu.mapping == nil {
+		return nil
+	}
+	if err := e.mu.mapping.Flush(from*e.entrySize, (to-from)*e.entrySize); err != nil {
+		return fmt.Errorf("flush index %s: %w", e.path, err)
+	}
+	e.flushed.Store(int64(to))
+	return nil
+}
+
+// trim shrinks the file to its entries, syncs it and makes the index read-only: the segment
+// rolled or is closing.
+func (e *entryFile) trim() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.mu.writable {
+		return nil
+	}
+	e.mu.writable = false
+	return e.remapLocked(e.len())
+}
+
+func (e *entryFile) remapLocked(n int) error {
+	if e.mu.mapping != nil {
+		if err := e.mu.mapping.Unmap(); err != nil {
+			return fmt.Errorf("trim index %s: %w", e.path, err)
+		}
+		e.mu.mapping, e.mu.buf = nil, nil
+	}
+	size := n * e.entrySize
+	if err := e.mu.file.Truncate(int64(size)); err != nil {
+		return fmt.Errorf("trim index %s: %w", e.path, err)
+	}
+	if err := e.mu.file.Sync(); err != nil {
+		return fmt.Errorf("trim index %s: %w", e.path, err)
+	}
+	e.flushed.Store(int64(n))
+	if size == 0 {
+		return nil
+	}
+	m, err := e.mu.file.Map(size)
+	if err != nil {
+		return fmt.Errorf("trim index %s: %w", e.path, err)
+	}
+	e.mu.mapping, e.mu.buf = m, m.Bytes()
+	return nil
+}
+
+// close unmaps and closes the file without trimming (Trim first for a clean close).
+func (e *entryFile) close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var err error
+	if e.mu.mapping != nil {
+		err = e.mu.mapping.Unmap()
+		e.mu.mapping, e.mu.buf = nil, nil
+	}
+	if e.mu.file != nil {
+		if cerr := e.mu.file.Close(); err == nil {
+			err = cerr
+		}
+		e.mu.file = nil
+	}
+	return err
+}
+
+// makeWritable grows a trimmed file back to maxBytes so appends can resume: a truncation made
+// an older segment the active one again.
+func (e *entryFile) makeWritable(maxBytes int) error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.mu.writable {
+		return nil
+	}
+	n := e.len()
+	capacity := max(maxBytes/e.entrySize, n+1) * e.entrySize
+	if e.mu.mapping != nil {
+		if err := e.mu.mapping.Unmap(); err != nil {
+			return fmt.Errorf("reopen index %s: %w", e.path, err)
+		}
+		e.mu.mapping, e.mu.buf = nil, nil
+	}
+	if err := e.mu.file.Truncate(int64(capacity)); err != nil {
+		return fmt.Errorf("reopen index %s: %w", e.path, err)
+	}
+	m, err := e.mu.file.Map(capacity)
+	if err != nil {
+		return fmt.Errorf("reopen index %s: %w", e.path, err)
+	}
+	e.mu.mapping, e.mu.buf, e.mu.writable = m, m.Bytes(), true
+	return nil
+}
