@@ -51,7 +51,7 @@ func TestOffsetIndexLookup(t *testing.T) {
 			{base + 15, OffsetEntry{base + 10, 4096}},
 			{base + 199, OffsetEntry{base + 190, 19 * 4096}},
 			{base + 200, OffsetEntry{base + 200, 20 * 4096}},
-			{base + 1 << 40, OffsetEntry{base + 200, 20 * 4096}},
+			{base + 1<<40, OffsetEntry{base + 200, 20 * 4096}},
 		}
 		for _, tc := range tests {
 			if got := x.Lookup(tc.target); got != tc.want {
