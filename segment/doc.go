@@ -1,0 +1,47 @@
+// Package segment owns a partition's log on disk: its segments (a log file of record batches plus
+// an offset index and a time index), appends, reads by offset and by timestamp, rolling,
+// retention, truncation for replication, group-commit flushing, and crash recovery.
+//
+// # On disk
+//
+//	<dir>/
+//	  00000000000000000000.log        record batches back to back (batch package format)
+//	  00000000000000000000.index      sparse offset index (index package format)
+//	  00000000000000000000.timeindex  sparse time index
+//	  00000000000000052311.log ...    the next segment: its name is its base offset
+//	  recovery-point                  checkpoint, below
+//	  *.deleted                       segments retired while readers held them; removed at open
+//
+// The recovery-point file (24 bytes, written to a temporary file, fsynced, renamed, directory
+// fsynced):
+//
+//	+----------+---------+-----+------------------+----------------+------------+------------+
+//	| "SLRP"   | version | pad | recovery offset  | segment base   | position   | CRC-32C    |
+//	| 4 bytes  | u8 = 1  | 3   | i64              | i64            | u32        | of [0, 28) |
+//	+----------+---------+-----+------------------+----------------+------------+------------+
+//
+// It says: every batch below recovery offset is durable, and ends at byte position in the
+// segment with that base; the index entries for those batches are durable too. Recovery scans
+// only what lies past that point, so an open after a clean close (checkpoint at the log end)
+// reads no record data at all, and an open after a crash reads only the unsynced tail.
+//
+// # Invariants
+//
+//   - Offsets in the log strictly increase; a segment's batches all have offsets >= its base and
+//     < the next segment's base.
+//   - Readers see a segment only up to its published size, which Append raises after the bytes
+//     are written: a reader never sees a partially written batch.
+//   - Every batch that Append has returned for passed its CRC check; every batch that recovery
+//     keeps passed it again. The log is truncated at the first batch that does not.
+//   - Synced() never passes an offset whose bytes were not fsynced; a disk error stops appends
+//     for good (the Log is failed) and fails every waiter, so nothing unwritten is acknowledged.
+//
+// # Concurrency and lock order
+//
+// Appenders serialise on Log.appendMu, which guards offset assignment, the active segment's
+// write position, and the segment list (published to readers through an atomic pointer).
+// Readers take no log lock: they load the segment list, take a reference on a segment, and read
+// below its published size. The flusher goroutine owns syncing; it holds Log.flushMu across an
+// fsync but never appendMu, so an fsync never blocks an append. Operations that rewrite the tail
+// (TruncateTo, Close) take flushMu and then appendMu: that is the lock order.
+package segment

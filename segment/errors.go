@@ -1,0 +1,18 @@
+package segment
+
+import "errors"
+
+var (
+	// ErrOffsetOutOfRange is returned by Read for an offset below the log start or past the log end.
+	ErrOffsetOutOfRange = errors.New("segment: offset out of range")
+	// ErrCorrupt is returned by Append for a batch that fails validation; nothing is appended.
+	ErrCorrupt = errors.New("segment: corrupt batch")
+	// ErrOffsetOrder is returned by AppendAsFollower for batches whose offsets do not advance the log.
+	ErrOffsetOrder = errors.New("segment: batch offsets out of order")
+	// ErrFailed wraps the disk error that stopped the log; every later append returns it.
+	ErrFailed = errors.New("segment: log failed after a disk error")
+	// ErrClosed is returned by operations on a closed log.
+	ErrClosed = errors.New("segment: log closed")
+	// ErrTooLarge is returned by Append for a request larger than a whole segment can hold.
+	ErrTooLarge = errors.New("segment: append larger than segment.bytes")
+)

@@ -1,0 +1,286 @@
+package segment
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+)
+
+// syncWaiter is a caller waiting for offset to become durable.
+type syncWaiter struct {
+	offset batch.Offset
+	done   func(error)
+}
+
+// OnSynced calls done once every offset <= off is durable (nil), or the log failed or closed
+// (the error). done runs on the flusher's goroutine or the caller's: it must not block. Many
+// waiters share one fsync: that is the group commit.
+func (l *Log) OnSynced(off batch.Offset, done func(error)) {
+	if err := l.Err(); err != nil {
+		done(err)
+		return
+	}
+	if batch.Offset(l.synced.Load()) > off {
+		done(nil)
+		return
+	}
+	l.waitMu.Lock()
+	l.waiters = append(l.waiters, syncWaiter{offset: off, done: done})
+	l.waitMu.Unlock()
+	// Re-check: the flusher may have finished between the load above and the registration.
+	if batch.Offset(l.synced.Load()) > off || l.Err() != nil {
+		l.releaseWaiters(batch.Offset(l.synced.Load()), l.Err())
+	}
+	l.kickFlusher()
+}
+
+// WaitSynced blocks until every offset <= off is durable, the log fails, or ctx ends.
+func (l *Log) WaitSynced(ctx context.Context, off batch.Offset) error {
+	ch := make(chan error, 1)
+	l.OnSynced(off, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Sync makes everything appended so far durable.
+func (l *Log) Sync(ctx context.Context) error {
+	end := l.EndOffset()
+	if end == 0 || batch.Offset(l.synced.Load()) >= end {
+		return l.Err()
+	}
+	return l.WaitSynced(ctx, end-1)
+}
+
+// releaseWaiters completes the waiters whose offset is below synced with nil, and every waiter
+// with err when err is set.
+func (l *Log) releaseWaiters(synced batch.Offset, err error) {
+	l.waitMu.Lock()
+	var ready []syncWaiter
+	kept := l.waiters[:0]
+	for _, w := range l.waiters {
+		if err != nil || w.offset < synced {
+			ready = append(ready, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(l.waiters[len(kept):])
+	l.waiters = kept
+	l.waitMu.Unlock()
+	for _, w := range ready {
+		w.done(err)
+	}
+}
+
+func (l *Log) kickFlusher() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop is the log's one flusher goroutine: it wakes on a kick (a waiter, a roll,
+// flush.messages), on flush.ms, and on the checkpoint interval.
+func (l *Log) flushLoop() {
+	defer close(l.done)
+	checkpointTicker := time.NewTicker(l.opts.CheckpointInterval)
+	defer checkpointTicker.Stop()
+	var flushTick <-chan time.Time
+	if l.opts.FlushMs > 0 {
+		t := time.NewTicker(l.opts.FlushMs)
+		defer t.Stop()
+		flushTick = t.C
+	}
+	for {
+		checkpointDue := false
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+		case <-flushTick:
+		case <-checkpointTicker.C:
+			checkpointDue = true
+		}
+		l.flushMu.Lock()
+		_ = l.flushLocked(checkpointDue)
+		l.flushMu.Unlock()
+	}
+}
+
+// flushLocked syncs everything appended so far, finishes rolled segments (sync, trim indexes,
+// release mappings) and writes the checkpoint when a segment was finished or when asked.
+// Called with flushMu held; takes appendMu only to snapshot the log end.
+func (l *Log) flushLocked(forceCheckpoint bool) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	end := batch.Offset(l.end.Load())
+	segs := l.Segments()
+	active := l.active
+	activeSize := active.size.Load()
+	activeMaxTs := active.maxTs.Load()
+	l.appendMu.Unlock()
+
+	finished := false
+	for _, s := range segs {
+		if s.finished || !s.acquire() {
+			continue
+		}
+		var err error
+		if s == active {
+			if activeSize > s.syncedSize {
+				err = s.app.sync(s.syncedSize, activeSize)
+				if err == nil {
+					s.syncedSize = activeSize
+				}
+			}
+		} else {
+			err = s.finish()
+			finished = finished || err == nil
+		}
+		s.release()
+		if err != nil {
+			return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
+		}
+	}
+	if end > batch.Offset(l.synced.Load()) {
+		l.synced.Store(int64(end))
+	}
+	l.releaseWaiters(end, nil)
+
+	cp := checkpoint{offset: end, segment: active.base, pos: activeSize, maxTs: activeMaxTs}
+	if (finished || forceCheckpoint) && cp != l.checkpoint {
+		// The checkpoint promises the index entries below pos too.
+		if err := errors.Join(active.offsets.Flush(), active.times.Flush()); err != nil {
+			return l.fail(err)
+		}
+		if err := l.writeCheckpoint(cp); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// finish syncs a sealed segment, releases its appender and trims its indexes. Flusher only.
+func (s *Segment) finish() error {
+	size := s.size.Load()
+	if s.app != nil {
+		if err := s.app.finish(size); err != nil {
+			return err
+		}
+	}
+	s.syncedSize = size
+	if err := errors.Join(s.offsets.Trim(), s.times.Trim()); err != nil {
+		return err
+	}
+	s.finished = true
+	return nil
+}
+
+// checkpoint is the recovery point; see the package doc for its file format.
+type checkpoint struct {
+	offset  batch.Offset // every batch below is durable
+	segment batch.Offset // base of the segment where they end
+	pos     int64        // byte position where they end in that segment
+	maxTs   int64        // that segment's max timestamp up to pos
+}
+
+const (
+	checkpointFile    = "recovery-point"
+	checkpointMagic   = "SLRP"
+	checkpointVersion = 1
+	checkpointSize    = 40
+)
+
+func (c checkpoint) encode() []byte {
+	b := make([]byte, checkpointSize)
+	copy(b, checkpointMagic)
+	b[4] = checkpointVersion
+	binary.BigEndian.PutUint64(b[8:], uint64(c.offset))
+	binary.BigEndian.PutUint64(b[16:], uint64(c.segment))
+	binary.BigEndian.PutUint32(b[24:], uint32(c.pos))
+	binary.BigEndian.PutUint64(b[28:], uint64(c.maxTs))
+	binary.BigEndian.PutUint32(b[36:], crc32.Checksum(b[:36], castagnoli))
+	return b
+}
+
+var errBadCheckpoint = errors.New("segment: bad recovery-point file")
+
+func decodeCheckpoint(b []byte) (checkpoint, error) {
+	if len(b) != checkpointSize || string(b[:4]) != checkpointMagic || b[4] != checkpointVersion {
+		return checkpoint{}, fmt.Errorf("%w: bad header or size %d", errBadCheckpoint, len(b))
+	}
+	if crc32.Checksum(b[:36], castagnoli) != binary.BigEndian.Uint32(b[36:]) {
+		return checkpoint{}, fmt.Errorf("%w: checksum", errBadCheckpoint)
+	}
+	c := checkpoint{
+		offset:  batch.Offset(binary.BigEndian.Uint64(b[8:])),
+		segment: batch.Offset(binary.BigEndian.Uint64(b[16:])),
+		pos:     int64(binary.BigEndian.Uint32(b[24:])),
+		maxTs:   int64(binary.BigEndian.Uint64(b[28:])),
+	}
+	if c.offset < c.segment || c.segment < 0 {
+		return checkpoint{}, fmt.Errorf("%w: offset %d before segment %d", errBadCheckpoint, c.offset, c.segment)
+	}
+	return c, nil
+}
+
+// writeCheckpoint replaces the recovery-point file atomically: temp file, fsync, rename, fsync
+// of the directory.
+func (l *Log) writeCheckpoint(c checkpoint) error {
+	fsys := l.opts.FS
+	path := filepath.Join(l.dir, checkpointFile)
+	tmp := path + ".tmp"
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	_, err = f.WriteAt(c.encode(), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(tmp, path)
+	}
+	if err == nil {
+		err = fsys.SyncDir(l.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	l.checkpoint = c
+	return nil
+}
+
+func readCheckpoint(l *Log) (checkpoint, bool, error) {
+	f, err := l.opts.FS.Open(filepath.Join(l.dir, checkpointFile))
+	if errors.Is(err, errNotExist) {
+		return checkpoint{}, false, nil
+	}
+	if err != nil {
+		return checkpoint{}, false, err
+	}
+	defer f.Close()
+	b := make([]byte, checkpointSize+1)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && err != io.EOF {
+		return checkpoint{}, false, err
+	}
+	c, err := decodeCheckpoint(b[:n])
+	return c, err == nil, err
+}

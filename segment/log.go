@@ -1,0 +1,411 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/index"
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+var errNotExist = fs.ErrNotExist
+
+// Log is one partition's log: an ordered list of segments of which the last is active.
+//
+// Ownership: appendMu guards the active segment's appender state and every change to the segment
+// list; the list itself, the log start and end offsets and the synced offset are atomics that
+// readers and the flusher load without appendMu. flushMu is held by whoever syncs, finishes
+// rolled segments or writes the checkpoint; lock order is flushMu, then appendMu.
+type Log struct {
+	dir    string
+	opts   Options
+	logger *slog.Logger
+
+	segments atomic.Pointer[[]*Segment] // sorted by base; never empty; last is active
+	start    atomic.Int64               // log start offset
+	end      atomic.Int64               // log end offset: the next offset to assign
+	synced   atomic.Int64               // every offset below is durable
+	failure  atomic.Pointer[error]      // the disk error that stopped the log
+
+	appendMu sync.Mutex
+	active   *Segment // guarded by appendMu
+	closed   bool     // guarded by appendMu
+
+	flushMu    sync.Mutex
+	checkpoint checkpoint // guarded by flushMu: the last one written
+
+	waitMu  sync.Mutex
+	waiters []syncWaiter // guarded by waitMu
+
+	notifyMu sync.Mutex
+	notifyCh chan struct{} // guarded by notifyMu; closed by the next append
+
+	kick chan struct{} // wakes the flusher (buffered 1)
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// StartOffset is the first offset still in the log.
+func (l *Log) StartOffset() batch.Offset { return batch.Offset(l.start.Load()) }
+
+// EndOffset is the offset the next appended record gets (Kafka's log end offset, LEO).
+func (l *Log) EndOffset() batch.Offset { return batch.Offset(l.end.Load()) }
+
+// SyncedOffset is the offset below which everything is durable.
+func (l *Log) SyncedOffset() batch.Offset { return batch.Offset(l.synced.Load()) }
+
+// Err is the disk error that stopped the log, or nil.
+func (l *Log) Err() error {
+	if e := l.failure.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Segments returns the current segments, oldest first. The slice must not be modified.
+func (l *Log) Segments() []*Segment { return *l.segments.Load() }
+
+// Size is the total size of the log's segments in bytes.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.Segments() {
+		n += s.Size()
+	}
+	return n
+}
+
+// Changed returns a channel that is closed by the next append or truncation: long polls wait on
+// it instead of sleeping.
+func (l *Log) Changed() <-chan struct{} {
+	l.notifyMu.Lock()
+	defer l.notifyMu.Unlock()
+	if l.notifyCh == nil {
+		l.notifyCh = make(chan struct{})
+	}
+	return l.notifyCh
+}
+
+func (l *Log) notify() {
+	l.notifyMu.Lock()
+	ch := l.notifyCh
+	l.notifyCh = nil
+	l.notifyMu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// fail stops the log after a disk error: later appends fail, waiters for durability fail.
+func (l *Log) fail(err error) error {
+	wrapped := fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+	if l.failure.CompareAndSwap(nil, &wrapped) {
+		l.logger.Error("log stopped after a disk error", "dir", l.dir, "err", err)
+	}
+	l.releaseWaiters(-1, l.Err())
+	return l.Err()
+}
+
+// AppendInfo describes what an append wrote.
+type AppendInfo struct {
+	FirstOffset  batch.Offset // base offset of the first batch
+	LastOffset   batch.Offset // last offset of the last batch
+	MaxTimestamp int64
+	Batches      int
+	Records      int
+	Bytes        int
+}
+
+// Append validates the batches in buf (a concatenation of record batches, each checked with
+// batch.ValidateStrict, so nothing is appended if any is corrupt), assigns them consecutive
+// offsets from the log end by stamping each header's base offset and partition leader epoch (in
+// place: the caller's buf is modified; both fields are outside the CRC), and writes buf to the
+// active segment in one write. It returns once the bytes are in the file (page cache); call
+// WaitSynced for durability.
+func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
+	info, err := inspect(buf, true)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	return l.append(buf, info, true, leaderEpoch)
+}
+
+// AppendAsFollower appends batches that already carry offsets (a follower copying its leader):
+// their offsets must start at or after the log end and increase. Validation is batch.Validate.
+func (l *Log) AppendAsFollower(buf []byte) (AppendInfo, error) {
+	info, err := inspect(buf, false)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	return l.append(buf, info, false, 0)
+}
+
+// inspect validates every batch in buf before any lock is taken (the CRC is the costly part).
+func inspect(buf []byte, strict bool) (AppendInfo, error) {
+	info := AppendInfo{MaxTimestamp: -1, Bytes: len(buf)}
+	if len(buf) == 0 {
+		return info, fmt.Errorf("%w: no batches", ErrCorrupt)
+	}
+	prevNext := batch.Offset(-1)
+	for rest := buf; len(rest) > 0; {
+		b, r, err := batch.Next(rest)
+		if err != nil {
+			return info, fmt.Errorf("%w: batch %d: %w", ErrCorrupt, info.Batches, err)
+		}
+		if strict {
+			err = b.ValidateStrict()
+		} else {
+			err = b.Validate()
+		}
+		if err != nil {
+			return info, fmt.Errorf("%w: batch %d: %w", ErrCorrupt, info.Batches, err)
+		}
+		if !strict {
+			if b.BaseOffset() < prevNext {
+				return info, fmt.Errorf("%w: batch %d base offset %d after %d", ErrOffsetOrder, info.Batches, b.BaseOffset(), prevNext)
+			}
+			if info.Batches == 0 {
+				info.FirstOffset = b.BaseOffset()
+			}
+			info.LastOffset = b.LastOffset()
+			prevNext = b.NextOffset()
+		} else {
+			info.LastOffset += batch.Offset(b.LastOffsetDelta()) + 1 // the span, until stamped
+		}
+		info.MaxTimestamp = max(info.MaxTimestamp, b.MaxTimestamp())
+		info.Records += int(b.NumRecords())
+		info.Batches++
+		rest = r
+	}
+	return info, nil
+}
+
+func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32) (AppendInfo, error) {
+	if int64(len(buf)) > l.opts.SegmentBytes {
+		return AppendInfo{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrTooLarge, len(buf), l.opts.SegmentBytes)
+	}
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return AppendInfo{}, ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		l.appendMu.Unlock()
+		return AppendInfo{}, err
+	}
+	next := batch.Offset(l.end.Load())
+	if assign {
+		span := info.LastOffset
+		info.FirstOffset, info.LastOffset = next, next+span-1
+	} else if info.FirstOffset < next {
+		l.appendMu.Unlock()
+		return AppendInfo{}, fmt.Errorf("%w: first offset %d below log end %d", ErrOffsetOrder, info.FirstOffset, next)
+	}
+	s := l.active
+	if l.shouldRollLocked(s, len(buf), info) {
+		if err := l.rollLocked(next); err != nil {
+			l.appendMu.Unlock()
+			return AppendInfo{}, l.fail(err)
+		}
+		s = l.active
+	}
+	if assign {
+		off := next
+		for rest := buf; len(rest) > 0; {
+			b, r, _ := batch.Next(rest) // validated by inspect
+			b.SetBaseOffset(off)
+			b.SetPartitionLeaderEpoch(leaderEpoch)
+			off = b.NextOffset()
+			rest = r
+		}
+	}
+	pos := s.size.Load()
+	if err := s.app.write(buf, pos); err != nil {
+		l.appendMu.Unlock()
+		return AppendInfo{}, l.fail(fmt.Errorf("write segment %d at %d: %w", s.base, pos, err))
+	}
+	at := pos
+	for rest := buf; len(rest) > 0; {
+		b, r, _ := batch.Next(rest)
+		// A full index only makes lookups scan further; the next append rolls.
+		if err := s.indexBatch(b, at, l.opts.IndexIntervalBytes); err != nil && !errors.Is(err, index.ErrFull) {
+			l.appendMu.Unlock()
+			return AppendInfo{}, l.fail(fmt.Errorf("index segment %d: %w", s.base, err))
+		}
+		s.lastBatchBase = b.BaseOffset()
+		at += int64(len(b))
+		rest = r
+	}
+	s.nextOffset = info.LastOffset + 1
+	s.size.Store(pos + int64(len(buf)))
+	l.end.Store(int64(info.LastOffset + 1))
+	l.appendMu.Unlock()
+
+	l.notify()
+	if int64(info.LastOffset+1)-l.synced.Load() >= l.opts.FlushMessages {
+		l.kickFlusher()
+	}
+	return info, nil
+}
+
+// shouldRollLocked applies segment.bytes, segment.ms (measured, as Kafka, between the incoming
+// batches' max timestamp and the segment's first batch), index capacity, and the 32-bit
+// relative offset limit.
+func (l *Log) shouldRollLocked(s *Segment, n int, info AppendInfo) bool {
+	size := s.size.Load()
+	if size == 0 {
+		return false
+	}
+	if size+int64(n) > l.opts.SegmentBytes || s.indexFull() {
+		return true
+	}
+	if info.LastOffset-s.base > batch.Offset(^uint32(0)) {
+		return true
+	}
+	if s.firstTs >= 0 {
+		return info.MaxTimestamp-s.firstTs > l.opts.SegmentMs.Milliseconds()
+	}
+	return l.opts.Now().Sub(s.openedAt) > l.opts.SegmentMs
+}
+
+// rollLocked closes the active segment for appends and starts a new one at base. The flusher
+// syncs and trims the old one, outside appendMu.
+func (l *Log) rollLocked(base batch.Offset) error {
+	old := l.active
+	if err := old.sealLocked(); err != nil {
+		return err
+	}
+	s, err := createSegment(&l.opts, l.dir, base)
+	if err != nil {
+		return err
+	}
+	l.active = s
+	segs := append(append([]*Segment(nil), l.Segments()...), s)
+	l.segments.Store(&segs)
+	l.logger.Debug("rolled segment", "dir", l.dir, "base", base, "previous", old.base, "previous_bytes", old.size.Load())
+	l.kickFlusher()
+	return nil
+}
+
+// OutOfRangeError reports an offset outside [Start, End] with the log's bounds.
+type OutOfRangeError struct {
+	Offset, Start, End batch.Offset
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("%v: %d not in [%d, %d]", ErrOffsetOutOfRange, e.Offset, e.Start, e.End)
+}
+
+func (e *OutOfRangeError) Unwrap() error { return ErrOffsetOutOfRange }
+
+// Slice is a run of whole batches (possibly with a partial one at the end, as Kafka fetches
+// allow) in one segment file: what a fetch sends with sendfile. It holds a reference on its
+// segment, so its file stays open, until Release.
+type Slice struct {
+	File vfs.File
+	Pos  int64
+	Len  int
+	// FirstOffset is the base offset of the first batch (or the offset asked for, when empty).
+	FirstOffset batch.Offset
+	seg         *Segment
+}
+
+// Release lets the segment close if the log no longer needs it. Safe on an empty Slice.
+func (s *Slice) Release() {
+	if s.seg != nil {
+		s.seg.release()
+		s.seg = nil
+	}
+}
+
+// AppendTo reads the slice's bytes and appends them to dst, for in-process readers.
+func (s *Slice) AppendTo(dst []byte) ([]byte, error) {
+	if s.Len == 0 {
+		return dst, nil
+	}
+	n := len(dst)
+	dst = append(dst, make([]byte, s.Len)...)
+	if _, err := s.File.ReadAt(dst[n:], s.Pos); err != nil && err != io.EOF {
+		return dst[:n], err
+	}
+	return dst, nil
+}
+
+// Read returns the batches from the one holding off, up to maxBytes and below upTo (the high
+// watermark for consumers; the log end for followers), all from one segment. As Kafka
+// (KIP-74), if the first batch is larger than maxBytes it is returned whole, so a consumer
+// always makes progress. off == upTo gives an empty Slice; off outside [start, end] gives
+// an *OutOfRangeError. The caller must Release the Slice.
+func (l *Log) Read(off batch.Offset, maxBytes int, upTo batch.Offset) (Slice, error) {
+	hdr := headerPool.Get().(*[batch.HeaderSize]byte)
+	defer headerPool.Put(hdr)
+	for {
+		segs := l.Segments()
+		start, end := batch.Offset(l.start.Load()), batch.Offset(l.end.Load())
+		if off < start || off > end {
+			return Slice{}, &OutOfRangeError{Offset: off, Start: start, End: end}
+		}
+		upTo = min(upTo, end)
+		if off >= upTo {
+			return Slice{FirstOffset: off}, nil
+		}
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].base > off }) - 1
+		if i < 0 {
+			i = 0
+		}
+		slice, retry, err := l.readFrom(segs[i:], off, maxBytes, upTo, hdr)
+		if retry {
+			continue // a segment was retired under us: reload the list
+		}
+		return slice, err
+	}
+}
+
+func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo batch.Offset, hdr *[batch.HeaderSize]byte) (Slice, bool, error) {
+	for j, s := range segs {
+		if !s.acquire() {
+			return Slice{}, true, nil
+		}
+		limit := s.size.Load()
+		pos, h, found, err := s.locate(off, limit, hdr)
+		if err != nil || !found {
+			s.release()
+			if err != nil {
+				return Slice{}, false, err
+			}
+			continue // off lies past this segment's batches
+		}
+		if h.BaseOffset() >= upTo {
+			s.release()
+			return Slice{FirstOffset: off}, false, nil
+		}
+		// h aliases hdr, which the next locate reuses.
+		first := h.BaseOffset()
+		firstSize, _ := batch.SizeOf(h) // checked by locate
+		stop := limit
+		if j+1 >= len(segs) || upTo < segs[j+1].base {
+			// upTo may fall inside this segment: stop at the batch that holds it.
+			if p, _, ok, err := s.locate(upTo, limit, hdr); err != nil {
+				s.release()
+				return Slice{}, false, err
+			} else if ok {
+				stop = p
+			}
+		}
+		n := min(int64(maxBytes), stop-pos)
+		if int64(firstSize) > n && int64(firstSize) <= stop-pos {
+			n = int64(firstSize)
+		}
+		return Slice{File: s.file, Pos: pos, Len: int(n), FirstOffset: first, seg: s}, false, nil
+	}
+	return Slice{FirstOffset: off}, false, nil
+}

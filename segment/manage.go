@@ -1,0 +1,343 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+)
+
+// Close stops the flusher, syncs everything, trims the active segment's indexes, writes the
+// recovery point at the log end (so the next Open reads no data) and closes the files. Slices
+// still held by readers keep their segment open until released. Close is idempotent.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.appendMu.Unlock()
+	close(l.stop)
+	<-l.done
+
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	var err error
+	if l.Err() == nil {
+		err = l.flushLocked(false)
+		if err == nil {
+			err = l.closeActiveLocked()
+		}
+	}
+	l.releaseWaiters(-1, ErrClosed)
+	for _, s := range l.Segments() {
+		s.release()
+	}
+	if ferr := l.Err(); err == nil && ferr != nil {
+		err = ferr
+	}
+	return err
+}
+
+// closeActiveLocked seals and finishes the active segment and checkpoints the log end.
+func (l *Log) closeActiveLocked() error {
+	s := l.active
+	if err := s.sealLocked(); err != nil {
+		return err
+	}
+	if err := s.finish(); err != nil {
+		return err
+	}
+	cp := checkpoint{offset: s.nextOffset, segment: s.base, pos: s.size.Load(), maxTs: s.maxTs.Load()}
+	if cp == l.checkpoint {
+		return nil
+	}
+	return l.writeCheckpoint(cp)
+}
+
+// Delete closes the log and removes its directory (the topic was deleted).
+func (l *Log) Delete() error {
+	err := l.Close()
+	if rerr := l.opts.FS.RemoveAll(l.dir); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// RetentionResult reports what DeleteExpired removed.
+type RetentionResult struct {
+	Segments int
+	Bytes    int64
+	NewStart batch.Offset
+}
+
+// DeleteExpired applies retention.ms and retention.bytes: it deletes whole segments, oldest
+// first, never the active one and never one the flusher has not finished, and advances the log
+// start offset. The broker calls it periodically (Kafka's log.retention.check.interval.ms).
+func (l *Log) DeleteExpired() (RetentionResult, error) {
+	l.flushMu.Lock()
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		l.flushMu.Unlock()
+		return RetentionResult{}, ErrClosed
+	}
+	segs := l.Segments()
+	var total int64
+	for _, s := range segs {
+		total += s.Size()
+	}
+	nowMs := l.opts.Now().UnixMilli()
+	n := 0
+	var res RetentionResult
+	for _, s := range segs[:len(segs)-1] {
+		if !s.finished {
+			break
+		}
+		expiredByTime := l.opts.RetentionMs >= 0 && s.maxTs.Load() >= 0 &&
+			nowMs-s.maxTs.Load() > l.opts.RetentionMs.Milliseconds()
+		expiredBySize := l.opts.RetentionBytes >= 0 && total-s.Size() >= l.opts.RetentionBytes
+		if !expiredByTime && !expiredBySize {
+			break
+		}
+		total -= s.Size()
+		res.Bytes += s.Size()
+		n++
+	}
+	if n == 0 {
+		l.appendMu.Unlock()
+		l.flushMu.Unlock()
+		return RetentionResult{NewStart: l.StartOffset()}, nil
+	}
+	doomed := segs[:n]
+	kept := append([]*Segment(nil), segs[n:]...)
+	l.segments.Store(&kept)
+	l.start.Store(int64(kept[0].base))
+	res.Segments, res.NewStart = n, kept[0].base
+	l.appendMu.Unlock()
+	l.flushMu.Unlock()
+
+	var errs []error
+	for _, s := range doomed {
+		errs = append(errs, s.retire())
+	}
+	l.logger.Info("retention deleted segments", "segments", n, "bytes", res.Bytes, "log_start", res.NewStart)
+	return res, errors.Join(errs...)
+}
+
+// TruncateTo removes every batch at or after off (whole batches: a batch holding off goes too),
+// as a follower does before it fetches from a new leader. The truncation is durable when it
+// returns. An off below the log start truncates fully and restarts the log at off.
+func (l *Log) TruncateTo(off batch.Offset) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		l.appendMu.Unlock()
+		return err
+	}
+	if off >= batch.Offset(l.end.Load()) {
+		l.appendMu.Unlock()
+		return nil
+	}
+	segs := l.Segments()
+	if off <= segs[0].base {
+		l.appendMu.Unlock()
+		return l.truncateFullyLocked(off)
+	}
+	i := len(segs) - 1
+	for segs[i].base >= off {
+		i--
+	}
+	t := segs[i]
+	doomed := segs[i+1:]
+	err := l.truncateSegmentLocked(t, off)
+	if err == nil {
+		kept := append([]*Segment(nil), segs[:i+1]...)
+		l.segments.Store(&kept)
+		l.active = t
+		l.end.Store(int64(t.nextOffset))
+		if l.synced.Load() > int64(t.nextOffset) {
+			l.synced.Store(int64(t.nextOffset))
+		}
+	}
+	l.appendMu.Unlock()
+	if err != nil {
+		return l.fail(fmt.Errorf("truncate to %d: %w", off, err))
+	}
+	var errs []error
+	for _, s := range doomed {
+		errs = append(errs, s.retire())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(fmt.Errorf("truncate to %d: %w", off, err))
+	}
+	l.logger.Info("truncated log", "offset", off, "log_end", t.nextOffset, "segments_removed", len(doomed))
+	l.notify()
+	// Make the truncation durable and move the recovery point below the removed bytes.
+	l.checkpoint = checkpoint{offset: -1}
+	return l.flushLocked(true)
+}
+
+// truncateSegmentLocked cuts t at the first batch whose last offset is >= off and makes it the
+// active segment again.
+func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
+	var hdr [batch.HeaderSize]byte
+	size := t.size.Load()
+	pos, h, found, err := t.locate(off, size, &hdr)
+	if err != nil {
+		return err
+	}
+	if !found {
+		pos = size
+	}
+	newEnd := off
+	if found {
+		newEnd = h.BaseOffset()
+	}
+	if t.finished || t.app == nil {
+		if err := t.activate(&l.opts); err != nil {
+			return err
+		}
+		t.finished = false
+	}
+	if err := t.offsets.TruncateToPos(indexPos(pos)); err != nil {
+		return err
+	}
+	if err := t.times.TruncateTo(newEnd); err != nil {
+		return err
+	}
+	if err := t.app.truncate(pos, size); err != nil {
+		return err
+	}
+	// Recompute the appender state from what is left.
+	t.lastIndexedPos = 0
+	if n := t.offsets.Len(); n > 0 {
+		t.lastIndexedPos = int64(t.offsets.Entry(n - 1).Pos)
+	}
+	t.maxTs.Store(-1)
+	t.firstTs = -1
+	from := int64(t.offsets.LookupPos(indexPos(pos)).Pos)
+	if last, ok := t.times.Last(); ok {
+		t.maxTs.Store(last.Timestamp)
+		t.firstTs = t.times.Entry(0).Timestamp
+	}
+	for p := from; p < pos; {
+		h, err := t.readHeader(p, &hdr)
+		if err != nil {
+			return err
+		}
+		sz, err := batch.SizeOf(h)
+		if err != nil {
+			return err
+		}
+		t.maxTs.Store(max(t.maxTs.Load(), h.MaxTimestamp()))
+		if p == 0 {
+			t.firstTs = h.MaxTimestamp()
+		}
+		t.lastBatchBase = h.BaseOffset()
+		p += int64(sz)
+	}
+	t.size.Store(pos)
+	t.syncedSize = min(t.syncedSize, pos)
+	t.nextOffset = newEnd
+	return nil
+}
+
+// TruncateFullyAndStartAt removes every segment and restarts the log, empty, at off (a follower
+// that fell behind the leader's log start).
+func (l *Log) TruncateFullyAndStartAt(off batch.Offset) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	return l.truncateFullyLocked(off)
+}
+
+func (l *Log) truncateFullyLocked(off batch.Offset) error {
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return ErrClosed
+	}
+	doomed := l.Segments()
+	for _, s := range doomed {
+		if err := s.retire(); err != nil {
+			l.appendMu.Unlock()
+			return l.fail(err)
+		}
+	}
+	s, err := createSegment(&l.opts, l.dir, off)
+	if err != nil {
+		l.appendMu.Unlock()
+		return l.fail(err)
+	}
+	segs := []*Segment{s}
+	l.segments.Store(&segs)
+	l.active = s
+	l.start.Store(int64(off))
+	l.end.Store(int64(off))
+	l.synced.Store(int64(off))
+	l.appendMu.Unlock()
+	l.logger.Info("truncated log fully", "log_start", off)
+	l.notify()
+	l.checkpoint = checkpoint{offset: -1}
+	return l.flushLocked(true)
+}
+
+// OffsetForTimestamp returns the first offset whose record timestamp is >= ts and that record's
+// timestamp (Kafka's ListOffsets by timestamp); ok is false when no record is that new.
+func (l *Log) OffsetForTimestamp(ts int64) (off batch.Offset, recordTs int64, ok bool, err error) {
+	var hdr [batch.HeaderSize]byte
+	for _, s := range l.Segments() {
+		if s.maxTs.Load() < ts || !s.acquire() {
+			continue
+		}
+		off, recordTs, ok, err = s.offsetForTimestamp(ts, &hdr)
+		s.release()
+		if err != nil || ok {
+			return off, recordTs, ok, err
+		}
+	}
+	return 0, -1, false, nil
+}
+
+func (s *Segment) offsetForTimestamp(ts int64, hdr *[batch.HeaderSize]byte) (batch.Offset, int64, bool, error) {
+	limit := s.size.Load()
+	pos := int64(s.offsets.Lookup(s.times.Lookup(ts).Offset).Pos)
+	for pos < limit {
+		h, err := s.readHeader(pos, hdr)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		size, err := batch.SizeOf(h)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if h.MaxTimestamp() >= ts {
+			b := make(batch.Batch, size)
+			if _, err := s.file.ReadAt(b, pos); err != nil {
+				return 0, 0, false, err
+			}
+			it := b.Iter(batch.IterOptions{})
+			var r batch.Record
+			for it.Next(&r) {
+				if r.Timestamp >= ts {
+					return r.Offset, r.Timestamp, true, nil
+				}
+			}
+			if err := it.Err(); err != nil {
+				return 0, 0, false, fmt.Errorf("segment %d at %d: %w", s.base, pos, err)
+			}
+		}
+		pos += int64(size)
+	}
+	return 0, 0, false, nil
+}
+
+// now is the log's clock.
+func (l *Log) now() time.Time { return l.opts.Now() }

@@ -1,0 +1,99 @@
+package segment
+
+import (
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+// Options configure a Log. Zero fields take Kafka's defaults (see Defaults).
+type Options struct {
+	// FS does every file operation; nil means the operating system.
+	FS vfs.FS
+	// SegmentBytes is segment.bytes: a segment rolls before it would grow past this (1 GiB).
+	// At most math.MaxInt32, so positions fit the index.
+	SegmentBytes int64
+	// SegmentMs is segment.ms: a segment rolls once its first batch is this old (7 days).
+	SegmentMs time.Duration
+	// IndexIntervalBytes is index.interval.bytes: bytes between offset index entries (4096).
+	IndexIntervalBytes int
+	// SegmentIndexBytes is segment.index.bytes: the preallocated size of each index (10 MiB).
+	SegmentIndexBytes int
+	// RetentionBytes is retention.bytes: the most the log keeps (-1 = no limit, the default).
+	RetentionBytes int64
+	// RetentionMs is retention.ms: how long a segment is kept after its newest record (7 days;
+	// negative = forever).
+	RetentionMs time.Duration
+	// FlushMessages is flush.messages: fsync once this many messages are unsynced (default: never,
+	// as Kafka; acks=all producers ask for fsyncs explicitly through WaitSynced).
+	FlushMessages int64
+	// FlushMs is flush.ms: fsync once data has been unsynced this long (default: never).
+	FlushMs time.Duration
+	// CheckpointInterval is how often the flusher records the recovery point (Kafka's
+	// log.flush.offset.checkpoint.interval.ms, 60 s). Rolls and Close always record it.
+	CheckpointInterval time.Duration
+	// MmapAppend writes through a memory mapping of a preallocated segment instead of pwrite.
+	// Off by default: see BENCHMARKS.md for why pwrite won.
+	MmapAppend bool
+	// Now is the clock (time.Now if nil); tests inject a fake one.
+	Now func() time.Time
+	// Logger receives recovery and truncation reports (slog.Default if nil).
+	Logger *slog.Logger
+}
+
+// Defaults are Kafka's defaults for the settings above.
+var Defaults = Options{
+	SegmentBytes:       1 << 30,
+	SegmentMs:          7 * 24 * time.Hour,
+	IndexIntervalBytes: 4096,
+	SegmentIndexBytes:  10 << 20,
+	RetentionBytes:     -1,
+	RetentionMs:        7 * 24 * time.Hour,
+	FlushMessages:      math.MaxInt64,
+	FlushMs:            -1,
+	CheckpointInterval: time.Minute,
+}
+
+func (o Options) withDefaults() Options {
+	d := Defaults
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = d.SegmentBytes
+	}
+	o.SegmentBytes = min(o.SegmentBytes, math.MaxInt32)
+	if o.SegmentMs <= 0 {
+		o.SegmentMs = d.SegmentMs
+	}
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = d.IndexIntervalBytes
+	}
+	if o.SegmentIndexBytes <= 0 {
+		o.SegmentIndexBytes = d.SegmentIndexBytes
+	}
+	if o.RetentionBytes == 0 {
+		o.RetentionBytes = d.RetentionBytes
+	}
+	if o.RetentionMs == 0 {
+		o.RetentionMs = d.RetentionMs
+	}
+	if o.FlushMessages <= 0 {
+		o.FlushMessages = d.FlushMessages
+	}
+	if o.FlushMs == 0 {
+		o.FlushMs = d.FlushMs
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = d.CheckpointInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}

@@ -1,0 +1,381 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/index"
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	deletedSuffix   = ".deleted"
+)
+
+func segmentPath(dir string, base batch.Offset, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, suffix))
+}
+
+// Segment is one log file and its two indexes.
+//
+// Ownership: the fields under "appender" belong to whoever holds Log.appendMu; size, maxTs and
+// refs are atomics that readers use without a lock; syncedSize and finished belong to the
+// flusher (Log.flushMu).
+type Segment struct {
+	base    batch.Offset
+	dir     string
+	fs      vfs.FS
+	file    vfs.File
+	offsets *index.OffsetIndex
+	times   *index.TimeIndex
+
+	// size is the published length: bytes below it hold whole, validated batches.
+	size atomic.Int64
+	// maxTs is the greatest batch max timestamp in the segment (-1 when empty).
+	maxTs atomic.Int64
+	// refs counts the Log's reference (while the segment is part of the log) and each reader's.
+	// The files close when it reaches zero; they are removed too if the segment was retired.
+	refs    atomic.Int32
+	retired atomic.Bool
+
+	// appender state
+	app            appender // nil once the segment is no longer active
+	nextOffset     batch.Offset
+	lastIndexedPos int64
+	lastBatchBase  batch.Offset
+	firstTs        int64     // max timestamp of the first batch, for segment.ms; -1 if unknown
+	openedAt       time.Time // fallback for segment.ms when firstTs is unknown
+
+	// flusher state
+	syncedSize int64
+	finished   bool
+}
+
+// Base is the offset of the segment's first batch (and its file name).
+func (s *Segment) Base() batch.Offset { return s.base }
+
+// Size is the segment's published length in bytes.
+func (s *Segment) Size() int64 { return s.size.Load() }
+
+// acquire takes a reader's reference; it fails once the segment's files are closing.
+func (s *Segment) acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one closes the files and, for a retired segment, removes
+// them.
+func (s *Segment) release() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	_ = s.closeFiles()
+	if s.retired.Load() {
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			_ = s.fs.Remove(segmentPath(s.dir, s.base, suffix+deletedSuffix))
+		}
+	}
+}
+
+func (s *Segment) closeFiles() error {
+	var errs []error
+	if s.offsets != nil {
+		errs = append(errs, s.offsets.Close())
+	}
+	if s.times != nil {
+		errs = append(errs, s.times.Close())
+	}
+	if s.file != nil {
+		errs = append(errs, s.file.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// createSegment makes a new, empty active segment, replacing any files of that name.
+func createSegment(o *Options, dir string, base batch.Offset) (*Segment, error) {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := o.FS.Remove(segmentPath(dir, base, suffix)); err != nil && !errors.Is(err, errNotExist) {
+			return nil, fmt.Errorf("create segment %d: %w", base, err)
+		}
+	}
+	f, err := o.FS.Create(segmentPath(dir, base, logSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	}
+	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now()}
+	s.refs.Store(1)
+	s.maxTs.Store(-1)
+	if err := s.openIndexes(o, true); err != nil {
+		_ = s.closeFiles()
+		return nil, err
+	}
+	if err := s.activate(o); err != nil {
+		_ = s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSegment opens an existing segment's files; recovery decides what to trust in them.
+func openSegment(o *Options, dir string, base batch.Offset) (*Segment, error) {
+	f, err := o.FS.OpenReadWrite(segmentPath(dir, base, logSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("open segment %d: %w", base, err)
+	}
+	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now()}
+	s.refs.Store(1)
+	s.maxTs.Store(-1)
+	return s, nil
+}
+
+// openIndexes opens the segment's indexes, writable (preallocated) for the active segment.
+func (s *Segment) openIndexes(o *Options, writable bool) error {
+	var err error
+	s.offsets, err = index.OpenOffsetIndex(o.FS, segmentPath(s.dir, s.base, indexSuffix), s.base, o.SegmentIndexBytes, writable)
+	if err != nil {
+		return err
+	}
+	s.times, err = index.OpenTimeIndex(o.FS, segmentPath(s.dir, s.base, timeIndexSuffix), s.base, o.SegmentIndexBytes, writable)
+	return err
+}
+
+// rebuildIndexes discards the index files and starts empty ones; the caller rescans the log.
+func (s *Segment) rebuildIndexes(o *Options, writable bool) error {
+	if s.offsets != nil {
+		_ = s.offsets.Close()
+		s.offsets = nil
+	}
+	if s.times != nil {
+		_ = s.times.Close()
+		s.times = nil
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := o.FS.Remove(segmentPath(s.dir, s.base, suffix)); err != nil && !errors.Is(err, errNotExist) {
+			return err
+		}
+	}
+	return s.openIndexes(o, writable)
+}
+
+// activate prepares the segment to take appends.
+func (s *Segment) activate(o *Options) error {
+	if o.MmapAppend {
+		a, err := newMmapAppender(s.file, max(o.SegmentBytes, s.size.Load()))
+		if err != nil {
+			return fmt.Errorf("segment %d: %w", s.base, err)
+		}
+		s.app = a
+	} else {
+		s.app = pwriteAppender{s.file}
+	}
+	if err := s.offsets.MakeWritable(o.SegmentIndexBytes); err != nil {
+		return err
+	}
+	return s.times.MakeWritable(o.SegmentIndexBytes)
+}
+
+// indexBatch records the index entries for the batch at pos, under Kafka's rule: an offset
+// entry once index.interval.bytes have passed since the previous one; a time entry for the
+// segment's first batch and whenever a new maximum timestamp gets an offset entry.
+func (s *Segment) indexBatch(b batch.Batch, pos int64, interval int) error {
+	ts := b.MaxTimestamp()
+	if s.firstTs < 0 && pos == 0 {
+		s.firstTs = ts
+	}
+	if ts > s.maxTs.Load() {
+		s.maxTs.Store(ts)
+	}
+	indexed := false
+	if pos > 0 && pos-s.lastIndexedPos >= int64(interval) {
+		if err := s.offsets.Append(b.BaseOffset(), index.Pos(pos)); err != nil {
+			return err
+		}
+		s.lastIndexedPos = pos
+		indexed = true
+	}
+	if pos == 0 || indexed {
+		if _, err := s.times.Append(s.maxTs.Load(), b.BaseOffset()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sealLocked stops appends to the segment: it records the final time index entry (the
+// segment's max timestamp) that retention and segment.ms read after a restart. Syncing and
+// trimming are left to the flusher.
+func (s *Segment) sealLocked() error {
+	if s.size.Load() > 0 {
+		if _, err := s.times.Append(s.maxTs.Load(), s.lastBatchBase); err != nil && !errors.Is(err, index.ErrFull) {
+			return fmt.Errorf("seal segment %d: %w", s.base, err)
+		}
+	}
+	return nil
+}
+
+// indexFull reports whether either index lacks room for the entries one more append may need.
+func (s *Segment) indexFull() bool { return s.offsets.Full() || s.times.Full() }
+
+var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) }}
+
+// readHeader reads the batch header at pos into hdr.
+func (s *Segment) readHeader(pos int64, hdr *[batch.HeaderSize]byte) (batch.Batch, error) {
+	n, err := s.file.ReadAt(hdr[:], pos)
+	if n < batch.HeaderSize {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("segment %d: read header at %d: %w", s.base, pos, err)
+	}
+	return batch.Batch(hdr[:]), nil
+}
+
+// locate returns the position of the first batch at or below limit whose last offset is >= off
+// (the batch holding off, or the next one after a gap), its header, and whether one exists.
+func (s *Segment) locate(off batch.Offset, limit int64, hdr *[batch.HeaderSize]byte) (int64, batch.Batch, bool, error) {
+	pos := int64(s.offsets.Lookup(off).Pos)
+	for pos < limit {
+		h, err := s.readHeader(pos, hdr)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		size, err := batch.SizeOf(h)
+		if err != nil {
+			return 0, nil, false, fmt.Errorf("segment %d at %d: %w", s.base, pos, err)
+		}
+		if h.LastOffset() >= off {
+			return pos, h, true, nil
+		}
+		pos += int64(size)
+	}
+	return limit, nil, false, nil
+}
+
+// scanResult is what a recovery scan learned about a stretch of a segment.
+type scanResult struct {
+	end        int64        // position after the last good batch
+	nextOffset batch.Offset // offset after the last good batch
+	batches    int
+	stop       error // why the scan stopped before the file's end, nil if it reached it
+}
+
+// scan validates batches from pos to fileSize, one at a time (header, length, magic, offsets,
+// CRC computed while streaming the batch so a huge batch is never held in memory), and indexes
+// each good batch. It stops at the first bad one.
+func (s *Segment) scan(o *Options, pos, fileSize int64, next batch.Offset, buf []byte) scanResult {
+	r := scanResult{end: pos, nextOffset: next}
+	var hdr [batch.HeaderSize]byte
+	for pos < fileSize {
+		if fileSize-pos < batch.HeaderSize {
+			r.stop = fmt.Errorf("%d trailing bytes are less than a batch header", fileSize-pos)
+			return r
+		}
+		h, err := s.readHeader(pos, &hdr)
+		if err != nil {
+			r.stop = err
+			return r
+		}
+		size, err := batch.SizeOf(h)
+		if err != nil {
+			r.stop = err
+			return r
+		}
+		if pos+int64(size) > fileSize {
+			r.stop = fmt.Errorf("batch of %d bytes at %d runs past the file end %d", size, pos, fileSize)
+			return r
+		}
+		if err := checkHeader(h, size); err != nil {
+			r.stop = err
+			return r
+		}
+		if h.BaseOffset() < next {
+			r.stop = fmt.Errorf("batch base offset %d below the expected %d", h.BaseOffset(), next)
+			return r
+		}
+		if h.LastOffset()-s.base > batch.Offset(^uint32(0)) {
+			r.stop = fmt.Errorf("batch last offset %d does not fit segment %d", h.LastOffset(), s.base)
+			return r
+		}
+		if err := s.checkCRC(h, pos, size, buf); err != nil {
+			r.stop = err
+			return r
+		}
+		if err := s.indexBatch(h, pos, o.IndexIntervalBytes); err != nil {
+			r.stop = fmt.Errorf("index: %w", err)
+			return r
+		}
+		s.lastBatchBase = h.BaseOffset()
+		pos += int64(size)
+		next = h.NextOffset()
+		r.end, r.nextOffset = pos, next
+		r.batches++
+	}
+	return r
+}
+
+// checkHeader applies batch.Validate's header rules to a header alone.
+func checkHeader(h batch.Batch, size int) error {
+	if h.Magic() != batch.Magic {
+		return fmt.Errorf("%w: %d", batch.ErrBadMagic, h.Magic())
+	}
+	if n := h.NumRecords(); n < 0 || (n > 0 && int64(n) > int64(h.LastOffsetDelta())+1) || h.LastOffsetDelta() < 0 {
+		return fmt.Errorf("%w: %d records, last offset delta %d", batch.ErrRecordCount, n, h.LastOffsetDelta())
+	}
+	if h.Compression() == batch.None && int64(h.NumRecords())*7 > int64(size-batch.HeaderSize) {
+		return fmt.Errorf("%w: %d records in %d bytes", batch.ErrRecordCount, h.NumRecords(), size-batch.HeaderSize)
+	}
+	return nil
+}
+
+// checkCRC streams [pos+CRCStart, pos+size) through CRC-32C and compares it to the header's.
+func (s *Segment) checkCRC(h batch.Batch, pos int64, size int, buf []byte) error {
+	crc := uint32(0)
+	for off := int64(batch.CRCStart); off < int64(size); {
+		n := min(int64(len(buf)), int64(size)-off)
+		if _, err := s.file.ReadAt(buf[:n], pos+off); err != nil && !(err == io.EOF && n > 0) {
+			return fmt.Errorf("read batch at %d: %w", pos, err)
+		}
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		off += n
+	}
+	if crc != h.CRC() {
+		return fmt.Errorf("%w: batch at %d: stored %#x, computed %#x", batch.ErrCRC, pos, h.CRC(), crc)
+	}
+	return nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// retire takes the segment out of the log: its files are renamed *.deleted at once (so a crash
+// cannot bring it back) and removed when the last reader lets go.
+func (s *Segment) retire() error {
+	var errs []error
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		old := segmentPath(s.dir, s.base, suffix)
+		if err := s.fs.Rename(old, old+deletedSuffix); err != nil && !errors.Is(err, errNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	s.retired.Store(true)
+	s.release()
+	return errors.Join(errs...)
+}
+
+func indexPos(pos int64) index.Pos { return index.Pos(pos) }
