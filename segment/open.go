@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -190,7 +191,10 @@ func containsBase(bases []batch.Offset, b batch.Offset) bool {
 // batches, unless its indexes fail their sanity check, in which case they are rebuilt.
 func (l *Log) openTrusted(s *Segment, fileSize int64, nextBase batch.Offset, buf []byte) (scanResult, error) {
 	o := &l.opts
-	err := s.openIndexes(o, false)
+	err := s.indexesExist(o)
+	if err == nil {
+		err = s.openIndexes(o, false)
+	}
 	if err == nil {
 		err = errors.Join(s.offsets.Check(fileSize), s.times.Check(nextBase))
 	}
@@ -220,13 +224,17 @@ func (l *Log) openFromCheckpoint(s *Segment, fileSize int64, cp checkpoint, buf 
 		}
 		return s.scan(o, 0, fileSize, s.base, buf), nil
 	}
-	err := s.openIndexes(o, true)
+	err := s.indexesExist(o)
 	if err == nil {
-		// Entries past the recovery point may describe bytes that did not survive.
-		err = errors.Join(s.offsets.TruncateToPos(indexPos(cp.pos)), s.times.TruncateTo(cp.offset))
+		err = s.openIndexes(o, true)
 	}
 	if err == nil {
-		err = errors.Join(s.offsets.Check(max(cp.pos, 1)), s.times.Check(cp.offset))
+		// The kernel may have written back index pages past the recovery point, so entries there
+		// can point past the data that survived: check order only, then cut them.
+		err = errors.Join(s.offsets.Check(math.MaxInt64), s.times.Check(math.MaxInt64))
+	}
+	if err == nil {
+		err = errors.Join(s.offsets.TruncateToPos(indexPos(cp.pos)), s.times.TruncateTo(cp.offset))
 	}
 	if err != nil {
 		l.logger.Warn("rebuilding index", "segment", s.base, "reason", err)
@@ -262,4 +270,17 @@ func (l *Log) syncRecovered(active *Segment, scanned bool) error {
 		return err
 	}
 	return l.writeCheckpoint(cp)
+}
+
+// indexesExist reports a missing index file as an error, so that the caller rebuilds it rather
+// than trusting the empty index that opening would create.
+func (s *Segment) indexesExist(o *Options) error {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		f, err := o.FS.Open(segmentPath(s.dir, s.base, suffix))
+		if err != nil {
+			return fmt.Errorf("index of segment %d: %w", s.base, err)
+		}
+		_ = f.Close()
+	}
+	return nil
 }

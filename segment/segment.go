@@ -223,7 +223,13 @@ func (s *Segment) indexBatch(b batch.Batch, pos int64, interval int) error {
 // trimming are left to the flusher.
 func (s *Segment) sealLocked() error {
 	if s.size.Load() > 0 {
-		if _, err := s.times.Append(s.maxTs.Load(), s.lastBatchBase); err != nil && !errors.Is(err, index.ErrFull) {
+		// The entry's offset may be earlier than the batch that reached maxTs (after a restart
+		// the appender does not know that batch); an earlier offset only lengthens a scan.
+		off := max(s.lastBatchBase, s.base)
+		if last, ok := s.times.Last(); ok {
+			off = max(off, last.Offset)
+		}
+		if _, err := s.times.Append(s.maxTs.Load(), off); err != nil && !errors.Is(err, index.ErrFull) {
 			return fmt.Errorf("seal segment %d: %w", s.base, err)
 		}
 	}
