@@ -1,0 +1,310 @@
+package wire
+
+// Fetch (key 1) reads record batches from partitions, for consumers and for
+// follower replicas.
+//
+// Behavior: ReplicaID is -1 for a consumer, which reads up to the high
+// watermark (ReadCommitted: up to the last stable offset); a follower sets
+// its broker id and reads up to the log end offset, and its FetchOffset
+// tells the leader how far it has replicated. The broker answers once
+// MinBytes of records are available or MaxWaitMs has passed (long poll).
+// MaxBytes bounds the whole response and PartitionMaxBytes each partition,
+// except that the first batch of the first non-empty partition is always
+// sent whole so a consumer can make progress past a batch larger than its
+// limits (Kafka's rule).
+//
+// Records are the segment file's bytes from the batch that holds
+// FetchOffset, sent with sendfile(2) and cut at the byte limit, so they may
+// start before FetchOffset (the client skips records below it) and may END
+// WITH A PARTIAL BATCH. The client must drop a trailing batch whose length
+// runs past the end of Records; that is not corruption.
+
+// IsolationLevel says which records a Fetch or ListOffsets may see.
+type IsolationLevel int8
+
+// Isolation levels (Kafka's numbers).
+const (
+	ReadUncommitted IsolationLevel = 0 // up to the high watermark
+	ReadCommitted   IsolationLevel = 1 // up to the last stable offset
+)
+
+// ConsumerReplicaID is the ReplicaID of a request from a client rather than
+// from a follower broker.
+const ConsumerReplicaID int32 = -1
+
+// FetchRequest asks for records from some partitions.
+type FetchRequest struct {
+	ReplicaID      int32 // ConsumerReplicaID, or the follower's broker id
+	MaxWaitMs      int32
+	MinBytes       int32
+	MaxBytes       int32
+	IsolationLevel IsolationLevel
+	Topics         []FetchRequestTopic
+}
+
+// FetchRequestTopic is one topic's partitions to fetch.
+type FetchRequestTopic struct {
+	Topic      string
+	Partitions []FetchRequestPartition
+}
+
+// FetchRequestPartition is where to read one partition from.
+type FetchRequestPartition struct {
+	Partition          int32
+	CurrentLeaderEpoch int32 // the fetcher's view of the leader epoch, -1 = unknown (not checked)
+	FetchOffset        int64
+	LogStartOffset     int64 // followers: their log start offset; consumers: -1
+	PartitionMaxBytes  int32
+}
+
+const (
+	minFetchRequestTopic     = sizeString + sizeArray
+	minFetchRequestPartition = sizeInt32*2 + sizeInt64*2 + sizeInt32
+)
+
+// Key returns Fetch.
+func (*FetchRequest) Key() APIKey { return Fetch }
+
+// AppendTo appends the body's encoding.
+func (f *FetchRequest) AppendTo(dst []byte) []byte {
+	dst = appendInt32(dst, f.ReplicaID)
+	dst = appendInt32(dst, f.MaxWaitMs)
+	dst = appendInt32(dst, f.MinBytes)
+	dst = appendInt32(dst, f.MaxBytes)
+	dst = appendInt8(dst, int8(f.IsolationLevel))
+	return appendArray(dst, f.Topics)
+}
+
+// ReadFrom decodes b into f (see Message).
+func (f *FetchRequest) ReadFrom(b []byte) error {
+	r := reader{b: b}
+	f.ReplicaID = r.int32()
+	f.MaxWaitMs = r.int32()
+	f.MinBytes = r.int32()
+	f.MaxBytes = r.int32()
+	f.IsolationLevel = IsolationLevel(r.int8())
+	f.Topics = readSlice(&r, f.Topics, minFetchRequestTopic)
+	for i := range f.Topics {
+		f.Topics[i].readFrom(&r)
+	}
+	return r.done()
+}
+
+func (t *FetchRequestTopic) appendTo(dst []byte) []byte {
+	dst = appendString(dst, t.Topic)
+	return appendArray(dst, t.Partitions)
+}
+
+func (t *FetchRequestTopic) readFrom(r *reader) {
+	t.Topic = r.stringReuse(t.Topic)
+	t.Partitions = readSlice(r, t.Partitions, minFetchRequestPartition)
+	for i := range t.Partitions {
+		t.Partitions[i].readFrom(r)
+	}
+}
+
+func (p *FetchRequestPartition) appendTo(dst []byte) []byte {
+	dst = appendInt32(dst, p.Partition)
+	dst = appendInt32(dst, p.CurrentLeaderEpoch)
+	dst = appendInt64(dst, p.FetchOffset)
+	dst = appendInt64(dst, p.LogStartOffset)
+	return appendInt32(dst, p.PartitionMaxBytes)
+}
+
+func (p *FetchRequestPartition) readFrom(r *reader) {
+	p.Partition = r.int32()
+	p.CurrentLeaderEpoch = r.int32()
+	p.FetchOffset = r.int64()
+	p.LogStartOffset = r.int64()
+	p.PartitionMaxBytes = r.int32()
+}
+
+// FetchResponse carries records and offsets per partition.
+//
+// Every partition's records field comes last in that partition's entry, so
+// the encoding is a run of metadata "prefixes" separated by record blobs:
+//
+//	[throttleMs][errorCode][topics count]
+//	  [topic][partitions count]
+//	    [partition][errorCode][highWatermark][lastStableOffset][logStartOffset][records length]
+//	    <records bytes: from the segment file>
+//	    [partition]...[records length]
+//	    <records bytes>
+//	  [topic][partitions count]
+//	    ...
+//
+// AppendSegments encodes the prefixes alone, given the records' lengths, so
+// a server can write prefix, sendfile, prefix, sendfile, ... with the frame
+// size known up front.
+type FetchResponse struct {
+	ThrottleMs int32
+	ErrorCode  ErrorCode // a whole-request error; partition errors are per partition
+	Topics     []FetchResponseTopic
+}
+
+// FetchResponseTopic is one topic's partitions.
+type FetchResponseTopic struct {
+	Topic      string
+	Partitions []FetchResponsePartition
+}
+
+// FetchResponsePartition is one partition's offsets and records.
+type FetchResponsePartition struct {
+	Partition        int32
+	ErrorCode        ErrorCode
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	Records          []byte // nil on error; aliases the frame when decoded; may end with a partial batch
+}
+
+const (
+	minFetchResponseTopic     = sizeString + sizeArray
+	minFetchResponsePartition = sizeInt32 + sizeInt16 + sizeInt64*3 + sizeBytes
+)
+
+// Key returns Fetch.
+func (*FetchResponse) Key() APIKey { return Fetch }
+
+// AppendTo appends the body's encoding with the records inline.
+func (f *FetchResponse) AppendTo(dst []byte) []byte {
+	dst = appendInt32(dst, f.ThrottleMs)
+	dst = appendInt16(dst, int16(f.ErrorCode))
+	return appendArray(dst, f.Topics)
+}
+
+// ReadFrom decodes b into f (see Message). Records alias b.
+func (f *FetchResponse) ReadFrom(b []byte) error {
+	r := reader{b: b}
+	f.ThrottleMs = r.int32()
+	f.ErrorCode = ErrorCode(r.int16())
+	f.Topics = readSlice(&r, f.Topics, minFetchResponseTopic)
+	for i := range f.Topics {
+		f.Topics[i].readFrom(&r)
+	}
+	return r.done()
+}
+
+// NumPartitions returns the number of partitions in f, across topics: the
+// number of record lengths AppendSegments expects.
+func (f *FetchResponse) NumPartitions() int {
+	n := 0
+	for i := range f.Topics {
+		n += len(f.Topics[i].Partitions)
+	}
+	return n
+}
+
+// AppendSegments appends f's encoding with every partition's record bytes
+// left out, for a server that sends the records from the segment files.
+//
+// recordLens[i] is the length of the i-th partition's records, counting
+// partitions in encoding order (topic by topic), or -1 for null records; the
+// partitions' Records fields are ignored. The encoding of each length is
+// included; only the record bytes themselves are missing. For partition i,
+// cuts[i] (appended to the cuts argument, which may be nil) is the offset in
+// buf at which its record bytes belong, so the server sends:
+//
+//	buf[len(dst):cuts[0]], records 0, buf[cuts[0]:cuts[1]], records 1, ..., buf[cuts[n-1]:]
+//
+// Null and empty records send nothing between their cuts. The result is
+// byte for byte what AppendTo produces with the records filled in. It fails
+// with ErrRecordLens, leaving dst as it was, if len(recordLens) is not
+// NumPartitions() or a length is below -1.
+func (f *FetchResponse) AppendSegments(dst []byte, recordLens []int32, cuts []int) (buf []byte, cutsOut []int, err error) {
+	if len(recordLens) != f.NumPartitions() {
+		return dst, cuts, ErrRecordLens
+	}
+	for _, n := range recordLens {
+		if n < -1 {
+			return dst, cuts, ErrRecordLens
+		}
+	}
+	buf = appendInt32(dst, f.ThrottleMs)
+	buf = appendInt16(buf, int16(f.ErrorCode))
+	buf = appendArrayLen(buf, len(f.Topics))
+	i := 0
+	for ti := range f.Topics {
+		t := &f.Topics[ti]
+		buf = appendString(buf, t.Topic)
+		buf = appendArrayLen(buf, len(t.Partitions))
+		for pi := range t.Partitions {
+			buf = t.Partitions[pi].appendPrefix(buf)
+			buf = appendInt32(buf, recordLens[i])
+			cuts = append(cuts, len(buf))
+			i++
+		}
+	}
+	return buf, cuts, nil
+}
+
+// AppendFetchResponseFrame appends a complete Fetch response frame (size,
+// correlation id, body) with the record bytes left out, as AppendSegments
+// describes; the size field counts the missing record bytes, so once the
+// server has sent the segments and the records in turn the peer has read
+// exactly one frame. With dst empty:
+//
+//	prev := 0
+//	for i, cut := range cuts {
+//		conn.Write(buf[prev:cut])
+//		sendfile(conn, file[i], pos[i], recordLens[i]) // nothing if <= 0
+//		prev = cut
+//	}
+//	conn.Write(buf[prev:])
+//
+// It fails with ErrRecordLens as AppendSegments does, or ErrFrameTooLarge if
+// the frame size would overflow the int32 size field.
+func AppendFetchResponseFrame(dst []byte, correlationID int32, f *FetchResponse, recordLens []int32, cuts []int) (buf []byte, cutsOut []int, err error) {
+	var total int64
+	for _, n := range recordLens {
+		if n > 0 {
+			total += int64(n)
+		}
+	}
+	buf, start := BeginFrame(dst)
+	buf = appendInt32(buf, correlationID)
+	buf, cutsOut, err = f.AppendSegments(buf, recordLens, cuts)
+	if err == nil {
+		err = FinishFrame(buf, start, total)
+	}
+	if err != nil {
+		return dst, cuts, err
+	}
+	return buf, cutsOut, nil
+}
+
+func (t *FetchResponseTopic) appendTo(dst []byte) []byte {
+	dst = appendString(dst, t.Topic)
+	return appendArray(dst, t.Partitions)
+}
+
+func (t *FetchResponseTopic) readFrom(r *reader) {
+	t.Topic = r.stringReuse(t.Topic)
+	t.Partitions = readSlice(r, t.Partitions, minFetchResponsePartition)
+	for i := range t.Partitions {
+		t.Partitions[i].readFrom(r)
+	}
+}
+
+// appendPrefix appends every field of p before its records.
+func (p *FetchResponsePartition) appendPrefix(dst []byte) []byte {
+	dst = appendInt32(dst, p.Partition)
+	dst = appendInt16(dst, int16(p.ErrorCode))
+	dst = appendInt64(dst, p.HighWatermark)
+	dst = appendInt64(dst, p.LastStableOffset)
+	return appendInt64(dst, p.LogStartOffset)
+}
+
+func (p *FetchResponsePartition) appendTo(dst []byte) []byte {
+	dst = p.appendPrefix(dst)
+	return appendBytes(dst, p.Records)
+}
+
+func (p *FetchResponsePartition) readFrom(r *reader) {
+	p.Partition = r.int32()
+	p.ErrorCode = ErrorCode(r.int16())
+	p.HighWatermark = r.int64()
+	p.LastStableOffset = r.int64()
+	p.LogStartOffset = r.int64()
+	p.Records = r.bytes()
+}

@@ -1,0 +1,176 @@
+package wire
+
+// Produce (key 0) appends record batches to partition logs.
+//
+// Behavior: Records of a partition is one or more record batches (the batch
+// package's format) back to back, exactly as the producer built and
+// compressed them; the broker validates and appends them without
+// re-encoding. Acks is 0 (no response at all: the server sends nothing and
+// the client does not wait), 1 (answer after the leader's append) or -1 (all:
+// answer once the in-sync replicas have the batches, and only if they number
+// at least min.insync.replicas); any other value gets
+// ErrInvalidRequiredAcks. TimeoutMs bounds the acks=-1 wait. Results are per
+// partition; one failing partition does not fail the others.
+//
+// Decoding aliases: each partition's Records is a sub-slice of the frame
+// buffer, so a decoded request is valid only while that buffer is, and the
+// broker appends straight from the frame (no copy of the records).
+
+// Acks values.
+const (
+	AcksNone   int16 = 0
+	AcksLeader int16 = 1
+	AcksAll    int16 = -1
+)
+
+// ProduceRequest appends records to partitions.
+type ProduceRequest struct {
+	TransactionalID *string // nil unless transactional (not yet supported)
+	Acks            int16
+	TimeoutMs       int32
+	Topics          []ProduceRequestTopic
+}
+
+// ProduceRequestTopic is one topic's share of a Produce request.
+type ProduceRequestTopic struct {
+	Topic      string
+	Partitions []ProduceRequestPartition
+}
+
+// ProduceRequestPartition carries the record batches for one partition.
+type ProduceRequestPartition struct {
+	Partition int32
+	Records   []byte // concatenated record batches; aliases the frame when decoded
+}
+
+const (
+	minProduceRequestTopic     = sizeString + sizeArray
+	minProduceRequestPartition = sizeInt32 + sizeBytes
+)
+
+// Key returns Produce.
+func (*ProduceRequest) Key() APIKey { return Produce }
+
+// AppendTo appends the body's encoding.
+func (p *ProduceRequest) AppendTo(dst []byte) []byte {
+	dst = appendNullableString(dst, p.TransactionalID)
+	dst = appendInt16(dst, p.Acks)
+	dst = appendInt32(dst, p.TimeoutMs)
+	return appendArray(dst, p.Topics)
+}
+
+// ReadFrom decodes b into p (see Message). Records alias b. Decoding into a
+// reused ProduceRequest allocates nothing once its slices have grown to the
+// shape of the traffic.
+func (p *ProduceRequest) ReadFrom(b []byte) error {
+	r := reader{b: b}
+	p.TransactionalID = r.nullableString()
+	p.Acks = r.int16()
+	p.TimeoutMs = r.int32()
+	p.Topics = readSlice(&r, p.Topics, minProduceRequestTopic)
+	for i := range p.Topics {
+		p.Topics[i].readFrom(&r)
+	}
+	return r.done()
+}
+
+func (t *ProduceRequestTopic) appendTo(dst []byte) []byte {
+	dst = appendString(dst, t.Topic)
+	return appendArray(dst, t.Partitions)
+}
+
+func (t *ProduceRequestTopic) readFrom(r *reader) {
+	t.Topic = r.stringReuse(t.Topic)
+	t.Partitions = readSlice(r, t.Partitions, minProduceRequestPartition)
+	for i := range t.Partitions {
+		t.Partitions[i].readFrom(r)
+	}
+}
+
+func (p *ProduceRequestPartition) appendTo(dst []byte) []byte {
+	dst = appendInt32(dst, p.Partition)
+	return appendBytes(dst, p.Records)
+}
+
+func (p *ProduceRequestPartition) readFrom(r *reader) {
+	p.Partition = r.int32()
+	p.Records = r.bytes()
+}
+
+// ProduceResponse has one result per partition of the request.
+type ProduceResponse struct {
+	Topics     []ProduceResponseTopic
+	ThrottleMs int32
+}
+
+// ProduceResponseTopic is one topic's results.
+type ProduceResponseTopic struct {
+	Topic      string
+	Partitions []ProduceResponsePartition
+}
+
+// ProduceResponsePartition is the outcome of one partition's append.
+type ProduceResponsePartition struct {
+	Partition       int32
+	ErrorCode       ErrorCode
+	BaseOffset      int64   // offset given to the first record, -1 on error
+	LogAppendTimeMs int64   // broker time stamped on the batches if the topic uses LogAppendTime, else -1
+	LogStartOffset  int64   // the partition's log start offset after the append
+	ErrorMessage    *string // detail for a human (e.g. which CRC failed), nil if none
+}
+
+const (
+	minProduceResponseTopic     = sizeString + sizeArray
+	minProduceResponsePartition = sizeInt32 + sizeInt16 + sizeInt64*3 + sizeString
+)
+
+// Key returns Produce.
+func (*ProduceResponse) Key() APIKey { return Produce }
+
+// AppendTo appends the body's encoding.
+func (p *ProduceResponse) AppendTo(dst []byte) []byte {
+	dst = appendArray(dst, p.Topics)
+	return appendInt32(dst, p.ThrottleMs)
+}
+
+// ReadFrom decodes b into p (see Message).
+func (p *ProduceResponse) ReadFrom(b []byte) error {
+	r := reader{b: b}
+	p.Topics = readSlice(&r, p.Topics, minProduceResponseTopic)
+	for i := range p.Topics {
+		p.Topics[i].readFrom(&r)
+	}
+	p.ThrottleMs = r.int32()
+	return r.done()
+}
+
+func (t *ProduceResponseTopic) appendTo(dst []byte) []byte {
+	dst = appendString(dst, t.Topic)
+	return appendArray(dst, t.Partitions)
+}
+
+func (t *ProduceResponseTopic) readFrom(r *reader) {
+	t.Topic = r.stringReuse(t.Topic)
+	t.Partitions = readSlice(r, t.Partitions, minProduceResponsePartition)
+	for i := range t.Partitions {
+		t.Partitions[i].readFrom(r)
+	}
+}
+
+func (p *ProduceResponsePartition) appendTo(dst []byte) []byte {
+	dst = appendInt32(dst, p.Partition)
+	dst = appendInt16(dst, int16(p.ErrorCode))
+	dst = appendInt64(dst, p.BaseOffset)
+	dst = appendInt64(dst, p.LogAppendTimeMs)
+	dst = appendInt64(dst, p.LogStartOffset)
+	return appendNullableString(dst, p.ErrorMessage)
+}
+
+func (p *ProduceResponsePartition) readFrom(r *reader) {
+	p.Partition = r.int32()
+	p.ErrorCode = ErrorCode(r.int16())
+	p.BaseOffset = r.int64()
+	p.LogAppendTimeMs = r.int64()
+	p.LogStartOffset = r.int64()
+	p.ErrorMessage = r.nullableString()
+}

@@ -1,0 +1,180 @@
+package wire
+
+import "reflect"
+
+// sample is one message value used by the round-trip, truncation, reuse and
+// fuzz-seed tests. Every request and response type has several: a full one,
+// and ones that pin null vs empty for each nullable field.
+type sample struct {
+	name string
+	msg  Message
+}
+
+func sp(s string) *string { return &s }
+
+// fresh returns a new zero value of m's type.
+func fresh(m Message) Message {
+	return reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+}
+
+func samples() []sample {
+	records := []byte("batch-0 bytes....batch-1 bytes")
+	return []sample{
+		{"ApiVersionsRequest", &APIVersionsRequest{}},
+		{"ApiVersionsResponse", &APIVersionsResponse{APIKeys: SupportedAPIs(), ThrottleMs: 7}},
+		{"ApiVersionsResponse/unsupported", &APIVersionsResponse{ErrorCode: ErrUnsupportedVersion, APIKeys: []APIVersionRange{{APIKey: APIVersions}}}},
+
+		{"MetadataRequest/all", &MetadataRequest{Topics: nil, AllowAutoTopicCreation: true}},
+		{"MetadataRequest/none", &MetadataRequest{Topics: []string{}}},
+		{"MetadataRequest/some", &MetadataRequest{Topics: []string{"orders", ""}}},
+		{"MetadataResponse", &MetadataResponse{
+			ThrottleMs: 1,
+			Brokers: []MetadataBroker{
+				{NodeID: 1, Host: "10.0.0.1", Port: 9092, UnixPath: "/var/run/sluice.sock"},
+				{NodeID: 2, Host: "10.0.0.2", Port: 9092},
+			},
+			ClusterID:    sp("c-1"),
+			ControllerID: 1,
+			Topics: []MetadataTopic{
+				{Topic: "orders", Partitions: []MetadataPartition{
+					{Partition: 0, Leader: 1, LeaderEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1}},
+					{Partition: 1, ErrorCode: ErrLeaderNotAvailable, Leader: -1, LeaderEpoch: -1},
+				}},
+				{ErrorCode: ErrUnknownTopicOrPartition, Topic: "nope"},
+				{Topic: "__consumer_offsets", IsInternal: true},
+			},
+		}},
+		{"MetadataResponse/nullCluster", &MetadataResponse{ClusterID: nil, ControllerID: -1}},
+		{"MetadataResponse/emptyCluster", &MetadataResponse{ClusterID: sp("")}},
+
+		{"CreateTopicsRequest", &CreateTopicsRequest{
+			Topics: []CreateTopicsRequestTopic{
+				{Topic: "a", NumPartitions: 3, ReplicationFactor: 2, Configs: []ConfigEntry{
+					{Name: "retention.ms", Value: sp("1000")},
+					{Name: "cleanup.policy", Value: nil},
+					{Name: "write.caching", Value: sp("")},
+				}},
+				{Topic: "b", NumPartitions: -1, ReplicationFactor: -1, Assignments: []CreateTopicsAssignment{
+					{Partition: 0, Replicas: []int32{1, 2, 3}},
+					{Partition: 1, Replicas: []int32{2, 3, 1}},
+				}},
+			},
+			TimeoutMs:    30000,
+			ValidateOnly: true,
+		}},
+		{"CreateTopicsResponse", &CreateTopicsResponse{ThrottleMs: 2, Topics: []TopicResult{
+			{Topic: "a"},
+			{Topic: "b", ErrorCode: ErrTopicAlreadyExists, ErrorMessage: sp("topic b exists")},
+			{Topic: "c", ErrorCode: ErrInvalidConfig, ErrorMessage: sp("")},
+		}}},
+
+		{"DeleteTopicsRequest", &DeleteTopicsRequest{Topics: []string{"a", "b"}, TimeoutMs: 5000}},
+		{"DeleteTopicsResponse", &DeleteTopicsResponse{Topics: []TopicResult{
+			{Topic: "a"}, {Topic: "b", ErrorCode: ErrUnknownTopicOrPartition},
+		}}},
+
+		{"DescribeConfigsRequest", &DescribeConfigsRequest{Resources: []DescribeConfigsResource{
+			{ResourceType: ResourceTopic, ResourceName: "a", ConfigNames: nil},
+			{ResourceType: ResourceTopic, ResourceName: "b", ConfigNames: []string{}},
+			{ResourceType: ResourceBroker, ResourceName: "1", ConfigNames: []string{"log.segment.bytes"}},
+		}}},
+		{"DescribeConfigsResponse", &DescribeConfigsResponse{ThrottleMs: 3, Resources: []DescribeConfigsResult{
+			{ResourceType: ResourceTopic, ResourceName: "a", Configs: []DescribeConfigsEntry{
+				{Name: "retention.ms", Value: sp("604800000"), Source: ConfigSourceDefault},
+				{Name: "min.insync.replicas", Value: sp("2"), Source: ConfigSourceDynamicTopic},
+				{Name: "secret", Value: nil, ReadOnly: true, IsSensitive: true, Source: ConfigSourceStaticBroker},
+			}},
+			{ErrorCode: ErrUnknownTopicOrPartition, ErrorMessage: sp("no topic b"), ResourceType: ResourceTopic, ResourceName: "b"},
+		}}},
+
+		{"AlterConfigsRequest", &AlterConfigsRequest{Resources: []AlterConfigsResource{
+			{ResourceType: ResourceTopic, ResourceName: "a", Configs: []ConfigEntry{{Name: "retention.ms", Value: sp("1")}, {Name: "x", Value: nil}}},
+			{ResourceType: ResourceTopic, ResourceName: "b"},
+		}, ValidateOnly: true}},
+		{"AlterConfigsResponse", &AlterConfigsResponse{ThrottleMs: 4, Resources: []AlterConfigsResult{
+			{ResourceType: ResourceTopic, ResourceName: "a"},
+			{ErrorCode: ErrInvalidConfig, ErrorMessage: sp("bad value"), ResourceType: ResourceTopic, ResourceName: "b"},
+		}}},
+
+		{"ProduceRequest", &ProduceRequest{Acks: AcksAll, TimeoutMs: 30000, Topics: []ProduceRequestTopic{
+			{Topic: "orders", Partitions: []ProduceRequestPartition{
+				{Partition: 0, Records: records},
+				{Partition: 1, Records: []byte{}},
+				{Partition: 2, Records: nil},
+			}},
+			{Topic: "clicks", Partitions: []ProduceRequestPartition{{Partition: 7, Records: []byte{1, 2, 3}}}},
+		}}},
+		{"ProduceRequest/transactional", &ProduceRequest{TransactionalID: sp("tx"), Acks: AcksLeader}},
+		{"ProduceRequest/emptyTxID", &ProduceRequest{TransactionalID: sp(""), Acks: AcksNone}},
+		{"ProduceResponse", &ProduceResponse{ThrottleMs: 5, Topics: []ProduceResponseTopic{
+			{Topic: "orders", Partitions: []ProduceResponsePartition{
+				{Partition: 0, BaseOffset: 100, LogAppendTimeMs: -1, LogStartOffset: 0},
+				{Partition: 1, ErrorCode: ErrCorruptMessage, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, ErrorMessage: sp("crc mismatch in batch 0")},
+			}},
+		}}},
+
+		{"FetchRequest", &FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20, IsolationLevel: ReadCommitted,
+			Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
+				{Partition: 0, CurrentLeaderEpoch: 3, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
+				{Partition: 1, CurrentLeaderEpoch: -1, FetchOffset: 0, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
+			}}}}},
+		{"FetchRequest/follower", &FetchRequest{ReplicaID: 2, Topics: []FetchRequestTopic{{Topic: "t"}}}},
+		{"FetchResponse", sampleFetchResponse()},
+		{"FetchResponse/error", &FetchResponse{ErrorCode: ErrUnknownServerError}},
+
+		{"ListOffsetsRequest", &ListOffsetsRequest{ReplicaID: -1, IsolationLevel: ReadUncommitted, Topics: []ListOffsetsRequestTopic{
+			{Topic: "orders", Partitions: []ListOffsetsRequestPartition{
+				{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: LatestTimestamp},
+				{Partition: 1, CurrentLeaderEpoch: 2, Timestamp: EarliestTimestamp},
+				{Partition: 2, CurrentLeaderEpoch: 2, Timestamp: 1700000000000},
+			}},
+		}}},
+		{"ListOffsetsResponse", &ListOffsetsResponse{ThrottleMs: 6, Topics: []ListOffsetsResponseTopic{
+			{Topic: "orders", Partitions: []ListOffsetsResponsePartition{
+				{Partition: 0, Timestamp: -1, Offset: 1000, LeaderEpoch: 3},
+				{Partition: 1, ErrorCode: ErrNotLeaderOrFollower, Timestamp: -1, Offset: -1, LeaderEpoch: -1},
+			}},
+		}}},
+
+		{"OffsetCommitRequest", &OffsetCommitRequest{GroupID: "g", GenerationID: -1, MemberID: "", Topics: []OffsetCommitRequestTopic{
+			{Topic: "orders", Partitions: []OffsetCommitRequestPartition{
+				{Partition: 0, Offset: 10, LeaderEpoch: 3, Metadata: sp("host-a")},
+				{Partition: 1, Offset: 20, LeaderEpoch: -1, Metadata: nil},
+				{Partition: 2, Offset: 30, LeaderEpoch: -1, Metadata: sp("")},
+			}},
+		}}},
+		{"OffsetCommitResponse", &OffsetCommitResponse{Topics: []OffsetCommitResponseTopic{
+			{Topic: "orders", Partitions: []PartitionResult{{Partition: 0}, {Partition: 1, ErrorCode: ErrIllegalGeneration}}},
+		}}},
+
+		{"OffsetFetchRequest/all", &OffsetFetchRequest{GroupID: "g", Topics: nil}},
+		{"OffsetFetchRequest/none", &OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchRequestTopic{}}},
+		{"OffsetFetchRequest/some", &OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchRequestTopic{
+			{Topic: "orders", Partitions: []int32{0, 1, 2}},
+		}}},
+		{"OffsetFetchResponse", &OffsetFetchResponse{ThrottleMs: 8, ErrorCode: NoError, Topics: []OffsetFetchResponseTopic{
+			{Topic: "orders", Partitions: []OffsetFetchResponsePartition{
+				{Partition: 0, Offset: 10, LeaderEpoch: 3, Metadata: sp("m")},
+				{Partition: 1, Offset: -1, LeaderEpoch: -1, Metadata: nil},
+				{Partition: 2, Offset: 5, LeaderEpoch: -1, Metadata: sp(""), ErrorCode: ErrUnstableOffsetCommit},
+			}},
+		}}},
+		{"OffsetFetchResponse/loading", &OffsetFetchResponse{ErrorCode: ErrCoordinatorLoadInProgress}},
+	}
+}
+
+// sampleFetchResponse has two topics, null, empty and non-empty records, so
+// the segmented encoder meets every case.
+func sampleFetchResponse() *FetchResponse {
+	return &FetchResponse{ThrottleMs: 9, Topics: []FetchResponseTopic{
+		{Topic: "orders", Partitions: []FetchResponsePartition{
+			{Partition: 0, HighWatermark: 100, LastStableOffset: 100, LogStartOffset: 0, Records: []byte("records of partition zero")},
+			{Partition: 1, ErrorCode: ErrOffsetOutOfRange, HighWatermark: 50, LastStableOffset: 50, LogStartOffset: 10, Records: nil},
+			{Partition: 2, HighWatermark: 7, LastStableOffset: 7, LogStartOffset: 7, Records: []byte{}},
+		}},
+		{Topic: "clicks", Partitions: []FetchResponsePartition{
+			{Partition: 3, HighWatermark: 1, LastStableOffset: 1, Records: []byte{0xde, 0xad}},
+		}},
+		{Topic: "empty"},
+	}}
+}
