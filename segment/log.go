@@ -19,8 +19,8 @@ var errNotExist = fs.ErrNotExist
 
 // Log is one partition's log: an ordered list of segments of which the last is active.
 //
-// Ownership: appendMu guards the active segment's appender state and every change to the segment
-// list; the list itself, the log start and end offsets and the synced offset are atomics that
+// Ownership: appendMu guards the active segment's appender state, every change to the segment
+// list, and the settings that Reconfigure changes; the list itself, the log start and end offsets and the synced offset are atomics that
 // readers and the flusher load without appendMu. flushMu is held by whoever syncs, finishes
 // rolled segments or writes the checkpoint; lock order is flushMu, then appendMu.
 type Log struct {
@@ -248,10 +248,11 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	s.nextOffset = info.LastOffset + 1
 	s.size.Store(pos + int64(len(buf)))
 	l.end.Store(int64(info.LastOffset + 1))
+	flushMessages := l.opts.FlushMessages
 	l.appendMu.Unlock()
 
 	l.notify()
-	if int64(info.LastOffset+1)-l.synced.Load() >= l.opts.FlushMessages {
+	if int64(info.LastOffset+1)-l.synced.Load() >= flushMessages {
 		l.kickFlusher()
 	}
 	return info, nil
@@ -408,4 +409,19 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		return Slice{File: s.file, Pos: pos, Len: int(n), FirstOffset: first, seg: s}, false, nil
 	}
 	return Slice{FirstOffset: off}, false, nil
+}
+
+// Reconfigure applies new values of the settings that may change while the log is open (a topic
+// config was altered): segment.bytes, segment.ms, index.interval.bytes, retention.bytes,
+// retention.ms and flush.messages. The other options keep the values the log was opened with.
+func (l *Log) Reconfigure(o Options) {
+	n := o.withDefaults()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.opts.SegmentBytes = n.SegmentBytes
+	l.opts.SegmentMs = n.SegmentMs
+	l.opts.IndexIntervalBytes = n.IndexIntervalBytes
+	l.opts.RetentionBytes = n.RetentionBytes
+	l.opts.RetentionMs = n.RetentionMs
+	l.opts.FlushMessages = n.FlushMessages
 }

@@ -252,8 +252,9 @@ func TestRetention(t *testing.T) {
 		}
 	}
 
-	l.opts.RetentionMs = -1
-	l.opts.RetentionBytes = 3 * 4096
+	o.RetentionMs = -1
+	o.RetentionBytes = 3 * 4096
+	l.Reconfigure(o)
 	res, err = l.DeleteExpired()
 	if err != nil {
 		t.Fatal(err)

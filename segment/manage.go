@@ -3,7 +3,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sluicemq/sluice/batch"
 )
@@ -338,6 +337,3 @@ func (s *Segment) offsetForTimestamp(ts int64, hdr *[batch.HeaderSize]byte) (bat
 	}
 	return 0, 0, false, nil
 }
-
-// now is the log's clock.
-func (l *Log) now() time.Time { return l.opts.Now() }
