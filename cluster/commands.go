@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// cmdType is the first byte of every raft log entry this package writes.
+// The values are part of the on-disk format: never renumber them.
+type cmdType uint8
+
+const (
+	cmdRegisterBroker     cmdType = 1
+	cmdCreateTopic        cmdType = 2
+	cmdDeleteTopic        cmdType = 3
+	cmdAlterTopicConfigs  cmdType = 4
+	cmdSetPartitionLeader cmdType = 5
+	// Reserved for the work that follows (see the package doc):
+	//   6 AllocateProducerIDs: hand out the next block of producer ids.
+	//   7 AlterPartition: ISR shrink/expand requested by a partition leader.
+	//   8 UnregisterBroker / fence a broker whose session expired.
+)
+
+// TopicSpec is a request to create a topic.
+type TopicSpec struct {
+	Name string `json:"name"`
+	// NumPartitions must be ≥ 1, unless Assignment is given (then it must
+	// be 0, -1 or len(Assignment)). The broker substitutes its num.partitions
+	// default for Kafka's -1 before calling the controller.
+	NumPartitions int32 `json:"num_partitions"`
+	// ReplicationFactor must be in [1, registered brokers], unless
+	// Assignment is given (then 0, -1 or the assignment's width).
+	ReplicationFactor int16 `json:"replication_factor"`
+	// Assignment optionally fixes the replicas of each partition, indexed
+	// by partition, first replica preferred leader.
+	Assignment [][]int32 `json:"assignment,omitempty"`
+	// Configs are topic config overrides (Kafka names).
+	Configs map[string]string `json:"configs,omitempty"`
+	// Internal marks a topic created by the broker itself (names starting
+	// with "__", such as __consumer_offsets); users cannot set it.
+	Internal bool `json:"internal,omitempty"`
+}
+
+// LeaderChange is a request to move a partition's leadership.
+type LeaderChange struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Leader is the new leader (a replica of the partition) or NoLeader.
+	Leader int32 `json:"leader"`
+	// LeaderEpoch is the epoch the decision was based on: if the partition
+	// has moved on since, the change is stale and rejected.
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// Unclean allows a leader outside the ISR (the topic's or broker's
+	// unclean.leader.election.enable, decided by the caller); the ISR then
+	// becomes just the new leader.
+	Unclean bool `json:"unclean,omitempty"`
+}
+
+// command is a decoded log entry: a pure transition of the metadata.
+type command interface {
+	// apply returns the next metadata (m itself when nothing changed) and
+	// the result for the proposer. It must depend only on m, index and the
+	// command: no clock, randomness or map iteration order.
+	apply(m *Metadata, index uint64) (*Metadata, applyResult)
+}
+
+// applyResult is what Apply hands back through the raft ApplyFuture.
+type applyResult struct {
+	Err       error
+	Topic     TopicMeta
+	Partition PartitionMeta
+}
+
+type registerBrokerCmd struct {
+	Broker BrokerInfo `json:"broker"`
+}
+
+type createTopicCmd struct {
+	TopicSpec
+	// ID is drawn by the proposer, not by Apply, so every node agrees on it.
+	ID TopicID `json:"id"`
+}
+
+type deleteTopicCmd struct {
+	Name string `json:"name"`
+	// ID, when set, must match the current topic's id: a delete aimed at a
+	// topic that was since re-created under the same name is rejected.
+	ID       TopicID `json:"id,omitzero"`
+	Internal bool    `json:"internal,omitempty"`
+}
+
+type alterTopicConfigsCmd struct {
+	Name   string            `json:"name"`
+	Set    map[string]string `json:"set,omitempty"`
+	Delete []string          `json:"delete,omitempty"`
+}
+
+type setPartitionLeaderCmd struct {
+	LeaderChange
+}
+
+func cmdTypeOf(c command) cmdType {
+	switch c.(type) {
+	case *registerBrokerCmd:
+		return cmdRegisterBroker
+	case *createTopicCmd:
+		return cmdCreateTopic
+	case *deleteTopicCmd:
+		return cmdDeleteTopic
+	case *alterTopicConfigsCmd:
+		return cmdAlterTopicConfigs
+	case *setPartitionLeaderCmd:
+		return cmdSetPartitionLeader
+	}
+	panic(fmt.Sprintf("cluster: unknown command %T", c))
+}
+
+// encodeCommand writes a log entry: the type byte, then the command as JSON.
+func encodeCommand(c command) ([]byte, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: encode %T: %w", c, err)
+	}
+	return append([]byte{byte(cmdTypeOf(c))}, body...), nil
+}
+
+// decodeCommand parses a log entry written by encodeCommand.
+func decodeCommand(b []byte) (command, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty entry", ErrUnknownCommand)
+	}
+	var c command
+	switch cmdType(b[0]) {
+	case cmdRegisterBroker:
+		c = new(registerBrokerCmd)
+	case cmdCreateTopic:
+		c = new(createTopicCmd)
+	case cmdDeleteTopic:
+		c = new(deleteTopicCmd)
+	case cmdAlterTopicConfigs:
+		c = new(alterTopicConfigsCmd)
+	case cmdSetPartitionLeader:
+		c = new(setPartitionLeaderCmd)
+	default:
+		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
+	}
+	if err := json.Unmarshal(b[1:], c); err != nil {
+		return nil, fmt.Errorf("%w: type %d: %v", ErrUnknownCommand, b[0], err)
+	}
+	return c, nil
+}

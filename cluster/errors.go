@@ -1,0 +1,53 @@
+package cluster
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps exactly one of
+// these (plus context such as the topic name or config key), so the broker
+// maps them to Kafka error codes in one place with errors.Is.
+//
+// The errors produced by the state machine are deterministic: the same
+// command against the same state yields the same sentinel on every node.
+// They travel from Apply back to the proposer through the raft ApplyFuture
+// response, never through the raft log itself.
+var (
+	// ErrTopicExists: a topic with that name already exists (TOPIC_ALREADY_EXISTS).
+	ErrTopicExists = errors.New("cluster: topic already exists")
+	// ErrUnknownTopic: no topic with that name (or id) (UNKNOWN_TOPIC_OR_PARTITION).
+	ErrUnknownTopic = errors.New("cluster: unknown topic")
+	// ErrUnknownPartition: the topic exists but not that partition
+	// (UNKNOWN_TOPIC_OR_PARTITION).
+	ErrUnknownPartition = errors.New("cluster: unknown partition")
+	// ErrInvalidTopic: the name breaks Kafka's rules, collides with an
+	// existing name once '.' and '_' are treated as equal, or is reserved
+	// for internal topics (INVALID_TOPIC_EXCEPTION).
+	ErrInvalidTopic = errors.New("cluster: invalid topic")
+	// ErrInvalidPartitions: partition count out of range (INVALID_PARTITIONS).
+	ErrInvalidPartitions = errors.New("cluster: invalid number of partitions")
+	// ErrInvalidReplicationFactor: replication factor < 1 or larger than the
+	// number of registered brokers (INVALID_REPLICATION_FACTOR).
+	ErrInvalidReplicationFactor = errors.New("cluster: invalid replication factor")
+	// ErrInvalidReplicaAssignment: an explicit assignment is ragged, repeats a
+	// broker, or names an unknown broker (INVALID_REPLICA_ASSIGNMENT).
+	ErrInvalidReplicaAssignment = errors.New("cluster: invalid replica assignment")
+	// ErrInvalidConfig: unknown topic config key, unparsable or out-of-range
+	// value, or a value Sluice does not support yet (INVALID_CONFIG).
+	ErrInvalidConfig = errors.New("cluster: invalid config")
+	// ErrInvalidBroker: a broker registration with a bad id or endpoint
+	// (INVALID_REQUEST).
+	ErrInvalidBroker = errors.New("cluster: invalid broker registration")
+	// ErrIneligibleReplica: the proposed leader is not a replica of the
+	// partition, or is outside the ISR while unclean election is disabled
+	// (INELIGIBLE_REPLICA).
+	ErrIneligibleReplica = errors.New("cluster: ineligible replica")
+	// ErrStaleLeaderEpoch: a leader change was computed from an older leader
+	// epoch than the current one (FENCED_LEADER_EPOCH).
+	ErrStaleLeaderEpoch = errors.New("cluster: stale leader epoch")
+	// ErrUnknownCommand: a raft log entry this version cannot decode.
+	ErrUnknownCommand = errors.New("cluster: unknown command")
+	// ErrNotLeader: this node is not the raft leader, or lost leadership
+	// before the command committed (NOT_CONTROLLER). Retriable.
+	ErrNotLeader = errors.New("cluster: not the controller leader")
+	// ErrClosed: the controller was closed.
+	ErrClosed = errors.New("cluster: controller closed")
+)

@@ -1,0 +1,164 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// snapshotFormat is the version of the snapshot encoding below. Bump it, and
+// keep reading the old one, when the encoding changes incompatibly.
+const snapshotFormat = 1
+
+// snapshotFile is a whole Metadata as JSON, brokers and topics sorted so the
+// same state always encodes to the same bytes.
+type snapshotFile struct {
+	Format  int          `json:"format"`
+	Version uint64       `json:"version"`
+	Brokers []BrokerInfo `json:"brokers"`
+	Topics  []TopicMeta  `json:"topics"`
+}
+
+// fsm adapts the pure transitions to raft.FSM. Raft calls Apply, Snapshot
+// and Restore from one goroutine; Persist may run concurrently with later
+// Applies, which is safe because published Metadata is immutable.
+type fsm struct {
+	state    atomic.Pointer[Metadata]
+	onChange func() // called after a new state is published; must not block
+}
+
+func newFSM(onChange func()) *fsm {
+	f := &fsm{onChange: onChange}
+	f.state.Store(emptyMetadata())
+	return f
+}
+
+// Apply decodes and applies one committed entry. Every outcome, including a
+// decode failure, is a deterministic function of the entry and the state, so
+// all nodes agree on the state and on which commands were rejected.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	c, err := decodeCommand(l.Data)
+	if err != nil {
+		return applyResult{Err: err}
+	}
+	cur := f.state.Load()
+	next, res := c.apply(cur, l.Index)
+	if next != cur {
+		f.state.Store(next)
+		f.onChange()
+	}
+	return res
+}
+
+// Snapshot captures the current state; the encoding happens in Persist,
+// off raft's FSM goroutine.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return fsmSnapshot{md: f.state.Load()}, nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	md, err := decodeSnapshot(bufio.NewReader(rc))
+	if err != nil {
+		return err
+	}
+	f.state.Store(md)
+	f.onChange()
+	return nil
+}
+
+type fsmSnapshot struct{ md *Metadata }
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriter(sink)
+	err := encodeSnapshot(w, s.md)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("cluster: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (fsmSnapshot) Release() {}
+
+func encodeSnapshot(w io.Writer, m *Metadata) error {
+	return json.NewEncoder(w).Encode(snapshotFile{
+		Format:  snapshotFormat,
+		Version: m.version,
+		Brokers: m.Brokers(),
+		Topics:  m.Topics(),
+	})
+}
+
+// decodeSnapshot reads a snapshot and checks the invariants that Apply
+// maintains, so a damaged or foreign file is refused rather than served.
+func decodeSnapshot(r io.Reader) (*Metadata, error) {
+	var f snapshotFile
+	if err := json.NewDecoder(r).Decode(&f); err != nil {
+		return nil, fmt.Errorf("cluster: decode snapshot: %w", err)
+	}
+	if f.Format != snapshotFormat {
+		return nil, fmt.Errorf("cluster: snapshot format %d, want %d", f.Format, snapshotFormat)
+	}
+	m := emptyMetadata()
+	m.version = f.Version
+	for _, b := range f.Brokers {
+		if _, dup := m.brokers[b.ID]; dup {
+			return nil, fmt.Errorf("cluster: snapshot: broker %d twice", b.ID)
+		}
+		m.brokers[b.ID] = b
+	}
+	ids := make(map[TopicID]bool, len(f.Topics))
+	for i := range f.Topics {
+		t := &f.Topics[i]
+		if err := checkTopic(t); err != nil {
+			return nil, fmt.Errorf("cluster: snapshot: topic %q: %w", t.Name, err)
+		}
+		if _, dup := m.topics[t.Name]; dup || ids[t.ID] {
+			return nil, fmt.Errorf("cluster: snapshot: topic %q or its id twice", t.Name)
+		}
+		ids[t.ID] = true
+		if len(t.Configs) == 0 {
+			t.Configs = nil
+		}
+		m.topics[t.Name] = t
+	}
+	m.reindex()
+	return m, nil
+}
+
+// checkTopic verifies a topic's structural invariants.
+func checkTopic(t *TopicMeta) error {
+	if err := ValidateTopicName(t.Name); err != nil {
+		return err
+	}
+	if t.ID.IsZero() || len(t.Partitions) == 0 {
+		return fmt.Errorf("missing id or partitions")
+	}
+	for i, p := range t.Partitions {
+		if p.Partition != int32(i) || len(p.Replicas) == 0 {
+			return fmt.Errorf("partition %d: bad index or no replicas", i)
+		}
+		if p.Leader != NoLeader && !slices.Contains(p.Replicas, p.Leader) {
+			return fmt.Errorf("partition %d: leader %d not a replica", i, p.Leader)
+		}
+		for _, r := range p.ISR {
+			if !slices.Contains(p.Replicas, r) {
+				return fmt.Errorf("partition %d: ISR member %d not a replica", i, r)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// NoLeader is the leader id of a partition that has no live leader, as in
+// Kafka's metadata responses.
+const NoLeader int32 = -1
+
+// BrokerInfo is a registered broker: its id and how to reach it.
+type BrokerInfo struct {
+	ID         int32  `json:"id"`
+	Host       string `json:"host"`
+	Port       int32  `json:"port"`                  // 0 when the broker listens on a unix socket only
+	UnixSocket string `json:"unix_socket,omitempty"` // path of the broker's unix socket listener, if any
+	Rack       string `json:"rack,omitempty"`
+}
+
+// TopicID is a topic's 16-byte UUID. It is drawn at random when the topic is
+// created, so a deleted and re-created topic is distinguishable on disk and on
+// the wire (Kafka's topic ids). The zero value is not a valid id.
+type TopicID [16]byte
+
+// NewTopicID draws a random version 4 UUID, skipping values Kafka avoids:
+// zero, Kafka's reserved metadata-topic id 1, and ids whose string form
+// starts with '-' (it would parse as a command-line flag).
+func NewTopicID() TopicID {
+	for {
+		var id TopicID
+		_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		if !id.IsZero() && id != (TopicID{15: 1}) && !strings.HasPrefix(id.String(), "-") {
+			return id
+		}
+	}
+}
+
+// IsZero reports whether id is the unset id.
+func (id TopicID) IsZero() bool { return id == TopicID{} }
+
+// String is Kafka's form: URL-safe base64 without padding (22 characters).
+func (id TopicID) String() string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// MarshalText encodes id as String does, so ids read well in JSON.
+func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText parses the String form.
+func (id *TopicID) UnmarshalText(b []byte) error {
+	if base64.RawURLEncoding.DecodedLen(len(b)) != len(id) {
+		return fmt.Errorf("cluster: topic id %q: want 22 base64url characters", b)
+	}
+	_, err := base64.RawURLEncoding.Decode(id[:], b)
+	if err != nil {
+		return fmt.Errorf("cluster: topic id %q: %w", b, err)
+	}
+	return nil
+}
+
+// PartitionMeta is the controller's view of one partition.
+type PartitionMeta struct {
+	Partition int32 `json:"partition"`
+	// Replicas is the assignment (AR) in preference order: Replicas[0] is
+	// the preferred leader.
+	Replicas []int32 `json:"replicas"`
+	// Leader is the current leader, or NoLeader.
+	// Invariant: Leader == NoLeader or Leader ∈ Replicas.
+	Leader int32 `json:"leader"`
+	// LeaderEpoch increases by one on every leader change; replicas fence
+	// requests from older epochs with it.
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// ISR is the in-sync replica set. Invariant: ISR ⊆ Replicas, and
+	// Leader ∈ ISR whenever Leader != NoLeader.
+	ISR []int32 `json:"isr"`
+}
+
+// TopicMeta is the controller's view of one topic.
+type TopicMeta struct {
+	Name     string  `json:"name"`
+	ID       TopicID `json:"id"`
+	Internal bool    `json:"internal,omitempty"`
+	// Configs holds the topic's overrides as the user set them; resolve them
+	// into typed values with ResolveTopicConfig.
+	Configs map[string]string `json:"configs,omitempty"`
+	// Partitions is indexed by partition number.
+	Partitions []PartitionMeta `json:"partitions"`
+}
+
+// Partition returns partition p.
+func (t TopicMeta) Partition(p int32) (PartitionMeta, bool) {
+	if p < 0 || int(p) >= len(t.Partitions) {
+		return PartitionMeta{}, false
+	}
+	return t.Partitions[p], true
+}
+
+// Clone returns a deep copy that the caller may modify.
+func (t TopicMeta) Clone() TopicMeta {
+	c := t
+	if t.Configs != nil {
+		c.Configs = make(map[string]string, len(t.Configs))
+		for k, v := range t.Configs {
+			c.Configs[k] = v
+		}
+	}
+	c.Partitions = make([]PartitionMeta, len(t.Partitions))
+	for i, p := range t.Partitions {
+		p.Replicas = slices.Clone(p.Replicas)
+		p.ISR = slices.Clone(p.ISR)
+		c.Partitions[i] = p
+	}
+	return c
+}
+
+// Metadata is an immutable snapshot of the cluster metadata. A *Metadata is
+// never modified after it is published: each applied change builds a new one
+// that shares unchanged topics with its predecessor (copy-on-write), so
+// readers need no lock. Values returned by its methods share that memory:
+// treat them as read-only, and Clone a TopicMeta before changing it.
+type Metadata struct {
+	// version is the raft index of the last command that changed the
+	// metadata. Invariant: it only grows, including across restarts and
+	// snapshot restores (it is part of the snapshot).
+	version uint64
+	brokers map[int32]BrokerInfo
+	topics  map[string]*TopicMeta
+
+	// Derived indexes, rebuilt by reindex after every change.
+	brokerIDs []int32  // sorted
+	names     []string // sorted
+	byID      map[TopicID]*TopicMeta
+}
+
+func emptyMetadata() *Metadata {
+	m := &Metadata{brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicMeta{}}
+	m.reindex()
+	return m
+}
+
+// Version is the raft index of the last change; 0 before the first.
+func (m *Metadata) Version() uint64 { return m.version }
+
+// Broker returns a registered broker.
+func (m *Metadata) Broker(id int32) (BrokerInfo, bool) {
+	b, ok := m.brokers[id]
+	return b, ok
+}
+
+// Brokers returns the registered brokers sorted by id.
+func (m *Metadata) Brokers() []BrokerInfo {
+	out := make([]BrokerInfo, len(m.brokerIDs))
+	for i, id := range m.brokerIDs {
+		out[i] = m.brokers[id]
+	}
+	return out
+}
+
+// Topic returns the topic with that name.
+func (m *Metadata) Topic(name string) (TopicMeta, bool) {
+	t, ok := m.topics[name]
+	if !ok {
+		return TopicMeta{}, false
+	}
+	return *t, true
+}
+
+// TopicByID returns the topic with that id.
+func (m *Metadata) TopicByID(id TopicID) (TopicMeta, bool) {
+	t, ok := m.byID[id]
+	if !ok {
+		return TopicMeta{}, false
+	}
+	return *t, true
+}
+
+// Topics returns every topic sorted by name.
+func (m *Metadata) Topics() []TopicMeta {
+	out := make([]TopicMeta, len(m.names))
+	for i, n := range m.names {
+		out[i] = *m.topics[n]
+	}
+	return out
+}
+
+// NumTopics returns the number of topics.
+func (m *Metadata) NumTopics() int { return len(m.topics) }
+
+// clone starts the next version: a shallow copy whose maps may be modified
+// without touching m. Topic values stay shared; replace, never mutate, them.
+func (m *Metadata) clone() *Metadata {
+	n := &Metadata{
+		version: m.version,
+		brokers: make(map[int32]BrokerInfo, len(m.brokers)+1),
+		topics:  make(map[string]*TopicMeta, len(m.topics)+1),
+	}
+	for k, v := range m.brokers {
+		n.brokers[k] = v
+	}
+	for k, v := range m.topics {
+		n.topics[k] = v
+	}
+	return n
+}
+
+// reindex rebuilds the derived indexes after brokers or topics changed.
+func (m *Metadata) reindex() {
+	m.brokerIDs = m.brokerIDs[:0]
+	for id := range m.brokers {
+		m.brokerIDs = append(m.brokerIDs, id)
+	}
+	slices.Sort(m.brokerIDs)
+	m.names = m.names[:0]
+	m.byID = make(map[TopicID]*TopicMeta, len(m.topics))
+	for name, t := range m.topics {
+		m.names = append(m.names, name)
+		m.byID[t.ID] = t
+	}
+	slices.Sort(m.names)
+}
