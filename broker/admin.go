@@ -1,0 +1,373 @@
+package broker
+
+// Behavior: Metadata, CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, ListOffsets.
+//
+// Topic administration goes through the controller (raft); a topic's partitions appear on this
+// broker when the reconciler applies the committed change, and CreateTopics waits for that (up to
+// the request's timeout) so a client can produce as soon as it gets its answer. Partitions -1
+// and replication factor -1 take num.partitions and default.replication.factor. AlterConfigs
+// replaces a topic's overrides with the request's set (Kafka's non-incremental semantics).
+// Metadata for an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, or creates it when
+// auto.create.topics.enable is set and the client allows it.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/net/server"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.MetadataRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	md := b.ctrl.Metadata()
+	if req.Topics != nil && b.cfg.AutoCreateTopics && req.AllowAutoTopicCreation {
+		for _, name := range req.Topics {
+			if _, ok := md.Topic(name); !ok && cluster.ValidateTopicName(name) == nil && !cluster.IsInternalTopicName(name) {
+				_ = b.createTopic(cluster.TopicSpec{Name: name, NumPartitions: -1, ReplicationFactor: -1}, 10*time.Second)
+			}
+		}
+		md = b.ctrl.Metadata()
+	}
+	resp := &wire.MetadataResponse{ControllerID: b.ctrl.ControllerID()}
+	clusterID := "sluice"
+	resp.ClusterID = &clusterID
+	for _, br := range md.Brokers() {
+		resp.Brokers = append(resp.Brokers, wire.MetadataBroker{NodeID: br.ID, Host: br.Host, Port: br.Port, UnixPath: br.UnixSocket})
+	}
+	describe := func(t cluster.TopicMeta) wire.MetadataTopic {
+		mt := wire.MetadataTopic{Topic: t.Name, IsInternal: t.Internal}
+		for _, pm := range t.Partitions {
+			mt.Partitions = append(mt.Partitions, wire.MetadataPartition{
+				Partition: pm.Partition, Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
+				Replicas: pm.Replicas, ISR: pm.ISR,
+			})
+		}
+		return mt
+	}
+	if req.Topics == nil {
+		for _, t := range md.Topics() {
+			resp.Topics = append(resp.Topics, describe(t))
+		}
+	} else {
+		for _, name := range req.Topics {
+			t, ok := md.Topic(name)
+			if !ok {
+				code := wire.ErrUnknownTopicOrPartition
+				if cluster.ValidateTopicName(name) != nil {
+					code = wire.ErrInvalidTopicException
+				}
+				resp.Topics = append(resp.Topics, wire.MetadataTopic{Topic: name, ErrorCode: code})
+				continue
+			}
+			resp.Topics = append(resp.Topics, describe(t))
+		}
+	}
+	return respond(c, h, resp)
+}
+
+// createTopic asks the controller for the topic and waits until this broker hosts its
+// partitions, so that a produce right after the answer finds them.
+func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) error {
+	if spec.NumPartitions < 0 && len(spec.Assignment) == 0 {
+		spec.NumPartitions = int32(b.cfg.NumPartitions)
+	}
+	if spec.ReplicationFactor < 0 && len(spec.Assignment) == 0 {
+		spec.ReplicationFactor = int16(b.cfg.DefaultReplication)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	t, err := b.ctrl.CreateTopic(ctx, spec)
+	if err != nil {
+		return err
+	}
+	return b.awaitHosted(ctx, t)
+}
+
+// awaitHosted applies the metadata now (the reconciler would, a moment later) and checks that
+// every local replica of t is open.
+func (b *Broker) awaitHosted(ctx context.Context, t cluster.TopicMeta) error {
+	if err := b.reconcile(b.ctrl.Metadata()); err != nil {
+		return err
+	}
+	for _, pm := range t.Partitions {
+		if containsID(pm.Replicas, b.cfg.NodeID) && b.partition(t.Name, pm.Partition) == nil {
+			return fmt.Errorf("%w: %s-%d not open yet", context.DeadlineExceeded, t.Name, pm.Partition)
+		}
+	}
+	return ctx.Err()
+}
+
+func requestTimeout(ms int32) time.Duration {
+	if ms <= 0 {
+		return 30 * time.Second
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func errResult(topic string, err error) wire.TopicResult {
+	r := wire.TopicResult{Topic: topic, ErrorCode: errorCode(err)}
+	if err != nil {
+		msg := err.Error()
+		r.ErrorMessage = &msg
+	}
+	return r
+}
+
+func (b *Broker) handleCreateTopics(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.CreateTopicsRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	resp := &wire.CreateTopicsResponse{}
+	// Topic creation waits on raft; run it off the reader goroutine so the connection's other
+	// requests keep flowing (their responses still go out in order).
+	pend := c.NewPending()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for _, t := range req.Topics {
+			spec := cluster.TopicSpec{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor}
+			if len(t.Configs) > 0 {
+				spec.Configs = map[string]string{}
+				for _, e := range t.Configs {
+					if e.Value != nil {
+						spec.Configs[e.Name] = *e.Value
+					}
+				}
+			}
+			for _, a := range t.Assignments {
+				if a.Partition < 0 || int(a.Partition) > len(t.Assignments) {
+					spec.Assignment = nil
+					break
+				}
+				for len(spec.Assignment) <= int(a.Partition) {
+					spec.Assignment = append(spec.Assignment, nil)
+				}
+				spec.Assignment[a.Partition] = a.Replicas
+			}
+			var err error
+			switch {
+			case cluster.IsInternalTopicName(t.Topic):
+				err = fmt.Errorf("%w: %q: names starting with \"__\" are reserved for internal topics", cluster.ErrInvalidTopic, t.Topic)
+			case req.ValidateOnly:
+				err = cluster.ValidateTopicName(t.Topic)
+				if err == nil {
+					err = cluster.ValidateTopicConfigs(spec.Configs)
+				}
+				if _, exists := b.ctrl.Metadata().Topic(t.Topic); err == nil && exists {
+					err = fmt.Errorf("%w: %s", cluster.ErrTopicExists, t.Topic)
+				}
+			default:
+				err = b.createTopic(spec, requestTimeout(req.TimeoutMs))
+			}
+			resp.Topics = append(resp.Topics, errResult(t.Topic, err))
+		}
+		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
+		pend.AppendBytes(pend.Buf)
+		pend.Complete()
+	}()
+	return pend
+}
+
+func (b *Broker) handleDeleteTopics(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.DeleteTopicsRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	pend := c.NewPending()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		resp := &wire.DeleteTopicsResponse{}
+		for _, name := range req.Topics {
+			var err error
+			if cluster.IsInternalTopicName(name) {
+				err = fmt.Errorf("%w: %q is internal", cluster.ErrInvalidTopic, name)
+			} else {
+				ctx, cancel := context.WithTimeout(b.ctx, requestTimeout(req.TimeoutMs))
+				err = b.ctrl.DeleteTopic(ctx, name)
+				if err == nil {
+					err = b.reconcile(b.ctrl.Metadata()) // data removed before the answer
+				}
+				cancel()
+			}
+			resp.Topics = append(resp.Topics, errResult(name, err))
+		}
+		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
+		pend.AppendBytes(pend.Buf)
+		pend.Complete()
+	}()
+	return pend
+}
+
+func (b *Broker) handleDescribeConfigs(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.DescribeConfigsRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	md := b.ctrl.Metadata()
+	resp := &wire.DescribeConfigsResponse{}
+	for _, r := range req.Resources {
+		res := wire.DescribeConfigsResult{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
+		t, ok := md.Topic(r.ResourceName)
+		switch {
+		case r.ResourceType != wire.ResourceTopic:
+			res.ErrorCode = wire.ErrInvalidRequest
+		case !ok:
+			res.ErrorCode = wire.ErrUnknownTopicOrPartition
+		default:
+			wanted := map[string]bool{}
+			for _, n := range r.ConfigNames {
+				wanted[n] = true
+			}
+			effective := b.effectiveConfigs(t)
+			for _, def := range cluster.TopicConfigDefs() {
+				if r.ConfigNames != nil && !wanted[def.Name] {
+					continue
+				}
+				v, src := effective[def.Name], wire.ConfigSourceDefault
+				if _, set := t.Configs[def.Name]; set {
+					src = wire.ConfigSourceDynamicTopic
+				} else if v != def.Default {
+					src = wire.ConfigSourceStaticBroker
+				}
+				res.Configs = append(res.Configs, wire.DescribeConfigsEntry{Name: def.Name, Value: &v, Source: src})
+			}
+		}
+		resp.Resources = append(resp.Resources, res)
+	}
+	return respond(c, h, resp)
+}
+
+// effectiveConfigs renders a topic's resolved configuration in Kafka's string forms.
+func (b *Broker) effectiveConfigs(t cluster.TopicMeta) map[string]string {
+	out := map[string]string{}
+	for _, def := range cluster.TopicConfigDefs() {
+		out[def.Name] = def.Default
+	}
+	ms := func(d time.Duration) string {
+		if d == cluster.Forever {
+			return "-1"
+		}
+		return strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	d := b.topicDefaults
+	out["segment.bytes"] = strconv.FormatInt(d.SegmentBytes, 10)
+	out["segment.ms"] = ms(d.SegmentTime)
+	out["retention.ms"] = ms(d.Retention)
+	out["retention.bytes"] = strconv.FormatInt(d.RetentionBytes, 10)
+	out["max.message.bytes"] = strconv.FormatInt(d.MaxMessageBytes, 10)
+	out["index.interval.bytes"] = strconv.FormatInt(d.IndexIntervalBytes, 10)
+	out["segment.index.bytes"] = strconv.FormatInt(d.SegmentIndexBytes, 10)
+	out["flush.messages"] = strconv.FormatInt(d.FlushMessages, 10)
+	out["flush.ms"] = ms(d.FlushInterval)
+	out["write.caching"] = strconv.FormatBool(d.WriteCaching)
+	for k, v := range t.Configs {
+		out[k] = v
+	}
+	return out
+}
+
+func (b *Broker) handleAlterConfigs(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.AlterConfigsRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	pend := c.NewPending()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		resp := &wire.AlterConfigsResponse{}
+		for _, r := range req.Resources {
+			res := wire.AlterConfigsResult{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
+			var err error
+			if r.ResourceType != wire.ResourceTopic {
+				res.ErrorCode = wire.ErrInvalidRequest
+				resp.Resources = append(resp.Resources, res)
+				continue
+			}
+			set := map[string]string{}
+			for _, e := range r.Configs {
+				if e.Value != nil {
+					set[e.Name] = *e.Value
+				}
+			}
+			t, ok := b.ctrl.Metadata().Topic(r.ResourceName)
+			switch {
+			case !ok:
+				err = fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, r.ResourceName)
+			case req.ValidateOnly:
+				err = cluster.ValidateTopicConfigs(set)
+			default:
+				var del []string
+				for k := range t.Configs {
+					if _, keep := set[k]; !keep {
+						del = append(del, k)
+					}
+				}
+				ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+				err = b.ctrl.AlterTopicConfigs(ctx, r.ResourceName, set, del)
+				if err == nil {
+					err = b.reconcile(b.ctrl.Metadata())
+				}
+				cancel()
+			}
+			res.ErrorCode = errorCode(err)
+			if err != nil {
+				msg := err.Error()
+				res.ErrorMessage = &msg
+			}
+			resp.Resources = append(resp.Resources, res)
+		}
+		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
+		pend.AppendBytes(pend.Buf)
+		pend.Complete()
+	}()
+	return pend
+}
+
+func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.ListOffsetsRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	resp := &wire.ListOffsetsResponse{}
+	for _, rt := range req.Topics {
+		out := wire.ListOffsetsResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			res := wire.ListOffsetsResponsePartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+			p := b.partition(rt.Topic, rp.Partition)
+			if p == nil {
+				res.ErrorCode = wire.ErrUnknownTopicOrPartition
+				out.Partitions = append(out.Partitions, res)
+				continue
+			}
+			switch rp.Timestamp {
+			case wire.LatestTimestamp:
+				res.Offset = int64(p.log.EndOffset())
+			case wire.EarliestTimestamp:
+				res.Offset = int64(p.log.StartOffset())
+			case wire.MaxTimestamp:
+				res.ErrorCode = wire.ErrInvalidRequest // not supported yet
+			default:
+				off, ts, ok, err := p.log.OffsetForTimestamp(rp.Timestamp)
+				switch {
+				case err != nil:
+					res.ErrorCode = errorCode(err)
+				case ok:
+					res.Offset, res.Timestamp = int64(off), ts
+				}
+			}
+			out.Partitions = append(out.Partitions, res)
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
+	return respond(c, h, resp)
+}

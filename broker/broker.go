@@ -1,0 +1,365 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/net/server"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Broker is one broker process: it hosts partitions, serves the protocol over TCP and a unix
+// socket, and keeps its metadata in the cluster controller.
+//
+// Ownership: mu guards the partition map; each partition guards itself. The reconciler goroutine
+// is the only writer of the map besides Open and Close. Goroutines (reconciler, retention,
+// parked fetches, acks=all waiters) stop through ctx and Close waits for them through wg.
+type Broker struct {
+	cfg           Config
+	logger        *slog.Logger
+	topicDefaults cluster.TopicConfig
+	ctrl          *cluster.Controller
+	srv           *server.Server
+	offsets       *offsetStore
+
+	mu struct {
+		sync.RWMutex
+		partitions map[topicPartition]*partition
+	}
+	reconcileMu sync.Mutex
+	reconciled  uint64 // guarded by reconcileMu: the metadata version last applied
+
+	ctx     context.Context // cancelled by Close: parked fetches answer at once
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closing atomic.Bool
+}
+
+const cleanShutdownFile = ".clean-shutdown"
+
+// Open starts a broker: metadata (bootstrapping a single-node cluster on first start), the
+// partitions assigned to it, the consumer offsets, and the listeners.
+func Open(cfg Config) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b := &Broker{cfg: cfg, logger: cfg.Logger, topicDefaults: cfg.topicDefaults()}
+	b.mu.partitions = map[topicPartition]*partition{}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+
+	marker := filepath.Join(cfg.DataDir, cleanShutdownFile)
+	if _, err := os.Stat(marker); err == nil {
+		b.logger.Info("previous shutdown was clean")
+		if err := os.Remove(marker); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+	} else {
+		b.logger.Info("no clean-shutdown marker: logs recover from their recovery points")
+	}
+
+	ctrl, err := cluster.Open(cluster.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "meta"), Logger: b.logger})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b.ctrl = ctrl
+	fail := func(err error) (*Broker, error) {
+		b.cancel()
+		b.closeLogs()
+		_ = ctrl.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	md := ctrl.Metadata()
+	if err := b.removeStrayDirs(md); err != nil {
+		return fail(err)
+	}
+	if err := b.reconcile(md); err != nil {
+		return fail(err)
+	}
+	b.srv, err = server.New(server.Config{
+		TCPAddr:         cfg.Listen,
+		UnixPath:        cfg.unixPath(),
+		MaxRequestBytes: cfg.SocketRequestMaxBytes,
+		IdleTimeout:     cfg.IdleTimeout,
+		Logger:          b.logger,
+	}, b)
+	if err != nil {
+		return fail(err)
+	}
+	if err := b.register(); err != nil {
+		_ = b.srv.Close(context.Background())
+		return fail(err)
+	}
+	if b.offsets, err = b.openOffsetStore(); err != nil {
+		_ = b.srv.Close(context.Background())
+		return fail(err)
+	}
+	updates, stop := ctrl.Subscribe()
+	b.wg.Add(2)
+	go b.reconcileLoop(updates, stop)
+	go b.retentionLoop()
+	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
+	return b, nil
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.NodeID == 0 {
+		c.NodeID = d.NodeID
+	}
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.Listen == "" && c.UnixPath == "" {
+		c.Listen = d.Listen
+	}
+	if c.NumPartitions <= 0 {
+		c.NumPartitions = d.NumPartitions
+	}
+	if c.DefaultReplication <= 0 {
+		c.DefaultReplication = d.DefaultReplication
+	}
+	if c.MessageMaxBytes <= 0 {
+		c.MessageMaxBytes = d.MessageMaxBytes
+	}
+	if c.SocketRequestMaxBytes <= 0 {
+		c.SocketRequestMaxBytes = d.SocketRequestMaxBytes
+	}
+	if c.OffsetsTopicPartitions <= 0 {
+		c.OffsetsTopicPartitions = d.OffsetsTopicPartitions
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = d.SegmentBytes
+	}
+	if c.SegmentMs <= 0 {
+		c.SegmentMs = d.SegmentMs
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = d.RetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = d.RetentionBytes
+	}
+	if c.RetentionCheck <= 0 {
+		c.RetentionCheck = d.RetentionCheck
+	}
+	if c.FlushMessages <= 0 {
+		c.FlushMessages = d.FlushMessages
+	}
+	if c.FlushMs == 0 {
+		c.FlushMs = d.FlushMs
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = d.IndexIntervalBytes
+	}
+	if c.IndexMaxBytes <= 0 {
+		c.IndexMaxBytes = d.IndexMaxBytes
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// register records this broker's endpoints in the cluster metadata.
+func (b *Broker) register() error {
+	info := cluster.BrokerInfo{ID: b.cfg.NodeID}
+	if a, ok := b.srv.Addr().(*net.TCPAddr); ok && a != nil {
+		info.Host, info.Port = a.IP.String(), int32(a.Port)
+	}
+	if a := b.srv.UnixAddr(); a != nil {
+		info.UnixSocket = a.String()
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	return b.ctrl.RegisterBroker(ctx, info)
+}
+
+// Addr is the TCP listener's address (nil without TCP).
+func (b *Broker) Addr() net.Addr { return b.srv.Addr() }
+
+// UnixAddr is the unix socket's address (nil without one).
+func (b *Broker) UnixAddr() net.Addr { return b.srv.UnixAddr() }
+
+// Controller exposes the metadata controller (tests, the CLI's describe).
+func (b *Broker) Controller() *cluster.Controller { return b.ctrl }
+
+// reconcileLoop applies metadata changes as they are committed.
+func (b *Broker) reconcileLoop(updates <-chan struct{}, stop func()) {
+	defer b.wg.Done()
+	defer stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-updates:
+			if err := b.reconcile(b.ctrl.Metadata()); err != nil {
+				b.logger.Error("applying metadata", "err", err)
+			}
+		}
+	}
+}
+
+// retentionLoop applies retention every log.retention.check.interval.ms.
+func (b *Broker) retentionLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.RetentionCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			for _, p := range b.partitionList() {
+				if _, err := p.log.DeleteExpired(); err != nil {
+					b.logger.Warn("retention", "partition", p.tp.String(), "err", err)
+				}
+			}
+		}
+	}
+}
+
+func (b *Broker) partitionList() []*partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*partition, 0, len(b.mu.partitions))
+	for _, p := range b.mu.partitions {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (b *Broker) partition(topic string, p int32) *partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.partitions[topicPartition{topic, p}]
+}
+
+// Close shuts the broker down within ctx (or the configured shutdown timeout): it stops
+// accepting connections, answers parked fetches at once, lets in-flight requests finish and
+// their responses go out, flushes and closes every log (each records its recovery point at its
+// end, so the next start reads no data), and writes the clean-shutdown marker.
+func (b *Broker) Close(ctx context.Context) error {
+	if !b.closing.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	b.cancel()
+	var errs []error
+	if err := b.srv.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: %w", err))
+	}
+	b.wg.Wait()
+	errs = append(errs, b.closeLogs())
+	if err := b.ctrl.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("controller: %w", err))
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		err = writeFileSync(filepath.Join(b.cfg.DataDir, cleanShutdownFile), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)+"\n"))
+	}
+	b.logger.Info("broker stopped", "err", err)
+	return err
+}
+
+func (b *Broker) closeLogs() error {
+	b.mu.Lock()
+	parts := b.mu.partitions
+	b.mu.partitions = map[topicPartition]*partition{}
+	b.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		if err := p.log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Serve implements server.Handler: one request, on the connection's reader goroutine.
+func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	if h.APIKey == wire.APIVersions {
+		return b.handleAPIVersions(c, h)
+	}
+	if err := wire.CheckVersion(h.APIKey, h.APIVersion); err != nil {
+		b.logger.Debug("closing connection: unsupported request", "api", h.APIKey, "version", h.APIVersion, "err", err)
+		c.Close()
+		return nil
+	}
+	switch h.APIKey {
+	case wire.Produce:
+		return b.handleProduce(c, h, body)
+	case wire.Fetch:
+		return b.handleFetch(ctx, c, h, body)
+	case wire.ListOffsets:
+		return b.handleListOffsets(c, h, body)
+	case wire.Metadata:
+		return b.handleMetadata(c, h, body)
+	case wire.CreateTopics:
+		return b.handleCreateTopics(c, h, body)
+	case wire.DeleteTopics:
+		return b.handleDeleteTopics(c, h, body)
+	case wire.DescribeConfigs:
+		return b.handleDescribeConfigs(c, h, body)
+	case wire.AlterConfigs:
+		return b.handleAlterConfigs(c, h, body)
+	case wire.OffsetCommit:
+		return b.handleOffsetCommit(c, h, body)
+	case wire.OffsetFetch:
+		return b.handleOffsetFetch(c, h, body)
+	}
+	c.Close()
+	return nil
+}
+
+// respond encodes msg as the response frame of h into a Pending and completes it.
+func respond(c *server.Conn, h wire.RequestHeader, msg wire.Encoder) *server.Pending {
+	p := c.NewPending()
+	p.Buf = wire.AppendResponseFrame(p.Buf[:0], h.CorrelationID, msg)
+	p.AppendBytes(p.Buf)
+	p.Complete()
+	return p
+}
+
+// malformed closes a connection whose request body did not decode: DESIGN's rule for bad
+// frames is that the connection goes and nothing else is touched.
+func (b *Broker) malformed(c *server.Conn, h wire.RequestHeader, err error) *server.Pending {
+	b.logger.Debug("closing connection: malformed request", "api", h.APIKey, "err", err)
+	c.Close()
+	return nil
+}
+
+func (b *Broker) handleAPIVersions(c *server.Conn, h wire.RequestHeader) *server.Pending {
+	resp := &wire.APIVersionsResponse{APIKeys: wire.SupportedAPIs()}
+	if err := wire.CheckVersion(h.APIKey, h.APIVersion); err != nil {
+		resp.ErrorCode = wire.ErrUnsupportedVersion
+	}
+	return respond(c, h, resp)
+}

@@ -1,0 +1,450 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+func testConfig(t testing.TB, dir string) Config {
+	t.Helper()
+	return Config{
+		DataDir:                dir,
+		Listen:                 "127.0.0.1:0",
+		UnixPath:               filepath.Join(dir, "s.sock"),
+		OffsetsTopicPartitions: 2,
+		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func startBroker(t testing.TB, cfg Config) *Broker {
+	t.Helper()
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+// transports yields a connection to b over TCP and over the unix socket.
+func transports(t *testing.T, b *Broker, fn func(t *testing.T, c *client.Conn)) {
+	for _, tr := range []struct{ name, addr string }{
+		{"tcp", b.Addr().String()},
+		{"unix", "unix://" + b.UnixAddr().String()},
+	} {
+		t.Run(tr.name, func(t *testing.T) { fn(t, dial(t, tr.addr)) })
+	}
+}
+
+func dial(t testing.TB, addr string) *client.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func call(t testing.TB, c *client.Conn, req wire.Request, resp wire.Response) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Call(ctx, req, resp); err != nil {
+		t.Fatalf("%s: %v", req.Key(), err)
+	}
+}
+
+func createTopic(t testing.TB, c *client.Conn, name string, partitions int32, configs ...wire.ConfigEntry) {
+	t.Helper()
+	var resp wire.CreateTopicsResponse
+	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 10000, Topics: []wire.CreateTopicsRequestTopic{
+		{Topic: name, NumPartitions: partitions, ReplicationFactor: -1, Configs: configs},
+	}}, &resp)
+	if code := resp.Topics[0].ErrorCode; code != wire.NoError {
+		msg := ""
+		if m := resp.Topics[0].ErrorMessage; m != nil {
+			msg = *m
+		}
+		t.Fatalf("create %s: %v: %s", name, code, msg)
+	}
+}
+
+func records(t testing.TB, values ...string) []byte {
+	t.Helper()
+	bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+	for _, v := range values {
+		bl.Append(&batch.Record{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(v)})
+	}
+	out, err := bl.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), out...)
+}
+
+func produce(t testing.TB, c *client.Conn, topic string, partition int32, acks int16, recs []byte) wire.ProduceResponsePartition {
+	t.Helper()
+	var resp wire.ProduceResponse
+	call(t, c, &wire.ProduceRequest{Acks: acks, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+		{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: partition, Records: recs}}},
+	}}, &resp)
+	return resp.Topics[0].Partitions[0]
+}
+
+func fetchP(t testing.TB, c *client.Conn, topic string, partition int32, offset int64, maxWaitMs, minBytes int32) wire.FetchResponsePartition {
+	t.Helper()
+	var resp wire.FetchResponse
+	call(t, c, &wire.FetchRequest{ReplicaID: -1, MaxWaitMs: maxWaitMs, MinBytes: minBytes, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
+		{Topic: topic, Partitions: []wire.FetchRequestPartition{{Partition: partition, FetchOffset: offset, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
+	}}, &resp)
+	p := resp.Topics[0].Partitions[0]
+	p.Records = append([]byte(nil), p.Records...)
+	return p
+}
+
+func TestProduceFetchIdenticalBytes(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	transports(t, b, func(t *testing.T, c *client.Conn) {
+		topic := "bytes-" + t.Name()[len("TestProduceFetchIdenticalBytes/"):]
+		createTopic(t, c, topic, 1)
+		var sent []byte
+		for i := range 20 {
+			recs := records(t, fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i))
+			res := produce(t, c, topic, 0, wire.AcksLeader, recs)
+			if res.ErrorCode != wire.NoError || res.BaseOffset != int64(2*i) {
+				t.Fatalf("produce %d: %+v", i, res)
+			}
+			batch.Batch(recs).SetBaseOffset(batch.Offset(2 * i)) // what the broker stamps
+			sent = append(sent, recs...)
+		}
+		got := fetchP(t, c, topic, 0, 0, 0, 1)
+		if got.ErrorCode != wire.NoError || got.HighWatermark != 40 || got.LogStartOffset != 0 {
+			t.Fatalf("fetch: %+v", got)
+		}
+		// The broker stamps the partition leader epoch (0) too; the producer sent -1.
+		for rest := sent; len(rest) > 0; {
+			bt, r, _ := batch.Next(rest)
+			bt.SetPartitionLeaderEpoch(0)
+			rest = r
+		}
+		if !bytes.Equal(got.Records, sent) {
+			t.Fatalf("fetched bytes differ from produced bytes (%d vs %d)", len(got.Records), len(sent))
+		}
+	})
+}
+
+func TestPipelinedProduce(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "pipe", 1)
+	var wg sync.WaitGroup
+	offsets := make(chan int64, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := produce(t, c, "pipe", 0, wire.AcksAll, records(t, fmt.Sprint(i)))
+			if res.ErrorCode != wire.NoError {
+				t.Errorf("produce: %v", res.ErrorCode)
+			}
+			offsets <- res.BaseOffset
+		}()
+	}
+	wg.Wait()
+	close(offsets)
+	seen := map[int64]bool{}
+	for o := range offsets {
+		if seen[o] {
+			t.Fatalf("offset %d assigned twice", o)
+		}
+		seen[o] = true
+	}
+	if len(seen) != 100 {
+		t.Fatalf("%d distinct offsets, want 100", len(seen))
+	}
+}
+
+func TestLongPollWakesOnAppend(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "poll", 1)
+	got := make(chan wire.FetchResponsePartition, 1)
+	start := time.Now()
+	go func() { got <- fetchP(t, c, "poll", 0, 0, 20000, 1) }()
+	// The fetch parks; produce on another connection wakes it.
+	p := dial(t, b.Addr().String())
+	// Give the fetch a moment to park; the assertion below does not depend on it.
+	for b.partition("poll", 0).parkedCount() == 0 && time.Since(start) < 5*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	appended := time.Now()
+	produce(t, p, "poll", 0, wire.AcksLeader, records(t, "wake"))
+	select {
+	case r := <-got:
+		if len(r.Records) == 0 {
+			t.Fatalf("woken fetch returned no records: %+v", r)
+		}
+		t.Logf("long poll answered %v after the append", time.Since(appended))
+	case <-time.After(15 * time.Second):
+		t.Fatal("long poll not woken by the append")
+	}
+}
+
+func TestAcksSemantics(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "acks", 1)
+	// acks=0: no response; the next request's response still matches its own correlation id.
+	if err := c.Send(&wire.ProduceRequest{Acks: 0, TimeoutMs: 1000, Topics: []wire.ProduceRequestTopic{
+		{Topic: "acks", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, "zero")}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	res := produce(t, c, "acks", 0, wire.AcksLeader, records(t, "one"))
+	if res.ErrorCode != wire.NoError || res.BaseOffset != 1 {
+		t.Fatalf("acks=1 after acks=0: %+v (the acks=0 record should hold offset 0)", res)
+	}
+	// acks=all on write.caching=false: answered only once fsynced.
+	res = produce(t, c, "acks", 0, wire.AcksAll, records(t, "all"))
+	if res.ErrorCode != wire.NoError {
+		t.Fatal(res.ErrorCode)
+	}
+	if synced := b.partition("acks", 0).log.SyncedOffset(); synced <= 2 {
+		t.Fatalf("acks=all answered before its record was fsynced (synced offset %d)", synced)
+	}
+	// Invalid acks.
+	if res := produce(t, c, "acks", 0, 7, records(t, "x")); res.ErrorCode != wire.ErrInvalidRequiredAcks {
+		t.Fatalf("acks=7: %v", res.ErrorCode)
+	}
+}
+
+// Bad input gets a clear error code and changes nothing.
+func TestBadInput(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	transports(t, b, func(t *testing.T, c *client.Conn) {
+		topic := "bad-" + filepath.Base(t.Name())
+		createTopic(t, c, topic, 1, wire.ConfigEntry{Name: "max.message.bytes", Value: strPtr("2000")})
+		produce(t, c, topic, 0, wire.AcksLeader, records(t, "good"))
+
+		corrupt := records(t, "corrupt")
+		corrupt[len(corrupt)-1] ^= 0xff
+		if res := produce(t, c, topic, 0, wire.AcksAll, corrupt); res.ErrorCode != wire.ErrCorruptMessage {
+			t.Errorf("corrupt batch: %v", res.ErrorCode)
+		}
+		big := records(t, string(bytes.Repeat([]byte("x"), 3000)))
+		if res := produce(t, c, topic, 0, wire.AcksLeader, big); res.ErrorCode != wire.ErrMessageTooLarge {
+			t.Errorf("oversized batch: %v", res.ErrorCode)
+		}
+		if got := fetchP(t, c, topic, 0, 0, 0, 1); got.HighWatermark != 1 {
+			t.Errorf("rejected batches moved the high watermark to %d", got.HighWatermark)
+		}
+		if res := produce(t, c, "no-such-topic", 0, wire.AcksLeader, records(t, "x")); res.ErrorCode != wire.ErrUnknownTopicOrPartition {
+			t.Errorf("unknown topic: %v", res.ErrorCode)
+		}
+		if res := produce(t, c, topic, 9, wire.AcksLeader, records(t, "x")); res.ErrorCode != wire.ErrUnknownTopicOrPartition {
+			t.Errorf("unknown partition: %v", res.ErrorCode)
+		}
+		if got := fetchP(t, c, topic, 0, 5, 0, 1); got.ErrorCode != wire.ErrOffsetOutOfRange || got.HighWatermark != 1 || got.LogStartOffset != 0 {
+			t.Errorf("offset out of range: %+v", got)
+		}
+		var cr wire.CreateTopicsResponse
+		call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{{Topic: "bad/name", NumPartitions: 1, ReplicationFactor: -1}}}, &cr)
+		if cr.Topics[0].ErrorCode != wire.ErrInvalidTopicException {
+			t.Errorf("invalid topic name: %v", cr.Topics[0].ErrorCode)
+		}
+		call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1}}}, &cr)
+		if cr.Topics[0].ErrorCode != wire.ErrTopicAlreadyExists {
+			t.Errorf("duplicate topic: %v", cr.Topics[0].ErrorCode)
+		}
+	})
+}
+
+func strPtr(s string) *string { return &s }
+
+// A malformed frame closes that connection only.
+func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	good := dial(t, b.Addr().String())
+	createTopic(t, good, "m", 1)
+	for _, garbage := range [][]byte{
+		{0x7f, 0xff, 0xff, 0xff},                                              // a 2 GiB frame
+		{0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 1, 0, 9, 'x', 'y'},                 // header with a client id longer than the frame
+		append([]byte{0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}, 1, 2, 3, 4), // produce with a truncated body
+	} {
+		nc, err := net.Dial("tcp", b.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = nc.Write(garbage)
+		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := nc.Read(make([]byte, 64)); err == nil {
+			t.Errorf("garbage %x: got %d bytes back instead of a closed connection", garbage, n)
+		}
+		nc.Close()
+	}
+	if res := produce(t, good, "m", 0, wire.AcksLeader, records(t, "still fine")); res.ErrorCode != wire.NoError {
+		t.Fatalf("other connection affected: %v", res.ErrorCode)
+	}
+}
+
+func TestTopicAdminAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, testConfig(t, dir))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "keep", 3, wire.ConfigEntry{Name: "retention.ms", Value: strPtr("3600000")})
+	createTopic(t, c, "drop", 1)
+	for p := range int32(3) {
+		produce(t, c, "keep", p, wire.AcksAll, records(t, fmt.Sprint(p)))
+	}
+	// Metadata lists both, with partitions and a leader.
+	var md wire.MetadataResponse
+	call(t, c, &wire.MetadataRequest{}, &md)
+	names := map[string]int{}
+	for _, tp := range md.Topics {
+		names[tp.Topic] = len(tp.Partitions)
+		for _, p := range tp.Partitions {
+			if p.Leader != 1 || p.ErrorCode != wire.NoError {
+				t.Fatalf("%s/%d: leader %d, error %v", tp.Topic, p.Partition, p.Leader, p.ErrorCode)
+			}
+		}
+	}
+	if names["keep"] != 3 || names["drop"] != 1 || len(md.Brokers) != 1 || md.Brokers[0].UnixPath == "" {
+		t.Fatalf("metadata: %v brokers %+v", names, md.Brokers)
+	}
+	// Describe shows the override; alter replaces the overrides.
+	var dc wire.DescribeConfigsResponse
+	call(t, c, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "keep", ConfigNames: []string{"retention.ms"}}}}, &dc)
+	if e := dc.Resources[0].Configs; len(e) != 1 || *e[0].Value != "3600000" || e[0].Source != wire.ConfigSourceDynamicTopic {
+		t.Fatalf("describe: %+v", dc.Resources[0])
+	}
+	var ac wire.AlterConfigsResponse
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "keep", Configs: []wire.ConfigEntry{{Name: "write.caching", Value: strPtr("true")}}}}}, &ac)
+	if ac.Resources[0].ErrorCode != wire.NoError {
+		t.Fatalf("alter: %v", ac.Resources[0].ErrorCode)
+	}
+	if !b.partition("keep", 0).cfg.Load().WriteCaching {
+		t.Fatal("altered config not applied to the partition")
+	}
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "keep", Configs: []wire.ConfigEntry{{Name: "retention.ms", Value: strPtr("soon")}}}}}, &ac)
+	if ac.Resources[0].ErrorCode != wire.ErrInvalidConfig {
+		t.Fatalf("invalid config value: %v", ac.Resources[0].ErrorCode)
+	}
+	// Delete removes the data.
+	var dr wire.DeleteTopicsResponse
+	call(t, c, &wire.DeleteTopicsRequest{Topics: []string{"drop"}, TimeoutMs: 5000}, &dr)
+	if dr.Topics[0].ErrorCode != wire.NoError {
+		t.Fatalf("delete: %v", dr.Topics[0].ErrorCode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "drop-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("deleted topic's data still there: %v", err)
+	}
+	if res := produce(t, c, "drop", 0, wire.AcksLeader, records(t, "x")); res.ErrorCode != wire.ErrUnknownTopicOrPartition {
+		t.Fatalf("produce to deleted topic: %v", res.ErrorCode)
+	}
+
+	// Restart: topics, configs and data survive; the shutdown was clean.
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); err != nil {
+		t.Fatalf("no clean-shutdown marker: %v", err)
+	}
+	b2 := startBroker(t, testConfig(t, dir))
+	c2 := dial(t, b2.Addr().String())
+	for p := range int32(3) {
+		got := fetchP(t, c2, "keep", p, 0, 0, 1)
+		if got.HighWatermark != 1 || len(got.Records) == 0 {
+			t.Fatalf("keep/%d after restart: %+v", p, got)
+		}
+	}
+	if !b2.partition("keep", 1).cfg.Load().WriteCaching {
+		t.Fatal("altered config lost across restart")
+	}
+	if b2.partition("drop", 0) != nil {
+		t.Fatal("deleted topic back after restart")
+	}
+}
+
+func TestListOffsets(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "lo", 1)
+	bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+	for i := range 10 {
+		bl.Append(&batch.Record{Timestamp: int64(1000 + i*100), Value: []byte("v")})
+	}
+	recs, _ := bl.Build()
+	produce(t, c, "lo", 0, wire.AcksLeader, append([]byte(nil), recs...))
+	for _, tc := range []struct {
+		ts         int64
+		off, recTs int64
+	}{
+		{wire.EarliestTimestamp, 0, -1},
+		{wire.LatestTimestamp, 10, -1},
+		{1250, 3, 1300},
+		{1000, 0, 1000},
+		{99999, -1, -1},
+	} {
+		var resp wire.ListOffsetsResponse
+		call(t, c, &wire.ListOffsetsRequest{ReplicaID: -1, Topics: []wire.ListOffsetsRequestTopic{{Topic: "lo", Partitions: []wire.ListOffsetsRequestPartition{{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: tc.ts}}}}}, &resp)
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != wire.NoError || p.Offset != tc.off || p.Timestamp != tc.recTs {
+			t.Errorf("ListOffsets(%d) = offset %d ts %d (%v), want %d, %d", tc.ts, p.Offset, p.Timestamp, p.ErrorCode, tc.off, tc.recTs)
+		}
+	}
+}
+
+func TestOffsetCommitSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, testConfig(t, dir))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "oc", 2)
+	md := "cursor"
+	var cr wire.OffsetCommitResponse
+	call(t, c, &wire.OffsetCommitRequest{GroupID: "g1", GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+		{Topic: "oc", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: 42, LeaderEpoch: 0, Metadata: &md}, {Partition: 1, Offset: 7, LeaderEpoch: -1}}},
+	}}, &cr)
+	for _, p := range cr.Topics[0].Partitions {
+		if p.ErrorCode != wire.NoError {
+			t.Fatalf("commit: %v", p.ErrorCode)
+		}
+	}
+	call(t, c, &wire.OffsetCommitRequest{GroupID: "g1", GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+		{Topic: "oc", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: 43, LeaderEpoch: 0, Metadata: &md}}},
+	}}, &cr)
+	check := func(c *client.Conn) {
+		var fr wire.OffsetFetchResponse
+		call(t, c, &wire.OffsetFetchRequest{GroupID: "g1", Topics: []wire.OffsetFetchRequestTopic{{Topic: "oc", Partitions: []int32{0, 1, 5}}}}, &fr)
+		ps := fr.Topics[0].Partitions
+		if ps[0].Offset != 43 || ps[0].Metadata == nil || *ps[0].Metadata != "cursor" || ps[1].Offset != 7 || ps[2].Offset != -1 {
+			t.Fatalf("offset fetch: %+v", ps)
+		}
+		call(t, c, &wire.OffsetFetchRequest{GroupID: "other", Topics: []wire.OffsetFetchRequestTopic{{Topic: "oc", Partitions: []int32{0}}}}, &fr)
+		if fr.Topics[0].Partitions[0].Offset != -1 {
+			t.Fatal("another group sees g1's offsets")
+		}
+	}
+	check(c)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, testConfig(t, dir))
+	check(dial(t, b2.Addr().String()))
+}

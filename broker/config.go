@@ -1,0 +1,242 @@
+package broker
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Config is one broker's configuration. Field comments give the Kafka property that sets each
+// (ParseProperties reads a Kafka-style .properties file); zero values take the defaults below.
+type Config struct {
+	NodeID   int32  // node.id (broker.id): 1
+	DataDir  string // log.dirs (the first directory): ./data
+	Listen   string // listeners (PLAINTEXT://host:port): 127.0.0.1:9092; "" with Unix set = no TCP
+	UnixPath string // unix.socket.path (Sluice): <data dir>/sluice.sock; "-" = none
+
+	NumPartitions          int   // num.partitions: 1
+	DefaultReplication     int   // default.replication.factor: 1
+	MessageMaxBytes        int64 // message.max.bytes: 1 MiB (the default max.message.bytes of topics)
+	SocketRequestMaxBytes  int   // socket.request.max.bytes: 100 MiB
+	AutoCreateTopics       bool  // auto.create.topics.enable: false
+	OffsetsTopicPartitions int   // offsets.topic.num.partitions: 50
+
+	SegmentBytes       int64         // log.segment.bytes: 1 GiB
+	SegmentMs          time.Duration // log.roll.ms / log.roll.hours: 7 days
+	RetentionMs        time.Duration // log.retention.ms / .minutes / .hours: 7 days
+	RetentionBytes     int64         // log.retention.bytes: -1
+	RetentionCheck     time.Duration // log.retention.check.interval.ms: 5 min
+	FlushMessages      int64         // log.flush.interval.messages: never
+	FlushMs            time.Duration // log.flush.interval.ms: never
+	IndexIntervalBytes int64         // log.index.interval.bytes: 4096
+	IndexMaxBytes      int64         // log.index.size.max.bytes: 10 MiB
+	WriteCaching       bool          // write.caching.default (Redpanda's name): false
+	IdleTimeout        time.Duration // connections.max.idle.ms: 10 min
+	ShutdownTimeout    time.Duration // controlled.shutdown... bound on Close: 30 s
+
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults: a single node with data in ./data, TCP on
+// 127.0.0.1:9092 and a unix socket in the data directory.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:                 1,
+		DataDir:                "data",
+		Listen:                 "127.0.0.1:9092",
+		NumPartitions:          1,
+		DefaultReplication:     1,
+		MessageMaxBytes:        1 << 20,
+		SocketRequestMaxBytes:  wire.MaxRequestBytes,
+		OffsetsTopicPartitions: 50,
+		SegmentBytes:           1 << 30,
+		SegmentMs:              7 * 24 * time.Hour,
+		RetentionMs:            7 * 24 * time.Hour,
+		RetentionBytes:         -1,
+		RetentionCheck:         5 * time.Minute,
+		FlushMessages:          math.MaxInt64,
+		FlushMs:                cluster.Forever,
+		IndexIntervalBytes:     4096,
+		IndexMaxBytes:          10 << 20,
+		IdleTimeout:            10 * time.Minute,
+		ShutdownTimeout:        30 * time.Second,
+	}
+}
+
+// unixPath resolves the unix socket path: default in the data directory, "-" for none.
+func (c Config) unixPath() string {
+	switch c.UnixPath {
+	case "":
+		return filepath.Join(c.DataDir, "sluice.sock")
+	case "-":
+		return ""
+	}
+	return c.UnixPath
+}
+
+// topicDefaults are the broker-level defaults every topic config falls back to.
+func (c Config) topicDefaults() cluster.TopicConfig {
+	d := cluster.DefaultTopicConfig()
+	d.SegmentBytes = c.SegmentBytes
+	d.SegmentTime = c.SegmentMs
+	d.Retention = c.RetentionMs
+	d.RetentionBytes = c.RetentionBytes
+	d.FlushMessages = c.FlushMessages
+	d.FlushInterval = c.FlushMs
+	d.IndexIntervalBytes = c.IndexIntervalBytes
+	d.SegmentIndexBytes = c.IndexMaxBytes
+	d.MaxMessageBytes = c.MessageMaxBytes
+	d.WriteCaching = c.WriteCaching
+	return d
+}
+
+// ParseProperties reads Kafka-style "key=value" lines (# and ! comments) into c, for the
+// properties Sluice knows; an unknown or malformed property is an error, so a typo does not
+// silently keep a default.
+func ParseProperties(r io.Reader, c *Config) error {
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' || text[0] == '!' {
+			continue
+		}
+		key, value, ok := strings.Cut(text, "=")
+		if !ok {
+			key, value, ok = strings.Cut(text, ":")
+		}
+		if !ok {
+			return fmt.Errorf("config line %d: %q is not key=value", line, text)
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if err := c.Set(key, value); err != nil {
+			return fmt.Errorf("config line %d: %w", line, err)
+		}
+	}
+	return sc.Err()
+}
+
+// Set applies one Kafka property.
+func (c *Config) Set(key, value string) error {
+	i64 := func(dst *int64) error {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not an integer", key, value)
+		}
+		*dst = n
+		return nil
+	}
+	integer := func(dst *int) error {
+		var n int64
+		if err := i64(&n); err != nil {
+			return err
+		}
+		*dst = int(n)
+		return nil
+	}
+	dur := func(dst *time.Duration, unit time.Duration) error {
+		var n int64
+		if err := i64(&n); err != nil {
+			return err
+		}
+		if n < 0 || n >= math.MaxInt64/int64(unit) {
+			*dst = cluster.Forever
+		} else {
+			*dst = time.Duration(n) * unit
+		}
+		return nil
+	}
+	boolean := func(dst *bool) error {
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not true or false", key, value)
+		}
+		*dst = b
+		return nil
+	}
+	switch key {
+	case "node.id", "broker.id":
+		var n int64
+		if err := i64(&n); err != nil {
+			return err
+		}
+		c.NodeID = int32(n)
+	case "log.dirs", "log.dir":
+		c.DataDir = strings.TrimSpace(strings.Split(value, ",")[0])
+	case "listeners":
+		addr, err := parseListener(value)
+		if err != nil {
+			return err
+		}
+		c.Listen = addr
+	case "unix.socket.path":
+		c.UnixPath = value
+	case "num.partitions":
+		return integer(&c.NumPartitions)
+	case "default.replication.factor":
+		return integer(&c.DefaultReplication)
+	case "message.max.bytes":
+		return i64(&c.MessageMaxBytes)
+	case "socket.request.max.bytes":
+		return integer(&c.SocketRequestMaxBytes)
+	case "auto.create.topics.enable":
+		return boolean(&c.AutoCreateTopics)
+	case "offsets.topic.num.partitions":
+		return integer(&c.OffsetsTopicPartitions)
+	case "log.segment.bytes":
+		return i64(&c.SegmentBytes)
+	case "log.roll.ms":
+		return dur(&c.SegmentMs, time.Millisecond)
+	case "log.roll.hours":
+		return dur(&c.SegmentMs, time.Hour)
+	case "log.retention.ms":
+		return dur(&c.RetentionMs, time.Millisecond)
+	case "log.retention.minutes":
+		return dur(&c.RetentionMs, time.Minute)
+	case "log.retention.hours":
+		return dur(&c.RetentionMs, time.Hour)
+	case "log.retention.bytes":
+		return i64(&c.RetentionBytes)
+	case "log.retention.check.interval.ms":
+		return dur(&c.RetentionCheck, time.Millisecond)
+	case "log.flush.interval.messages":
+		return i64(&c.FlushMessages)
+	case "log.flush.interval.ms":
+		return dur(&c.FlushMs, time.Millisecond)
+	case "log.index.interval.bytes":
+		return i64(&c.IndexIntervalBytes)
+	case "log.index.size.max.bytes":
+		return i64(&c.IndexMaxBytes)
+	case "write.caching.default", "write_caching_default":
+		return boolean(&c.WriteCaching)
+	case "connections.max.idle.ms":
+		return dur(&c.IdleTimeout, time.Millisecond)
+	default:
+		return fmt.Errorf("unknown property %q", key)
+	}
+	return nil
+}
+
+// parseListener accepts "PLAINTEXT://host:port" (the first listener of a comma list) or
+// "host:port".
+func parseListener(v string) (string, error) {
+	first := strings.TrimSpace(strings.Split(v, ",")[0])
+	if _, rest, ok := strings.Cut(first, "://"); ok {
+		first = rest
+	}
+	if _, _, err := net.SplitHostPort(first); err != nil {
+		return "", fmt.Errorf("listeners: %q: %w", v, err)
+	}
+	return first, nil
+}

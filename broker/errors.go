@@ -1,0 +1,63 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/segment"
+)
+
+// Broker-level sentinels.
+var (
+	ErrUnknownPartition = errors.New("broker: unknown topic or partition")
+	ErrMessageTooLarge  = errors.New("broker: batch larger than max.message.bytes")
+	ErrInvalidAcks      = errors.New("broker: acks must be 0, 1 or -1")
+	ErrClosed           = errors.New("broker: closed")
+	errCorrupt          = segment.ErrCorrupt
+)
+
+// appendInfo is what an append reports.
+type appendInfo = segment.AppendInfo
+
+// errorCode maps an error from any layer to the protocol's error code. This is the one place
+// where that mapping lives.
+func errorCode(err error) wire.ErrorCode {
+	switch {
+	case err == nil:
+		return wire.NoError
+	case errors.Is(err, ErrUnknownPartition), errors.Is(err, cluster.ErrUnknownTopic), errors.Is(err, cluster.ErrUnknownPartition):
+		return wire.ErrUnknownTopicOrPartition
+	case errors.Is(err, ErrMessageTooLarge):
+		return wire.ErrMessageTooLarge
+	case errors.Is(err, ErrInvalidAcks):
+		return wire.ErrInvalidRequiredAcks
+	case errors.Is(err, segment.ErrOffsetOutOfRange):
+		return wire.ErrOffsetOutOfRange
+	case errors.Is(err, segment.ErrCorrupt), errors.Is(err, batch.ErrCRC), errors.Is(err, segment.ErrOffsetOrder):
+		return wire.ErrCorruptMessage
+	case errors.Is(err, segment.ErrTooLarge):
+		return wire.ErrRecordListTooLarge
+	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed):
+		return wire.ErrKafkaStorageError
+	case errors.Is(err, cluster.ErrTopicExists):
+		return wire.ErrTopicAlreadyExists
+	case errors.Is(err, cluster.ErrInvalidTopic):
+		return wire.ErrInvalidTopicException
+	case errors.Is(err, cluster.ErrInvalidPartitions):
+		return wire.ErrInvalidPartitions
+	case errors.Is(err, cluster.ErrInvalidReplicationFactor):
+		return wire.ErrInvalidReplicationFactor
+	case errors.Is(err, cluster.ErrInvalidReplicaAssignment):
+		return wire.ErrInvalidReplicaAssignment
+	case errors.Is(err, cluster.ErrInvalidConfig):
+		return wire.ErrInvalidConfig
+	case errors.Is(err, cluster.ErrNotLeader):
+		return wire.ErrNotController
+	case errors.Is(err, context.DeadlineExceeded):
+		return wire.ErrRequestTimedOut
+	}
+	return wire.ErrUnknownServerError
+}

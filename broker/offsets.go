@@ -1,0 +1,343 @@
+package broker
+
+// Behavior: OffsetCommit, OffsetFetch.
+//
+// Committed offsets are records in the internal topic __consumer_offsets (partition = hash of
+// the group id modulo offsets.topic.num.partitions, as Kafka), so they are as durable as any
+// log: a commit is answered once its record is fsynced. At start every partition of the topic
+// is replayed into memory; OffsetFetch answers from memory. The topic has no compaction yet, so
+// it keeps every commit (retention.ms=-1); replay cost grows with the number of commits.
+//
+// Record format (version 0, big-endian), the key and value of one record:
+//
+//	key:   version i16 = 0 | group string(i16 len) | topic string(i16 len) | partition i32
+//	value: version i16 = 0 | offset i64 | leader epoch i32 | commit time ms i64 |
+//	       metadata nullable string(i16 len, -1 = null)
+//
+// A record with a null value deletes the committed offset.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/net/server"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// OffsetsTopic is the internal topic of committed offsets.
+const OffsetsTopic = "__consumer_offsets"
+
+type committed struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    *string
+}
+
+type groupPartition struct {
+	group string
+	tp    topicPartition
+}
+
+// offsetStore holds committed offsets in memory, backed by OffsetsTopic.
+//
+// Ownership: mu guards offsets.
+type offsetStore struct {
+	b          *Broker
+	partitions int32
+	mu         sync.RWMutex
+	offsets    map[groupPartition]committed
+}
+
+// openOffsetStore creates OffsetsTopic on first start and replays it.
+func (b *Broker) openOffsetStore() (*offsetStore, error) {
+	t, ok := b.ctrl.Metadata().Topic(OffsetsTopic)
+	if !ok {
+		spec := cluster.TopicSpec{
+			Name: OffsetsTopic, NumPartitions: int32(b.cfg.OffsetsTopicPartitions), ReplicationFactor: -1,
+			Configs:  map[string]string{"retention.ms": "-1", "segment.bytes": strconv100MiB},
+			Internal: true,
+		}
+		if err := b.createTopic(spec, 30*time.Second); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+			return nil, fmt.Errorf("create %s: %w", OffsetsTopic, err)
+		}
+		t, _ = b.ctrl.Metadata().Topic(OffsetsTopic)
+	}
+	s := &offsetStore{b: b, partitions: int32(len(t.Partitions)), offsets: map[groupPartition]committed{}}
+	for _, pm := range t.Partitions {
+		if err := s.replay(pm.Partition); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+const strconv100MiB = "104857600"
+
+func (s *offsetStore) partitionFor(group string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(group))
+	return int32(h.Sum32() % uint32(max(s.partitions, 1)))
+}
+
+// replay loads one partition of OffsetsTopic into memory.
+func (s *offsetStore) replay(partition int32) error {
+	p := s.b.partition(OffsetsTopic, partition)
+	if p == nil {
+		return nil // not hosted here
+	}
+	var buf []byte
+	for off := p.log.StartOffset(); off < p.log.EndOffset(); {
+		sl, err := p.log.Read(off, 1<<20, p.log.EndOffset())
+		if err != nil {
+			return fmt.Errorf("replay %s-%d: %w", OffsetsTopic, partition, err)
+		}
+		buf, err = sl.AppendTo(buf[:0])
+		sl.Release()
+		if err != nil {
+			return err
+		}
+		progressed := false
+		for rest := buf; len(rest) > 0; {
+			bt, r, err := batch.Next(rest)
+			if err != nil {
+				break // partial batch at the end of the read
+			}
+			it := bt.Iter(batch.IterOptions{})
+			var rec batch.Record
+			for it.Next(&rec) {
+				s.apply(rec.Key, rec.Value)
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("replay %s-%d at %d: %w", OffsetsTopic, partition, bt.BaseOffset(), err)
+			}
+			off, progressed = bt.NextOffset(), true
+			rest = r
+		}
+		if !progressed {
+			return fmt.Errorf("replay %s-%d: no whole batch at offset %d", OffsetsTopic, partition, off)
+		}
+	}
+	return nil
+}
+
+// apply installs one offsets record; malformed records are skipped (a newer version we do not
+// know, for example), never fatal.
+func (s *offsetStore) apply(key, value []byte) {
+	gp, ok := decodeOffsetKey(key)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if value == nil {
+		delete(s.offsets, gp)
+		return
+	}
+	if c, ok := decodeOffsetValue(value); ok {
+		s.offsets[gp] = c
+	}
+}
+
+func appendString16(dst []byte, v string) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(v)))
+	return append(dst, v...)
+}
+
+func encodeOffsetKey(gp groupPartition) []byte {
+	b := binary.BigEndian.AppendUint16(nil, 0)
+	b = appendString16(b, gp.group)
+	b = appendString16(b, gp.tp.topic)
+	return binary.BigEndian.AppendUint32(b, uint32(gp.tp.partition))
+}
+
+func encodeOffsetValue(c committed, now int64) []byte {
+	b := binary.BigEndian.AppendUint16(nil, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(c.leaderEpoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(now))
+	if c.metadata == nil {
+		return binary.BigEndian.AppendUint16(b, math.MaxUint16) // -1
+	}
+	return appendString16(b, *c.metadata)
+}
+
+func readString16(b []byte) (string, []byte, bool) {
+	if len(b) < 2 {
+		return "", nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	if n == math.MaxUint16 || len(b) < 2+n {
+		return "", nil, false
+	}
+	return string(b[2 : 2+n]), b[2+n:], true
+}
+
+func decodeOffsetKey(b []byte) (groupPartition, bool) {
+	if len(b) < 2 || binary.BigEndian.Uint16(b) != 0 {
+		return groupPartition{}, false
+	}
+	group, rest, ok := readString16(b[2:])
+	if !ok {
+		return groupPartition{}, false
+	}
+	topic, rest, ok := readString16(rest)
+	if !ok || len(rest) != 4 {
+		return groupPartition{}, false
+	}
+	return groupPartition{group, topicPartition{topic, int32(binary.BigEndian.Uint32(rest))}}, true
+}
+
+func decodeOffsetValue(b []byte) (committed, bool) {
+	if len(b) < 2+8+4+8+2 || binary.BigEndian.Uint16(b) != 0 {
+		return committed{}, false
+	}
+	c := committed{offset: int64(binary.BigEndian.Uint64(b[2:])), leaderEpoch: int32(binary.BigEndian.Uint32(b[10:]))}
+	rest := b[22:]
+	if binary.BigEndian.Uint16(rest) == math.MaxUint16 {
+		return c, len(rest) == 2
+	}
+	md, rest, ok := readString16(rest)
+	if !ok || len(rest) != 0 {
+		return committed{}, false
+	}
+	c.metadata = &md
+	return c, true
+}
+
+// offsetMetadataMaxBytes is Kafka's offset.metadata.max.bytes.
+const offsetMetadataMaxBytes = 4096
+
+func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.OffsetCommitRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	resp := &wire.OffsetCommitResponse{}
+	s := b.offsets
+	builder := batch.NewBuilder(batch.DefaultBuilderOptions())
+	now := time.Now().UnixMilli()
+	var pending []groupPartition
+	var values []committed
+	results := make([][]wire.PartitionResult, len(req.Topics))
+	for i, t := range req.Topics {
+		for _, rp := range t.Partitions {
+			res := wire.PartitionResult{Partition: rp.Partition}
+			switch {
+			case req.GroupID == "":
+				res.ErrorCode = wire.ErrInvalidGroupID
+			case rp.Metadata != nil && len(*rp.Metadata) > offsetMetadataMaxBytes:
+				res.ErrorCode = wire.ErrOffsetMetadataTooLarge
+			case b.partition(t.Topic, rp.Partition) == nil:
+				res.ErrorCode = wire.ErrUnknownTopicOrPartition
+			default:
+				gp := groupPartition{req.GroupID, topicPartition{t.Topic, rp.Partition}}
+				cm := committed{offset: rp.Offset, leaderEpoch: rp.LeaderEpoch, metadata: rp.Metadata}
+				builder.Append(&batch.Record{Timestamp: now, Key: encodeOffsetKey(gp), Value: encodeOffsetValue(cm, now)})
+				pending = append(pending, gp)
+				values = append(values, cm)
+			}
+			results[i] = append(results[i], res)
+		}
+		resp.Topics = append(resp.Topics, wire.OffsetCommitResponseTopic{Topic: t.Topic})
+	}
+	finish := func(code wire.ErrorCode) {
+		for i := range results {
+			for j := range results[i] {
+				if results[i][j].ErrorCode == wire.NoError {
+					results[i][j].ErrorCode = code
+				}
+			}
+			resp.Topics[i].Partitions = results[i]
+		}
+	}
+	if len(pending) == 0 {
+		finish(wire.NoError)
+		return respond(c, h, resp)
+	}
+	p := b.partition(OffsetsTopic, s.partitionFor(req.GroupID))
+	if p == nil {
+		finish(wire.ErrCoordinatorNotAvailable)
+		return respond(c, h, resp)
+	}
+	bt, err := builder.Build()
+	var info appendInfo
+	if err == nil {
+		info, err = p.log.Append(bt, p.leaderEpoch.Load())
+	}
+	if err != nil {
+		b.logger.Error("writing offset commit", "group", req.GroupID, "err", err)
+		finish(errorCode(err))
+		return respond(c, h, resp)
+	}
+	pend := c.NewPending()
+	p.log.OnSynced(info.LastOffset, func(err error) {
+		if err == nil {
+			s.mu.Lock()
+			for i, gp := range pending {
+				s.offsets[gp] = values[i]
+			}
+			s.mu.Unlock()
+		}
+		finish(errorCode(err))
+		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
+		pend.AppendBytes(pend.Buf)
+		pend.Complete()
+	})
+	return pend
+}
+
+func (b *Broker) handleOffsetFetch(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.OffsetFetchRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	s := b.offsets
+	resp := &wire.OffsetFetchResponse{}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if req.Topics == nil {
+		byTopic := map[string]*wire.OffsetFetchResponseTopic{}
+		var order []string
+		for gp, cm := range s.offsets {
+			if gp.group != req.GroupID {
+				continue
+			}
+			t := byTopic[gp.tp.topic]
+			if t == nil {
+				t = &wire.OffsetFetchResponseTopic{Topic: gp.tp.topic}
+				byTopic[gp.tp.topic] = t
+				order = append(order, gp.tp.topic)
+			}
+			t.Partitions = append(t.Partitions, wire.OffsetFetchResponsePartition{
+				Partition: gp.tp.partition, Offset: cm.offset, LeaderEpoch: cm.leaderEpoch, Metadata: cm.metadata,
+			})
+		}
+		sort.Strings(order)
+		for _, name := range order {
+			t := byTopic[name]
+			sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i].Partition < t.Partitions[j].Partition })
+			resp.Topics = append(resp.Topics, *t)
+		}
+		return respond(c, h, resp)
+	}
+	for _, t := range req.Topics {
+		out := wire.OffsetFetchResponseTopic{Topic: t.Topic}
+		for _, part := range t.Partitions {
+			res := wire.OffsetFetchResponsePartition{Partition: part, Offset: -1, LeaderEpoch: -1}
+			if cm, ok := s.offsets[groupPartition{req.GroupID, topicPartition{t.Topic, part}}]; ok {
+				res.Offset, res.LeaderEpoch, res.Metadata = cm.offset, cm.leaderEpoch, cm.metadata
+			}
+			out.Partitions = append(out.Partitions, res)
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
+	return respond(c, h, resp)
+}

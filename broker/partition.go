@@ -1,0 +1,290 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/segment"
+)
+
+// topicPartition names a partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+func (tp topicPartition) String() string { return fmt.Sprintf("%s-%d", tp.topic, tp.partition) }
+
+// partition is one partition hosted by this broker: its log, its resolved topic config and the
+// fetches parked on it.
+//
+// Ownership: log is set at creation; cfg and leaderEpoch are swapped atomically by the metadata
+// reconciler; waiters is guarded by waitMu.
+type partition struct {
+	tp          topicPartition
+	topicID     cluster.TopicID
+	log         *segment.Log
+	cfg         atomic.Pointer[cluster.TopicConfig]
+	leaderEpoch atomic.Int32
+
+	waitMu  sync.Mutex
+	waiters map[chan struct{}]struct{}
+}
+
+// park registers wake to be signalled on the next append.
+func (p *partition) park(wake chan struct{}) {
+	p.waitMu.Lock()
+	if p.waiters == nil {
+		p.waiters = map[chan struct{}]struct{}{}
+	}
+	p.waiters[wake] = struct{}{}
+	p.waitMu.Unlock()
+}
+
+func (p *partition) unpark(wake chan struct{}) {
+	p.waitMu.Lock()
+	delete(p.waiters, wake)
+	p.waitMu.Unlock()
+}
+
+// wake signals every parked fetch: the append itself wakes long polls, no sleep loops.
+func (p *partition) wake() {
+	p.waitMu.Lock()
+	for ch := range p.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.waitMu.Unlock()
+}
+
+// logOptions turns a topic config into segment options.
+func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
+	flushMs := c.FlushInterval
+	if flushMs == cluster.Forever {
+		flushMs = -1
+	}
+	retention := c.Retention
+	if retention == cluster.Forever {
+		retention = -1
+	}
+	return segment.Options{
+		SegmentBytes:       c.SegmentBytes,
+		SegmentMs:          c.SegmentTime,
+		IndexIntervalBytes: int(c.IndexIntervalBytes),
+		SegmentIndexBytes:  int(c.SegmentIndexBytes),
+		RetentionBytes:     c.RetentionBytes,
+		RetentionMs:        retention,
+		FlushMessages:      c.FlushMessages,
+		FlushMs:            flushMs,
+		Logger:             b.logger,
+	}
+}
+
+const partitionMetadataFile = "partition.metadata"
+
+// openPartition opens (creating if needed) the log of a partition this broker hosts. A
+// directory left by an earlier topic of the same name (another topic id) is removed first.
+func (b *Broker) openPartition(t cluster.TopicMeta, pm cluster.PartitionMeta) (*partition, error) {
+	tp := topicPartition{t.Name, pm.Partition}
+	cfg, err := cluster.ResolveTopicConfig(t.Configs, b.topicDefaults)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: %w", tp, err)
+	}
+	dir := filepath.Join(b.cfg.DataDir, tp.String())
+	idFile := filepath.Join(dir, partitionMetadataFile)
+	want := []byte("version: 0\ntopic_id: " + hex.EncodeToString(t.ID[:]) + "\n")
+	have, err := os.ReadFile(idFile)
+	switch {
+	case err == nil && !bytes.Equal(have, want):
+		b.logger.Info("removing data of an earlier topic with the same name", "dir", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(have, want) {
+		if err := writeFileSync(idFile, want); err != nil {
+			return nil, err
+		}
+	}
+	l, err := segment.Open(dir, b.logOptions(&cfg))
+	if err != nil {
+		return nil, err
+	}
+	p := &partition{tp: tp, topicID: t.ID, log: l}
+	p.cfg.Store(&cfg)
+	p.leaderEpoch.Store(pm.LeaderEpoch)
+	return p, nil
+}
+
+// writeFileSync writes a small file durably (temp, fsync, rename, fsync dir).
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(path)); err == nil {
+			err = d.Sync()
+			_ = d.Close()
+		}
+	}
+	return err
+}
+
+// partitionDirName reports whether name looks like "<topic>-<partition>".
+func partitionDirName(name string) (topicPartition, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return topicPartition{}, false
+	}
+	n, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || n < 0 {
+		return topicPartition{}, false
+	}
+	return topicPartition{name[:i], int32(n)}, true
+}
+
+// reconcile makes the hosted partitions match the metadata: opens partitions assigned to this
+// broker, applies altered configs and leader epochs, and deletes the data of partitions whose
+// topic is gone. It runs on the reconciler goroutine, in Open, and in admin handlers that must
+// see their change applied before answering; reconcileMu serialises them.
+func (b *Broker) reconcile(md *cluster.Metadata) error {
+	b.reconcileMu.Lock()
+	defer b.reconcileMu.Unlock()
+	if md.Version() < b.reconciled {
+		return nil // an older view than one already applied (a racing caller)
+	}
+	b.reconciled = md.Version()
+	wanted := map[topicPartition]struct{}{}
+	var errs []error
+	for _, t := range md.Topics() {
+		for _, pm := range t.Partitions {
+			if !containsID(pm.Replicas, b.cfg.NodeID) {
+				continue
+			}
+			tp := topicPartition{t.Name, pm.Partition}
+			wanted[tp] = struct{}{}
+			b.mu.RLock()
+			p := b.mu.partitions[tp]
+			b.mu.RUnlock()
+			if p != nil && p.topicID != t.ID {
+				b.dropPartition(p) // re-created topic: the old data goes
+				p = nil
+			}
+			if p == nil {
+				np, err := b.openPartition(t, pm)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				b.mu.Lock()
+				b.mu.partitions[tp] = np
+				b.mu.Unlock()
+				continue
+			}
+			p.leaderEpoch.Store(pm.LeaderEpoch)
+			cfg, err := cluster.ResolveTopicConfig(t.Configs, b.topicDefaults)
+			if err == nil && cfg != *p.cfg.Load() {
+				p.cfg.Store(&cfg)
+				p.log.Reconfigure(b.logOptions(&cfg))
+			}
+		}
+	}
+	b.mu.RLock()
+	var gone []*partition
+	for tp, p := range b.mu.partitions {
+		if _, ok := wanted[tp]; !ok {
+			gone = append(gone, p)
+		}
+	}
+	b.mu.RUnlock()
+	for _, p := range gone {
+		b.dropPartition(p)
+	}
+	return errors.Join(errs...)
+}
+
+// dropPartition stops serving a partition and deletes its data.
+func (b *Broker) dropPartition(p *partition) {
+	b.mu.Lock()
+	if b.mu.partitions[p.tp] == p {
+		delete(b.mu.partitions, p.tp)
+	}
+	b.mu.Unlock()
+	p.wake()
+	if err := p.log.Delete(); err != nil {
+		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
+	}
+	b.logger.Info("deleted partition", "partition", p.tp.String())
+}
+
+// removeStrayDirs deletes partition directories of topics that no longer exist (deleted while
+// the broker was down).
+func (b *Broker) removeStrayDirs(md *cluster.Metadata) error {
+	entries, err := os.ReadDir(b.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		tp, ok := partitionDirName(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		t, exists := md.Topic(tp.topic)
+		if exists {
+			if pm, ok := t.Partition(tp.partition); ok && containsID(pm.Replicas, b.cfg.NodeID) {
+				continue
+			}
+		}
+		b.logger.Info("removing data of a deleted partition", "dir", e.Name())
+		if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// parkedCount is the number of fetches parked on p (tests).
+func (p *partition) parkedCount() int {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	return len(p.waiters)
+}

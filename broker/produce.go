@@ -1,0 +1,156 @@
+package broker
+
+// Behavior: Produce.
+//
+// Each partition's batches are checked against max.message.bytes (per batch, as Kafka), then
+// validated and appended by the partition's log with one write (segment.Log.Append: CRC, magic,
+// lastOffsetDelta consistent with the record count; nothing is appended if any batch is bad).
+// Appends happen on the connection's reader goroutine, in request order, so a pipelined
+// producer's batches land in the order sent. acks=0 gets no response; acks=1 is answered after
+// the append; acks=-1 on a topic with write.caching=false is answered after the group-commit
+// flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT after the
+// request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed); with write.caching=true it
+// is answered after the append, as Kafka with its page cache. A topic with
+// message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch.
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/net/server"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+var produceRequests = sync.Pool{New: func() any { return new(wire.ProduceRequest) }}
+
+func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	req := produceRequests.Get().(*wire.ProduceRequest)
+	defer produceRequests.Put(req)
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	resp := &wire.ProduceResponse{Topics: make([]wire.ProduceResponseTopic, len(req.Topics))}
+	validAcks := req.Acks == wire.AcksNone || req.Acks == wire.AcksLeader || req.Acks == wire.AcksAll
+	type syncWait struct {
+		p    *partition
+		last batch.Offset
+		out  *wire.ProduceResponsePartition
+	}
+	var waits []syncWait
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		out := &resp.Topics[i]
+		out.Topic = rt.Topic
+		out.Partitions = make([]wire.ProduceResponsePartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			res := &out.Partitions[j]
+			res.Partition, res.BaseOffset, res.LogAppendTimeMs, res.LogStartOffset = rp.Partition, -1, -1, -1
+			if !validAcks {
+				res.ErrorCode = wire.ErrInvalidRequiredAcks
+				continue
+			}
+			p := b.partition(rt.Topic, rp.Partition)
+			if p == nil {
+				res.ErrorCode = wire.ErrUnknownTopicOrPartition
+				continue
+			}
+			info, appendTime, err := b.appendRecords(p, rp.Records)
+			res.LogStartOffset = int64(p.log.StartOffset())
+			if err != nil {
+				res.ErrorCode = errorCode(err)
+				msg := err.Error()
+				res.ErrorMessage = &msg
+				continue
+			}
+			res.BaseOffset, res.LogAppendTimeMs = int64(info.FirstOffset), appendTime
+			if req.Acks == wire.AcksAll && !p.cfg.Load().WriteCaching {
+				waits = append(waits, syncWait{p, info.LastOffset, res})
+			}
+		}
+	}
+	if req.Acks == wire.AcksNone {
+		return nil
+	}
+	if len(waits) == 0 {
+		return respond(c, h, resp)
+	}
+	// acks=all: answer when every partition's append is durable. The callbacks run on the
+	// flushers' goroutines; the last one completes the response.
+	pend := c.NewPending()
+	var left atomic.Int32
+	left.Store(int32(len(waits)))
+	var once sync.Once
+	finish := func() {
+		once.Do(func() {
+			pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
+			pend.AppendBytes(pend.Buf)
+			pend.Complete()
+		})
+	}
+	var mu sync.Mutex // guards resp against the callbacks, the timer and the encoding in finish
+	timeout := time.Duration(max(req.TimeoutMs, 0)) * time.Millisecond
+	timer := time.AfterFunc(timeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range waits {
+			if w.out.ErrorCode == wire.NoError && w.p.log.SyncedOffset() <= w.last {
+				w.out.ErrorCode = wire.ErrRequestTimedOut
+			}
+		}
+		finish()
+	})
+	for _, w := range waits {
+		w.p.log.OnSynced(w.last, func(err error) {
+			if err != nil {
+				mu.Lock()
+				w.out.ErrorCode = errorCode(err)
+				mu.Unlock()
+			}
+			if left.Add(-1) == 0 {
+				timer.Stop()
+				mu.Lock()
+				defer mu.Unlock()
+				finish()
+			}
+		})
+	}
+	return pend
+}
+
+// appendRecords applies the topic's per-batch rules, then appends. It returns the log append
+// time stamped on the batches (-1 for CreateTime topics).
+func (b *Broker) appendRecords(p *partition, records []byte) (info appendInfo, appendTime int64, err error) {
+	cfg := p.cfg.Load()
+	appendTime = -1
+	logAppendTime := cfg.TimestampType == "LogAppendTime"
+	if logAppendTime {
+		appendTime = time.Now().UnixMilli()
+	}
+	for rest := records; len(rest) > 0; {
+		bt, r, err := batch.Next(rest)
+		if err != nil {
+			return info, -1, fmt.Errorf("%w: %s: %w", errCorrupt, p.tp, err)
+		}
+		if int64(len(bt)) > cfg.MaxMessageBytes {
+			return info, -1, fmt.Errorf("%w: %s: batch of %d bytes, max.message.bytes %d", ErrMessageTooLarge, p.tp, len(bt), cfg.MaxMessageBytes)
+		}
+		if logAppendTime {
+			// Stamping recomputes the CRC, so the producer's CRC must be checked first.
+			if err := bt.ValidateStrict(); err != nil {
+				return info, -1, fmt.Errorf("%w: %s: %w", errCorrupt, p.tp, err)
+			}
+			bt.SetLogAppendTime(appendTime)
+		}
+		rest = r
+	}
+	info, err = p.log.Append(records, p.leaderEpoch.Load())
+	if err != nil {
+		return info, -1, fmt.Errorf("append %s: %w", p.tp, err)
+	}
+	p.wake()
+	return info, appendTime, nil
+}
