@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+const defaultBroker = "127.0.0.1:9092"
+
+func topicCmd() *cobra.Command {
+	var brokerAddr string
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
+	cmd.PersistentFlags().StringVar(&brokerAddr, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
+
+	withAdmin := func(fn func(ctx context.Context, a *client.Admin) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		a, err := client.NewAdmin(ctx, brokerAddr)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		return fn(ctx, a)
+	}
+
+	var partitions int32
+	var replication int16
+	var configs []string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, err := parseConfigs(configs)
+			if err != nil {
+				return err
+			}
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				if err := a.CreateTopic(ctx, client.TopicSpec{Name: args[0], Partitions: partitions, ReplicationFactor: replication, Configs: cfg}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Created topic %s.\n", args[0])
+				return nil
+			})
+		},
+	}
+	create.Flags().Int32Var(&partitions, "partitions", 0, "number of partitions (default: the broker's num.partitions)")
+	create.Flags().Int16Var(&replication, "replication-factor", 0, "replicas per partition (default: the broker's default.replication.factor)")
+	create.Flags().StringArrayVar(&configs, "config", nil, "topic config override key=value (repeatable)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				topics, err := a.ListTopics(ctx)
+				if err != nil {
+					return err
+				}
+				for _, t := range topics {
+					fmt.Fprintln(cmd.OutOrStdout(), t.Name)
+				}
+				return nil
+			})
+		},
+	}
+
+	describe := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's partitions and configuration",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				t, cfgs, err := a.DescribeTopic(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintf(w, "Topic: %s\tPartitions: %d\tInternal: %v\n", t.Name, len(t.Partitions), t.Internal)
+				for _, p := range t.Partitions {
+					fmt.Fprintf(w, "  Partition: %d\tLeader: %d\tEpoch: %d\tReplicas: %v\tIsr: %v\n", p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR)
+				}
+				fmt.Fprintln(w, "Configs:")
+				for _, c := range cfgs {
+					v := "null"
+					if c.Value != nil {
+						v = *c.Value
+					}
+					fmt.Fprintf(w, "  %s=%s\t(%s)\n", c.Name, v, sourceName(c.Source))
+				}
+				return w.Flush()
+			})
+		},
+	}
+
+	deleteCmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic and its data",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				if err := a.DeleteTopic(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Deleted topic %s.\n", args[0])
+				return nil
+			})
+		},
+	}
+
+	var alterConfigs, deleteConfigs []string
+	alter := &cobra.Command{
+		Use:   "alter NAME",
+		Short: "Set or remove topic config overrides",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			set, err := parseConfigs(alterConfigs)
+			if err != nil {
+				return err
+			}
+			if len(set) == 0 && len(deleteConfigs) == 0 {
+				return fmt.Errorf("nothing to alter: give --config key=value or --delete-config key")
+			}
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				if err := a.AlterTopicConfigs(ctx, args[0], set, deleteConfigs); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Altered topic %s.\n", args[0])
+				return nil
+			})
+		},
+	}
+	alter.Flags().StringArrayVar(&alterConfigs, "config", nil, "config override key=value (repeatable)")
+	alter.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "config override to remove (repeatable)")
+
+	cmd.AddCommand(create, list, describe, deleteCmd, alter)
+	return cmd
+}
+
+func parseConfigs(kvs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("config %q is not key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func sourceName(s wire.ConfigSource) string {
+	switch s {
+	case wire.ConfigSourceDynamicTopic:
+		return "topic"
+	case wire.ConfigSourceDynamicBroker, wire.ConfigSourceDynamicDefaultBroker, wire.ConfigSourceStaticBroker:
+		return "broker"
+	case wire.ConfigSourceDefault:
+		return "default"
+	}
+	return "unknown"
+}
