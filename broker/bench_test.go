@@ -1,0 +1,263 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// kibBatch is one batch of 1 KiB records, about size bytes.
+func kibBatch(b *testing.B, size int) []byte {
+	bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+	value := make([]byte, 1024)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	for bl.EstimatedSize()+1100 <= size {
+		bl.Append(&batch.Record{Timestamp: 1, Value: value})
+	}
+	out, err := bl.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append([]byte(nil), out...)
+}
+
+func benchBroker(b *testing.B) (*Broker, map[string]string) {
+	cfg := testConfig(b, b.TempDir())
+	cfg.UnixPath = filepath.Join(cfg.DataDir, "b.sock")
+	br := startBroker(b, cfg)
+	return br, map[string]string{"tcp": br.Addr().String(), "unix": "unix://" + br.UnixAddr().String()}
+}
+
+// BenchmarkProduce sends pre-built 1 MiB requests (64 batches of 16 KiB of 1 KiB records) with
+// acks=1 and 5 requests in flight, as a producer with max.in.flight=5 would.
+func BenchmarkProduce(b *testing.B) {
+	for _, tr := range []string{"tcp", "unix"} {
+		b.Run(tr, func(b *testing.B) {
+			br, addrs := benchBroker(b)
+			c := dial(b, addrs[tr])
+			createTopic(b, c, "p", 1)
+			one := kibBatch(b, 16<<10)
+			var req []byte
+			for range 64 {
+				req = append(req, one...)
+			}
+			_ = br
+			b.SetBytes(int64(len(req)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			work := make(chan struct{})
+			for range 5 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]byte, len(req))
+					var resp wire.ProduceResponse
+					for range work {
+						copy(buf, req)
+						err := c.Call(context.Background(), &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 30000, Topics: []wire.ProduceRequestTopic{
+							{Topic: "p", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: buf}}},
+						}}, &resp)
+						if err != nil || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
+							b.Errorf("produce: %v %v", err, resp.Topics[0].Partitions[0].ErrorCode)
+						}
+					}
+				}()
+			}
+			for i := 0; i < b.N; i++ {
+				work <- struct{}{}
+			}
+			close(work)
+			wg.Wait()
+			b.StopTimer()
+			if _, err := br.partition("p", 0).log.DeleteExpired(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// fillTopic writes total bytes of 16 KiB batches to partition 0 of topic.
+func fillTopic(b *testing.B, br *Broker, topic string, total int) {
+	p := br.partition(topic, 0)
+	one := kibBatch(b, 16<<10)
+	buf := make([]byte, len(one))
+	for written := 0; written < total; written += len(one) {
+		copy(buf, one)
+		if _, err := p.log.Append(buf, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFetch reads 1 KiB-record batches from the page cache with 1 MiB fetches, one in
+// flight, reading responses into a reused buffer (the broker's side is what is measured), next
+// to BenchmarkSendfileLimit: a plain sendfile of the same file to the same kind of socket.
+func BenchmarkFetch(b *testing.B) {
+	const logBytes = 256 << 20
+	for _, tr := range []string{"tcp", "unix"} {
+		b.Run(tr, func(b *testing.B) {
+			br, addrs := benchBroker(b)
+			c := dial(b, addrs[tr])
+			createTopic(b, c, "f", 1)
+			fillTopic(b, br, "f", logBytes)
+			end := int64(br.partition("f", 0).log.EndOffset())
+			network, address, _ := client.ParseAddress(addrs[tr])
+			nc, err := net.Dial(network, address)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			r := bufio.NewReaderSize(nc, 1<<20)
+			frame := make([]byte, 2<<20)
+			var reqBuf []byte
+			var resp wire.FetchResponse
+			off := int64(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var total int64
+			for i := 0; i < b.N; i++ {
+				if off >= end {
+					off = 0
+				}
+				req := wire.FetchRequest{ReplicaID: -1, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
+					{Topic: "f", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
+				}}
+				reqBuf = wire.AppendRequestFrame(reqBuf[:0], &wire.RequestHeader{APIKey: wire.Fetch, CorrelationID: int32(i)}, &req)
+				if _, err := nc.Write(reqBuf); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(r, frame[:4]); err != nil {
+					b.Fatal(err)
+				}
+				n := int(binary.BigEndian.Uint32(frame))
+				if _, err := io.ReadFull(r, frame[:n]); err != nil {
+					b.Fatal(err)
+				}
+				var rh wire.ResponseHeader
+				body, err := rh.ReadFrom(frame[:n])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := resp.ReadFrom(body); err != nil {
+					b.Fatal(err)
+				}
+				recs := resp.Topics[0].Partitions[0].Records
+				total += int64(len(recs))
+				// Advance past the whole batches received.
+				for rest := recs; len(rest) > 0; {
+					bt, r, err := batch.Next(rest)
+					if err != nil {
+						break
+					}
+					off = int64(bt.NextOffset())
+					rest = r
+				}
+			}
+			b.SetBytes(total / int64(b.N))
+		})
+	}
+}
+
+// BenchmarkSendfileLimit is the physical reference for BenchmarkFetch: 1 MiB sendfile(2) calls
+// from a page-cached file to a socket whose reader discards into a reused buffer.
+func BenchmarkSendfileLimit(b *testing.B) {
+	const fileBytes = 256 << 20
+	path := filepath.Join(b.TempDir(), "data")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	for range fileBytes / len(chunk) {
+		if _, err := f.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tr := range []string{"tcp", "unix"} {
+		b.Run(tr, func(b *testing.B) {
+			network, address := "tcp", "127.0.0.1:0"
+			if tr == "unix" {
+				network, address = "unix", filepath.Join(b.TempDir(), "l.sock")
+			}
+			ln, err := net.Listen(network, address)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				buf := make([]byte, 1<<20)
+				for {
+					if _, err := conn.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+			nc, err := net.Dial(network, ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw, err := nc.(syscall.Conn).SyscallConn()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(1 << 20)
+			b.ResetTimer()
+			var off int64
+			for i := 0; i < b.N; i++ {
+				if off >= fileBytes {
+					off = 0
+				}
+				left := 1 << 20
+				var serr error
+				err := raw.Write(func(fd uintptr) bool {
+					for left > 0 {
+						n, err := unix.Sendfile(int(fd), int(f.Fd()), &off, left)
+						if err == unix.EAGAIN {
+							return false
+						}
+						if err != nil {
+							serr = err
+							return true
+						}
+						left -= n
+					}
+					return true
+				})
+				if err != nil || serr != nil {
+					b.Fatal(err, serr)
+				}
+			}
+			b.StopTimer()
+			nc.Close()
+			<-done
+		})
+	}
+	f.Close()
+}
