@@ -448,3 +448,35 @@ func TestOffsetCommitSurvivesRestart(t *testing.T) {
 	b2 := startBroker(t, testConfig(t, dir))
 	check(dial(t, b2.Addr().String()))
 }
+
+// A consumer that stops reading its fetch responses never blocks producers of the same
+// partition: no handler holds a partition lock across socket I/O.
+func TestSlowFetchDoesNotBlockProduce(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "slow", 1)
+	big := records(t, string(bytes.Repeat([]byte("x"), 512<<10)))
+	for range 8 {
+		produce(t, c, "slow", 0, wire.AcksLeader, append([]byte(nil), big...))
+	}
+	// A raw connection that asks for everything, many times, and reads nothing back: its
+	// responses fill the socket buffers and its writer blocks in sendfile.
+	nc, err := net.Dial("tcp", b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	req := wire.FetchRequest{ReplicaID: -1, MaxBytes: 8 << 20, Topics: []wire.FetchRequestTopic{
+		{Topic: "slow", Partitions: []wire.FetchRequestPartition{{Partition: 0, PartitionMaxBytes: 8 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
+	}}
+	var frame []byte
+	for i := range 10 {
+		frame = wire.AppendRequestFrame(frame, &wire.RequestHeader{APIKey: wire.Fetch, CorrelationID: int32(i)}, &req)
+	}
+	go func() { _, _ = nc.Write(frame) }()
+	for i := range 50 {
+		if res := produce(t, c, "slow", 0, wire.AcksAll, records(t, fmt.Sprint(i))); res.ErrorCode != wire.NoError {
+			t.Fatalf("produce %d while a fetch is stuck: %v", i, res.ErrorCode)
+		}
+	}
+}

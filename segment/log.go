@@ -123,6 +123,7 @@ type AppendInfo struct {
 	Batches      int
 	Records      int
 	Bytes        int
+	span         batch.Offset // offsets the batches need, before they are assigned
 }
 
 // Append validates the batches in buf (a concatenation of record batches, each checked with
@@ -179,7 +180,7 @@ func inspect(buf []byte, strict bool) (AppendInfo, error) {
 			info.LastOffset = b.LastOffset()
 			prevNext = b.NextOffset()
 		} else {
-			info.LastOffset += batch.Offset(b.LastOffsetDelta()) + 1 // the span, until stamped
+			info.span += batch.Offset(b.LastOffsetDelta()) + 1
 		}
 		info.MaxTimestamp = max(info.MaxTimestamp, b.MaxTimestamp())
 		info.Records += int(b.NumRecords())
@@ -204,8 +205,7 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	}
 	next := batch.Offset(l.end.Load())
 	if assign {
-		span := info.LastOffset
-		info.FirstOffset, info.LastOffset = next, next+span-1
+		info.FirstOffset, info.LastOffset = next, next+info.span-1
 	} else if info.FirstOffset < next {
 		l.appendMu.Unlock()
 		return AppendInfo{}, fmt.Errorf("%w: first offset %d below log end %d", ErrOffsetOrder, info.FirstOffset, next)
