@@ -1,0 +1,294 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// readBufSize is the reader's buffer: one read syscall picks up many small
+// pipelined requests. Frames larger than what is buffered are read straight
+// into their frame buffer.
+const readBufSize = 16 << 10
+
+// Conn is one client connection. The handler sees it in Serve; its methods
+// are safe for concurrent use.
+type Conn struct {
+	id        uint64
+	transport string
+	srv       *Server
+	nc        net.Conn
+	ctx       context.Context // passed to Serve; cancelled when the connection ends
+	cancel    context.CancelFunc
+
+	// queue holds the Pendings read and not yet taken by the writer, in
+	// request order. The reader closes it when it stops. Its capacity is
+	// MaxInFlight, so with slots the send never blocks.
+	queue chan *Pending
+	// slots is the in-flight semaphore: the reader takes a slot before
+	// reading a request and the writer gives it back once the response is
+	// written, so at most MaxInFlight requests are unanswered.
+	slots chan struct{}
+	// wakeCh tells the writer that some Pending completed (capacity 1:
+	// wake-ups coalesce; the writer re-checks the head of the queue).
+	wakeCh chan struct{}
+
+	stop       chan struct{} // closed by Close: read no more requests
+	stopOnce   sync.Once
+	hard       chan struct{} // closed by closeHard: drop everything
+	hardOnce   sync.Once
+	writerDone chan struct{} // closed when the writer has exited
+
+	// Invariant: outstanding counts the Pendings enqueued and not yet
+	// written; the idle timer never fires while it is above zero.
+	outstanding atomic.Int32
+	// lastActive is the time of the last read or written byte, as
+	// nanoseconds since srv.epoch (monotonic).
+	lastActive atomic.Int64
+
+	// Reader goroutine only.
+	br      *bufio.Reader
+	sizeBuf [wire.FrameSizeLen]byte
+	hdr     wire.RequestHeader // reused so the client id decodes without allocating
+
+	// Writer goroutine only.
+	w writer
+}
+
+func newConn(s *Server, nc net.Conn, transport string) *Conn {
+	c := &Conn{
+		id:         s.nextID.Add(1),
+		transport:  transport,
+		srv:        s,
+		nc:         nc,
+		queue:      make(chan *Pending, s.cfg.MaxInFlight),
+		slots:      make(chan struct{}, s.cfg.MaxInFlight),
+		wakeCh:     make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		hard:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.br = bufio.NewReaderSize((*connReader)(c), readBufSize)
+	c.w.init(c)
+	c.touch()
+	if s.cfg.IdleTimeout > 0 {
+		nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	}
+	return c
+}
+
+// ID returns the connection's id, unique within its Server, for logs.
+func (c *Conn) ID() uint64 { return c.id }
+
+// Transport returns "tcp" or "unix".
+func (c *Conn) Transport() string { return c.transport }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr returns the listener-side address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// NewPending returns an empty Pending for the request being served. Call
+// it inside Serve and return the result.
+func (c *Conn) NewPending() *Pending {
+	p := pendingPool.Get().(*Pending)
+	p.conn = c
+	return p
+}
+
+// Close closes the connection gracefully: no further request is read (a
+// Serve in progress finishes), the responses already queued are written,
+// then the socket is closed. It does not wait. A handler uses it for
+// requests the protocol says end the connection (unknown api key).
+func (c *Conn) Close() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	// Wake a reader blocked in Read: the deadline error makes connReader
+	// look at stop. An error means the socket is already closed.
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// closeHard drops the queued responses and closes the socket now.
+func (c *Conn) closeHard() {
+	c.hardOnce.Do(func() { close(c.hard) })
+	c.cancel()
+	c.nc.Close()
+}
+
+func (c *Conn) stopping() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// wake tells the writer a Pending completed.
+func (c *Conn) wake() {
+	select {
+	case c.wakeCh <- struct{}{}:
+	default: // a wake-up is already pending; the writer will re-check
+	}
+}
+
+func (c *Conn) touch() { c.lastActive.Store(int64(time.Since(c.srv.epoch))) }
+
+// readLoop is the reader goroutine. It finishes last: after the writer has
+// exited it abandons whatever the writer left in the queue, so that every
+// Pending is released exactly once.
+func (c *Conn) readLoop() {
+	defer c.srv.connWG.Done()
+	err := c.readRequests()
+	close(c.queue)
+	<-c.writerDone
+	for p := range c.queue {
+		p.abandon()
+	}
+	c.cancel()
+	c.srv.forget(c)
+	c.logEnd(err)
+}
+
+func (c *Conn) logEnd(err error) {
+	attrs := []any{"conn", c.id, "transport", c.transport, "remote", c.nc.RemoteAddr()}
+	var mf *malformedError
+	switch {
+	case errors.As(err, &mf):
+		c.srv.log.Info("server: closing connection on malformed frame", append(attrs, "err", err)...)
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, errStopped) || errors.Is(err, errIdle):
+		c.srv.log.Debug("server: connection closed", append(attrs, "reason", err)...)
+	default:
+		c.srv.log.Debug("server: connection closed", append(attrs, "err", err)...)
+	}
+}
+
+func (c *Conn) readRequests() error {
+	s := c.srv
+	for {
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.stop:
+			return errStopped
+		case <-c.writerDone:
+			return errWriterGone
+		}
+		if c.stopping() { // when both are ready select picks at random
+			return errStopped
+		}
+		if _, err := io.ReadFull(c.br, c.sizeBuf[:]); err != nil {
+			return err
+		}
+		// Check the size before allocating anything for it.
+		n, err := wire.ReadFrameSize(c.sizeBuf, s.cfg.MaxRequestBytes)
+		if err != nil {
+			s.stats.malformed.Add(1)
+			return &malformedError{err}
+		}
+		frame := getBuf(n)
+		if _, err := io.ReadFull(c.br, *frame); err != nil {
+			putBuf(frame)
+			return err
+		}
+		body, err := c.hdr.ReadFrom(*frame)
+		if err != nil {
+			putBuf(frame)
+			s.stats.malformed.Add(1)
+			return &malformedError{fmt.Errorf("request header: %w", err)}
+		}
+		s.stats.requests.Add(1)
+		s.stats.bytesRead.Add(int64(wire.FrameSizeLen + n))
+
+		p := s.handler.Serve(c.ctx, c, c.hdr, body)
+		if p == nil {
+			putBuf(frame)
+			<-c.slots
+			continue
+		}
+		if p.conn != c {
+			panic("server: Handler.Serve returned a Pending not from this Conn's NewPending")
+		}
+		p.frame = frame
+		c.outstanding.Add(1)
+		c.queue <- p
+	}
+}
+
+// connReader is the Conn seen as the bufio.Reader's source. It turns read
+// deadlines into the idle timeout and into stop requests: the deadline is
+// moved only when it fires, not per request, which keeps timers off the hot
+// path.
+type connReader Conn
+
+func (r *connReader) Read(b []byte) (int, error) {
+	c := (*Conn)(r)
+	for {
+		n, err := c.nc.Read(b)
+		if n > 0 {
+			// Hand over the bytes; a deadline error resurfaces on the next
+			// call. Returning it now would make bufio fail mid-frame.
+			c.touch()
+			return n, nil
+		}
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if c.stopping() {
+			return 0, errStopped
+		}
+		next, ok := c.idleDeadline()
+		if !ok {
+			return 0, errIdle
+		}
+		if err := c.nc.SetReadDeadline(next); err != nil {
+			return 0, err
+		}
+		// Close may have set its deadline between our check and ours;
+		// checking again after setting ours closes that window.
+		if c.stopping() {
+			return 0, errStopped
+		}
+	}
+}
+
+// idleDeadline returns when the idle timer should next fire, or false if
+// the connection has been idle for IdleTimeout.
+func (c *Conn) idleDeadline() (time.Time, bool) {
+	idle := c.srv.cfg.IdleTimeout
+	if idle <= 0 {
+		return time.Time{}, true // no deadline
+	}
+	now := time.Now()
+	// The writer touches before it decrements outstanding, so reading
+	// outstanding first sees a fresh lastActive when it reads zero.
+	if c.outstanding.Load() > 0 {
+		return now.Add(idle), true
+	}
+	d := c.srv.epoch.Add(time.Duration(c.lastActive.Load()) + idle)
+	return d, d.After(now)
+}
+
+// rawConn returns the socket's RawConn for sendfile, or nil if nc is not a
+// socket with a descriptor (an injected virtual network).
+func rawConn(nc net.Conn) syscall.RawConn {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}

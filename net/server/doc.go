@@ -1,0 +1,55 @@
+// Package server owns Sluice's sockets: the TCP and unix-socket listeners,
+// the connections, request framing, pipelining and response writing,
+// including zero-copy Fetch responses sent with sendfile(2). It knows nothing
+// of topics or logs: a broker plugs in a Handler.
+//
+// # Goroutine model
+//
+// A Server runs one accept goroutine per listener and, per connection, one
+// reader and one writer goroutine. All of them are started by New or by the
+// accept loop and are waited for by Close.
+//
+//	accept ──> Conn ──┬─ reader: size ─> frame ─> header ─> Handler.Serve ─> queue
+//	                  └─ writer: queue ─> wait Complete ─> write parts ─> release
+//
+// The reader reads the 4-byte size, checks it with wire.ReadFrameSize
+// against Config.MaxRequestBytes before allocating, reads the frame into a
+// pooled buffer, decodes the header and calls Handler.Serve, which starts the
+// work and returns a Pending at once. The reader then reads the next request
+// without waiting for the response (pipelining). The writer takes Pendings
+// from the queue in request order, waits for each to be completed (possibly
+// out of order: a produce with acks=all waits for an fsync, a fetch long
+// polls), writes its parts, and releases it.
+//
+// # Invariants
+//
+//   - Responses are written in request order, whatever order the Pendings
+//     complete in.
+//   - At most Config.MaxInFlight requests of a connection have been read and
+//     not yet answered; beyond that the reader stops reading the socket, so a
+//     slow client slows only itself (backpressure through TCP flow control).
+//   - No frame buffer is allocated before its size is checked.
+//   - A request's frame buffer, and everything its Response refers to, stays
+//     valid until the response has been written (or the connection has
+//     died); then the Response's OnDone hooks run exactly once and the frame
+//     buffer goes back to its pool.
+//   - File parts go to the socket with sendfile at an explicit offset: never
+//     through user space, and never through a file's shared position, which
+//     concurrent fetches of one segment would race on. Files without a
+//     descriptor (MemFS) are copied with ReadAt, and counted as such in Stats.
+//   - A malformed frame closes its connection only, after the responses
+//     already queued on it are written.
+//
+// # Closing
+//
+// A connection ends when its peer closes it, on a malformed frame, when it
+// has been idle (no request read and no response outstanding) for
+// Config.IdleTimeout, when the handler calls Conn.Close, or when the server
+// closes. In every case but a write error or a hard close, the reader stops
+// first and the writer finishes the queued responses before closing the
+// socket. Server.Close stops accepting, lets in-flight requests finish and
+// their responses be written, and closes connections hard when its context
+// ends.
+//
+// Lock order: Server.mu is the only mutex and is never held across I/O.
+package server

@@ -1,0 +1,382 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Handler serves requests. A broker implements it; the server knows nothing
+// of what requests mean.
+type Handler interface {
+	// Serve is called on the connection's reader goroutine, in request order.
+	// It must not block on I/O or waits: it starts the work and returns a
+	// Pending from c.NewPending, completed now or later, or nil for no
+	// response (acks=0 produce).
+	//
+	// body aliases the frame buffer. It stays valid until the returned
+	// Pending has been written (after Complete), so a handler can keep
+	// sub-slices such as produce records without copying; with a nil Pending
+	// it is valid only until Serve returns. ctx is cancelled when the
+	// connection closes, so long polls can give up.
+	//
+	// Unknown api keys and unsupported versions are the handler's to answer
+	// (or to close the connection with c.Close).
+	Serve(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending
+
+// Serve calls f.
+func (f HandlerFunc) Serve(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+	return f(ctx, c, h, body)
+}
+
+// Config configures a Server. The zero value of each field means its
+// default.
+type Config struct {
+	// TCPAddr is the TCP address to listen on ("127.0.0.1:0" in tests); ""
+	// for none.
+	TCPAddr string
+	// UnixPath is the unix socket to listen on; "" for none. A stale socket
+	// file (nobody listening) is removed first; a live one is an error
+	// (ErrUnixSocketInUse).
+	UnixPath string
+	// MaxRequestBytes bounds a request frame's size field
+	// (socket.request.max.bytes). Default wire.MaxRequestBytes (100 MiB).
+	MaxRequestBytes int
+	// IdleTimeout closes a connection with no request read and no response
+	// outstanding for this long (connections.max.idle.ms). Default 10
+	// minutes; negative disables it.
+	IdleTimeout time.Duration
+	// MaxInFlight bounds the requests a connection may have read ahead of
+	// their responses; beyond it the server stops reading that connection.
+	// Default 16.
+	MaxInFlight int
+	// Logger gets connection and listener events. Default slog.Default().
+	Logger *slog.Logger
+	// Listen opens the listeners. Default net.Listen; tests inject their
+	// own to simulate network faults.
+	Listen func(network, addr string) (net.Listener, error)
+}
+
+// Defaults for Config's zero fields.
+const (
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultMaxInFlight = 16
+)
+
+func (cfg Config) withDefaults() Config {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = wire.MaxRequestBytes
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Listen == nil {
+		cfg.Listen = net.Listen
+	}
+	return cfg
+}
+
+// Server accepts connections on its listeners and serves their requests
+// with a Handler. It starts serving in New and stops in Close.
+type Server struct {
+	cfg     Config
+	handler Handler
+	log     *slog.Logger
+	epoch   time.Time     // origin of the monotonic timestamps in Conn.lastActive
+	closing chan struct{} // closed when Close starts
+
+	tcp, unix net.Listener // nil if not configured
+	nextID    atomic.Uint64
+	stats     counters
+
+	acceptWG sync.WaitGroup // accept loops
+	connWG   sync.WaitGroup // connection readers and writers
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		conns  map[*Conn]struct{}
+	}
+}
+
+// Stats are the server's counters since New. They let tests and operators
+// see where bytes went: SendfileBytes never entered user space,
+// CopiedFileBytes did.
+type Stats struct {
+	Accepted        int64 // connections accepted
+	Open            int64 // connections open now
+	Requests        int64 // requests read and passed to the handler
+	Responses       int64 // responses written, empty ones included
+	Malformed       int64 // connections closed for a malformed frame
+	BytesRead       int64 // request bytes read, size fields included
+	BytesWritten    int64 // response bytes written from memory (byte parts)
+	CopiedFileBytes int64 // file-part bytes read into user space and written
+	SendfileBytes   int64 // file-part bytes sent with sendfile(2)
+}
+
+type counters struct {
+	accepted, open, requests, responses, malformed atomic.Int64
+	bytesRead, bytesWritten, copiedFile, sendfile  atomic.Int64
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Accepted:        c.accepted.Load(),
+		Open:            c.open.Load(),
+		Requests:        c.requests.Load(),
+		Responses:       c.responses.Load(),
+		Malformed:       c.malformed.Load(),
+		BytesRead:       c.bytesRead.Load(),
+		BytesWritten:    c.bytesWritten.Load(),
+		CopiedFileBytes: c.copiedFile.Load(),
+		SendfileBytes:   c.sendfile.Load(),
+	}
+}
+
+// New binds the configured listeners and starts serving them with h.
+func New(cfg Config, h Handler) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if cfg.TCPAddr == "" && cfg.UnixPath == "" {
+		return nil, ErrNoListener
+	}
+	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, epoch: time.Now(), closing: make(chan struct{})}
+	s.mu.conns = make(map[*Conn]struct{})
+	if cfg.TCPAddr != "" {
+		ln, err := cfg.Listen("tcp", cfg.TCPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("server: listen tcp %s: %w", cfg.TCPAddr, err)
+		}
+		s.tcp = ln
+	}
+	if cfg.UnixPath != "" {
+		ln, err := listenUnix(cfg.Listen, cfg.UnixPath)
+		if err != nil {
+			if s.tcp != nil {
+				s.tcp.Close()
+			}
+			return nil, err
+		}
+		s.unix = ln
+	}
+	for _, l := range []struct {
+		ln        net.Listener
+		transport string
+	}{{s.tcp, "tcp"}, {s.unix, "unix"}} {
+		if l.ln != nil {
+			s.acceptWG.Add(1)
+			go s.acceptLoop(l.ln, l.transport)
+		}
+	}
+	return s, nil
+}
+
+// listenUnix listens on path after removing a stale socket file left by a
+// process that died. A socket is stale if dialling it is refused; a live
+// one is never removed, nor is anything that is not a socket.
+func listenUnix(listen func(network, addr string) (net.Listener, error), path string) (net.Listener, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("server: stat %s: %w", path, err)
+	case fi.Mode()&fs.ModeSocket == 0:
+		return nil, fmt.Errorf("%w: %s", ErrNotSocket, path)
+	default:
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s", ErrUnixSocketInUse, path)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("server: probe unix socket %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("server: remove stale unix socket: %w", err)
+		}
+	}
+	ln, err := listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen unix %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Addr returns the TCP listener's address, or nil if there is none.
+func (s *Server) Addr() net.Addr {
+	if s.tcp == nil {
+		return nil
+	}
+	return s.tcp.Addr()
+}
+
+// UnixAddr returns the unix socket listener's address, or nil if there is
+// none.
+func (s *Server) UnixAddr() net.Addr {
+	if s.unix == nil {
+		return nil
+	}
+	return s.unix.Addr()
+}
+
+func (s *Server) acceptLoop(ln net.Listener, transport string) {
+	defer s.acceptWG.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if !retryableAccept(err) {
+				s.log.Error("server: accept failed; listener stopped", "transport", transport, "err", err)
+				return
+			}
+			// Out of descriptors or memory: back off as net/http does
+			// rather than spin, but stop at once if the server closes.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("server: accept failed; retrying", "transport", transport, "err", err, "backoff", backoff)
+			if !s.sleep(backoff) {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		s.stats.accepted.Add(1)
+		s.startConn(nc, transport)
+	}
+}
+
+func retryableAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits d, or less if the server closes. It reports false if the
+// server closed.
+func (s *Server) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
+
+func (s *Server) startConn(nc net.Conn, transport string) {
+	c := newConn(s, nc, transport)
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.mu.conns[c] = struct{}{}
+	s.stats.open.Add(1)
+	s.connWG.Add(2)
+	s.mu.Unlock()
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// forget removes a finished connection.
+func (s *Server) forget(c *Conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	s.mu.Unlock()
+	s.stats.open.Add(-1)
+}
+
+func (s *Server) snapshot() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conns := make([]*Conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// Close shuts the server down gracefully: it stops accepting, stops reading
+// requests, lets the requests already read complete and their responses be
+// written, and then closes the connections. When ctx ends first, the
+// connections still open are closed hard (unwritten responses are dropped,
+// their OnDone hooks still run once they complete) and Close returns
+// ctx.Err(). Either way every goroutine of the server has stopped when
+// Close returns.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	close(s.closing)
+
+	var errs []error
+	for _, ln := range []net.Listener{s.tcp, s.unix} {
+		if ln != nil {
+			if err := ln.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("server: close listener: %w", err))
+			}
+		}
+	}
+	s.acceptWG.Wait() // no connection is added after this
+
+	for _, c := range s.snapshot() {
+		c.Close()
+	}
+	done := make(chan struct{})
+	go func() { // ends with the connections, which the hard close below guarantees
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, c := range s.snapshot() {
+			c.closeHard()
+		}
+		<-done
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(errs...)
+}
