@@ -205,3 +205,10 @@ func (c *Conn) Close() error {
 
 // SetDeadline bounds every read and write on the connection (tests).
 func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+
+// isClosed reports whether the connection has failed or been closed.
+func (c *Conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
+}

@@ -1,0 +1,281 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Config is what every client (Producer, Consumer, Admin) needs to reach a cluster.
+type Config struct {
+	// Brokers are bootstrap addresses: "host:port" or "unix:///path". When the bootstrap address
+	// is a unix socket, the client reaches every broker through the unix socket it advertises
+	// (a producer on the broker's host), else through its TCP address.
+	Brokers []string
+	// ClientID is sent with every request (client.id).
+	ClientID string
+	// MetadataMaxAge is metadata.max.age.ms: metadata is refreshed at least this often (5 min).
+	MetadataMaxAge time.Duration
+	// RequestTimeout is request.timeout.ms: how long one request may take (30 s).
+	RequestTimeout time.Duration
+	// Logger receives connection events (slog.Default if nil).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.ClientID == "" {
+		c.ClientID = "sluice-go"
+	}
+	if c.MetadataMaxAge <= 0 {
+		c.MetadataMaxAge = 5 * time.Minute
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Errors of the cluster client.
+var (
+	ErrNoBrokers       = errors.New("client: no bootstrap broker reachable")
+	ErrUnknownTopic    = errors.New("client: unknown topic or partition")
+	ErrNoLeader        = errors.New("client: partition has no leader")
+	ErrClientClosed    = errors.New("client: closed")
+	errUnknownBrokerID = errors.New("client: unknown broker id")
+)
+
+// TopicMetadata is the client's view of one topic.
+type TopicMetadata struct {
+	Name       string
+	Partitions []PartitionMetadata // indexed by partition
+}
+
+// PartitionMetadata is the client's view of one partition.
+type PartitionMetadata struct {
+	Partition   int32
+	Leader      int32 // -1 if none
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+}
+
+// metadata is an immutable snapshot of what the cluster told us.
+type metadata struct {
+	fetched time.Time
+	brokers map[int32]wire.MetadataBroker
+	topics  map[string]TopicMetadata
+}
+
+// Client is a connection pool and metadata cache over a cluster; Producer, Consumer and Admin
+// use it. It is safe for concurrent use.
+//
+// Ownership: mu guards conns and closed; meta is swapped atomically; refreshMu serialises
+// metadata refreshes so a burst of NOT_LEADER errors costs one Metadata request.
+type Client struct {
+	cfg     Config
+	useUnix bool
+
+	mu     sync.Mutex
+	conns  map[string]*Conn // by dial address
+	closed bool
+
+	meta      atomic.Pointer[metadata]
+	refreshMu sync.Mutex
+}
+
+// NewClient connects to one of the bootstrap brokers and loads the cluster's metadata.
+func NewClient(ctx context.Context, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.Brokers) == 0 {
+		return nil, fmt.Errorf("%w: Config.Brokers is empty", ErrNoBrokers)
+	}
+	c := &Client{cfg: cfg, conns: map[string]*Conn{}}
+	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil {
+		return nil, err
+	} else {
+		c.useUnix = network == "unix"
+	}
+	if err := c.RefreshMetadata(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	conns := c.conns
+	c.conns = map[string]*Conn{}
+	c.closed = true
+	c.mu.Unlock()
+	for _, conn := range conns {
+		_ = conn.Close()
+	}
+	return nil
+}
+
+// conn returns a live connection to addr, dialling if needed.
+func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClientClosed
+	}
+	if conn := c.conns[addr]; conn != nil && !conn.isClosed() {
+		c.mu.Unlock()
+		return conn, nil
+	}
+	c.mu.Unlock()
+	conn, err := Dial(ctx, addr, c.cfg.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = conn.Close()
+		return nil, ErrClientClosed
+	}
+	if old := c.conns[addr]; old != nil && !old.isClosed() {
+		_ = conn.Close() // another caller won the race
+		return old, nil
+	}
+	c.conns[addr] = conn
+	return conn, nil
+}
+
+// brokerAddr is how this client reaches broker b.
+func (c *Client) brokerAddr(b wire.MetadataBroker) string {
+	if c.useUnix && b.UnixPath != "" {
+		return "unix://" + b.UnixPath
+	}
+	return b.Host + ":" + strconv.Itoa(int(b.Port))
+}
+
+// BrokerConn returns the connection to broker id.
+func (c *Client) BrokerConn(ctx context.Context, id int32) (*Conn, error) {
+	md := c.meta.Load()
+	b, ok := md.brokers[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", errUnknownBrokerID, id)
+	}
+	return c.conn(ctx, c.brokerAddr(b))
+}
+
+// anyConn returns a connection to some broker: a known one, else a bootstrap address.
+func (c *Client) anyConn(ctx context.Context) (*Conn, error) {
+	var addrs []string
+	if md := c.meta.Load(); md != nil {
+		for _, b := range md.brokers {
+			addrs = append(addrs, c.brokerAddr(b))
+		}
+		rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	}
+	addrs = append(addrs, c.cfg.Brokers...)
+	var errs []error
+	for _, a := range addrs {
+		conn, err := c.conn(ctx, a)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("%w: %w", ErrNoBrokers, errors.Join(errs...))
+}
+
+// Call sends req to any broker (metadata and admin requests).
+func (c *Client) Call(ctx context.Context, req wire.Request, resp wire.Response) error {
+	conn, err := c.anyConn(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	return conn.Call(ctx, req, resp)
+}
+
+// RefreshMetadata reloads the metadata of every topic.
+func (c *Client) RefreshMetadata(ctx context.Context) error {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	var resp wire.MetadataResponse
+	if err := c.Call(ctx, &wire.MetadataRequest{}, &resp); err != nil {
+		return fmt.Errorf("client: metadata: %w", err)
+	}
+	md := &metadata{fetched: time.Now(), brokers: map[int32]wire.MetadataBroker{}, topics: map[string]TopicMetadata{}}
+	for _, b := range resp.Brokers {
+		md.brokers[b.NodeID] = b
+	}
+	for _, t := range resp.Topics {
+		if t.ErrorCode != wire.NoError {
+			continue
+		}
+		tm := TopicMetadata{Name: t.Topic, Partitions: make([]PartitionMetadata, len(t.Partitions))}
+		sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i].Partition < t.Partitions[j].Partition })
+		for i, p := range t.Partitions {
+			tm.Partitions[i] = PartitionMetadata{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR}
+		}
+		md.topics[t.Topic] = tm
+	}
+	c.meta.Store(md)
+	return nil
+}
+
+// Topic returns a topic's metadata, refreshing when the topic is unknown or the cache is older
+// than metadata.max.age.ms.
+func (c *Client) Topic(ctx context.Context, name string) (TopicMetadata, error) {
+	md := c.meta.Load()
+	t, ok := md.topics[name]
+	if ok && time.Since(md.fetched) < c.cfg.MetadataMaxAge {
+		return t, nil
+	}
+	if err := c.RefreshMetadata(ctx); err != nil {
+		if ok {
+			return t, nil // stale beats nothing
+		}
+		return TopicMetadata{}, err
+	}
+	if t, ok = c.meta.Load().topics[name]; !ok {
+		return TopicMetadata{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	return t, nil
+}
+
+// Leader returns the leader of a partition and a connection to it.
+func (c *Client) Leader(ctx context.Context, topic string, partition int32) (int32, *Conn, error) {
+	t, err := c.Topic(ctx, topic)
+	if err != nil {
+		return -1, nil, err
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1, nil, fmt.Errorf("%w: %s-%d", ErrUnknownTopic, topic, partition)
+	}
+	leader := t.Partitions[partition].Leader
+	if leader < 0 {
+		return -1, nil, fmt.Errorf("%w: %s-%d", ErrNoLeader, topic, partition)
+	}
+	conn, err := c.BrokerConn(ctx, leader)
+	return leader, conn, err
+}
+
+// InvalidateMetadata makes the next lookup refresh: a broker answered NOT_LEADER_OR_FOLLOWER or
+// UNKNOWN_TOPIC_OR_PARTITION, or a connection failed.
+func (c *Client) InvalidateMetadata() {
+	if md := c.meta.Load(); md != nil {
+		stale := *md
+		stale.fetched = time.Time{}
+		c.meta.Store(&stale)
+	}
+}

@@ -1,0 +1,93 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/client"
+)
+
+func TestParseAddress(t *testing.T) {
+	tests := []struct {
+		in, network, addr string
+		bad               bool
+	}{
+		{"127.0.0.1:9092", "tcp", "127.0.0.1:9092", false},
+		{"localhost:1", "tcp", "localhost:1", false},
+		{"[::1]:9092", "tcp", "[::1]:9092", false},
+		{"unix:///tmp/s.sock", "unix", "/tmp/s.sock", false},
+		{"unix:rel.sock", "unix", "rel.sock", false},
+		{"/var/run/sluice.sock", "unix", "/var/run/sluice.sock", false},
+		{"./data/sluice.sock", "unix", "./data/sluice.sock", false},
+		{"unix://", "", "", true},
+		{"nohost", "", "", true},
+	}
+	for _, tc := range tests {
+		n, a, err := client.ParseAddress(tc.in)
+		if tc.bad {
+			if !errors.Is(err, client.ErrBadAddress) {
+				t.Errorf("ParseAddress(%q) = %v, want ErrBadAddress", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || n != tc.network || a != tc.addr {
+			t.Errorf("ParseAddress(%q) = %q, %q, %v", tc.in, n, a, err)
+		}
+	}
+}
+
+// StartBroker runs an in-process broker for client tests.
+func startBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := broker.Open(broker.Config{
+		DataDir: dir, Listen: "127.0.0.1:0", UnixPath: filepath.Join(dir, "c.sock"),
+		OffsetsTopicPartitions: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+func TestClientMetadataBothTransports(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin, err := client.NewAdmin(ctx, b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateTopic(ctx, client.TopicSpec{Name: "meta", Partitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{b.Addr().String(), "unix://" + b.UnixAddr().String()} {
+		c, err := client.NewClient(ctx, client.Config{Brokers: []string{addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := c.Topic(ctx, "meta")
+		if err != nil || len(tm.Partitions) != 4 {
+			t.Fatalf("%s: Topic = %+v, %v", addr, tm, err)
+		}
+		leader, conn, err := c.Leader(ctx, "meta", 3)
+		if err != nil || leader != 1 || conn == nil {
+			t.Fatalf("%s: Leader = %d, %v", addr, leader, err)
+		}
+		if _, err := c.Topic(ctx, "missing"); !errors.Is(err, client.ErrUnknownTopic) {
+			t.Fatalf("%s: unknown topic: %v", addr, err)
+		}
+		if _, _, err := c.Leader(ctx, "meta", 9); !errors.Is(err, client.ErrUnknownTopic) {
+			t.Fatalf("%s: unknown partition: %v", addr, err)
+		}
+		c.Close()
+	}
+}
