@@ -148,6 +148,15 @@ func TestProduceFetchIdenticalBytes(t *testing.T) {
 			t.Fatalf("fetched bytes differ from produced bytes (%d vs %d)", len(got.Records), len(sent))
 		}
 	})
+	// Both fetches went out with sendfile: no record byte passed through user space. The
+	// counters are bumped after each write returns, so poll briefly.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.srv.Stats().SendfileBytes == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if st := b.srv.Stats(); st.SendfileBytes == 0 || st.CopiedFileBytes != 0 {
+		t.Fatalf("fetch did not take the zero-copy path: %+v", st)
+	}
 }
 
 func TestPipelinedProduce(t *testing.T) {

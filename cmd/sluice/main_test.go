@@ -246,3 +246,29 @@ func TestTopicCommands(t *testing.T) {
 		}
 	}
 }
+
+// SIGTERM shuts the broker down cleanly within its bound and leaves the clean-shutdown marker.
+func TestSIGTERMShutsDownCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildSluice(t)
+	dir := t.TempDir()
+	proc, _, logs := serve(t, bin, dir)
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("broker still running 30 s after SIGTERM\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".clean-shutdown")); err != nil {
+		t.Fatalf("no clean-shutdown marker: %v\n%s", err, logs.String())
+	}
+}

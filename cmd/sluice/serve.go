@@ -49,12 +49,14 @@ func serveCmd() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+			// Catch signals before the listeners open, so a SIGTERM that arrives during start-up
+			// still shuts down cleanly once Open returns.
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			b, err := broker.Open(cfg)
 			if err != nil {
 				return err
 			}
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			s := <-sig
 			cfg.Logger.Info("shutting down", "signal", s.String())
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

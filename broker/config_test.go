@@ -1,0 +1,42 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/cluster"
+)
+
+func TestParseProperties(t *testing.T) {
+	in := `
+# a Kafka-style file
+node.id=3
+log.dirs=/var/lib/sluice,/ignored
+listeners=PLAINTEXT://0.0.0.0:19092
+num.partitions = 6
+message.max.bytes: 2097152
+log.retention.hours=48
+log.retention.bytes=-1
+log.flush.interval.ms=-1
+auto.create.topics.enable=true
+write.caching.default=true
+`
+	c := DefaultConfig()
+	if err := ParseProperties(strings.NewReader(in), &c); err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.NodeID, want.DataDir, want.Listen, want.NumPartitions = 3, "/var/lib/sluice", "0.0.0.0:19092", 6
+	want.MessageMaxBytes, want.RetentionMs, want.RetentionBytes = 2<<20, 48*time.Hour, -1
+	want.FlushMs, want.AutoCreateTopics, want.WriteCaching = cluster.Forever, true, true
+	if c != want {
+		t.Fatalf("parsed\n%+v\nwant\n%+v", c, want)
+	}
+	for _, bad := range []string{"no.such.property=1", "num.partitions=many", "listeners=nonsense", "justakey"} {
+		c := DefaultConfig()
+		if err := ParseProperties(strings.NewReader(bad), &c); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
