@@ -193,22 +193,33 @@ func (b Batch) Validate() error {
 		}
 		return fmt.Errorf("%w: batchLength says %d bytes, have %d", ErrInvalidLength, size, len(b))
 	}
-	if m := b.Magic(); m != Magic {
-		return fmt.Errorf("%w: %d", ErrBadMagic, m)
+	if err := CheckHeader(b, size); err != nil {
+		return err
 	}
 	if got, want := b.computeCRC(), b.CRC(); got != want {
 		return fmt.Errorf("%w: computed %#08x, header has %#08x", ErrCRC, got, want)
 	}
-	c := b.Compression()
+	return nil
+}
+
+// CheckHeader applies the rules of Validate that need only the header and the batch's total
+// size: magic, a known codec, and record-count sanity. Validate is CheckHeader plus the length
+// and the CRC; log recovery uses CheckHeader and computes the CRC while streaming a batch from
+// disk, so a large batch is never held in memory. h needs at least HeaderSize bytes.
+func CheckHeader(h Batch, size int) error {
+	if m := h.Magic(); m != Magic {
+		return fmt.Errorf("%w: %d", ErrBadMagic, m)
+	}
+	c := h.Compression()
 	if !c.valid() {
 		return fmt.Errorf("%w: compression attribute %d", ErrUnknownCodec, int8(c))
 	}
-	n, last := b.NumRecords(), b.LastOffsetDelta()
+	n, last := h.NumRecords(), h.LastOffsetDelta()
 	if n < 0 || last < 0 || int64(n) > int64(last)+1 {
 		return fmt.Errorf("%w: recordsCount %d, lastOffsetDelta %d", ErrRecordCount, n, last)
 	}
-	if c == None && int64(n)*minRecordSize > int64(len(b)-HeaderSize) {
-		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrRecordCount, n, len(b)-HeaderSize)
+	if c == None && int64(n)*minRecordSize > int64(size-HeaderSize) {
+		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrRecordCount, n, size-HeaderSize)
 	}
 	return nil
 }

@@ -307,7 +307,7 @@ func (s *Segment) scan(o *Options, pos, fileSize int64, next batch.Offset, buf [
 			r.stop = fmt.Errorf("batch of %d bytes at %d runs past the file end %d", size, pos, fileSize)
 			return r
 		}
-		if err := checkHeader(h, size); err != nil {
+		if err := batch.CheckHeader(h, size); err != nil {
 			r.stop = err
 			return r
 		}
@@ -334,20 +334,6 @@ func (s *Segment) scan(o *Options, pos, fileSize int64, next batch.Offset, buf [
 		r.batches++
 	}
 	return r
-}
-
-// checkHeader applies batch.Validate's header rules to a header alone.
-func checkHeader(h batch.Batch, size int) error {
-	if h.Magic() != batch.Magic {
-		return fmt.Errorf("%w: %d", batch.ErrBadMagic, h.Magic())
-	}
-	if n := h.NumRecords(); n < 0 || (n > 0 && int64(n) > int64(h.LastOffsetDelta())+1) || h.LastOffsetDelta() < 0 {
-		return fmt.Errorf("%w: %d records, last offset delta %d", batch.ErrRecordCount, n, h.LastOffsetDelta())
-	}
-	if h.Compression() == batch.None && int64(h.NumRecords())*7 > int64(size-batch.HeaderSize) {
-		return fmt.Errorf("%w: %d records in %d bytes", batch.ErrRecordCount, h.NumRecords(), size-batch.HeaderSize)
-	}
-	return nil
 }
 
 // checkCRC streams [pos+CRCStart, pos+size) through CRC-32C and compares it to the header's.
