@@ -193,13 +193,15 @@ func (b Batch) Validate() error {
 		}
 		return fmt.Errorf("%w: batchLength says %d bytes, have %d", ErrInvalidLength, size, len(b))
 	}
-	if err := CheckHeader(b, size); err != nil {
-		return err
+	if m := b.Magic(); m != Magic {
+		return fmt.Errorf("%w: %d", ErrBadMagic, m)
 	}
+	// The CRC before the other header rules: a flipped bit in the covered header fields is
+	// reported as the CRC mismatch it is.
 	if got, want := b.computeCRC(), b.CRC(); got != want {
 		return fmt.Errorf("%w: computed %#08x, header has %#08x", ErrCRC, got, want)
 	}
-	return nil
+	return CheckHeader(b, size)
 }
 
 // CheckHeader applies the rules of Validate that need only the header and the batch's total
