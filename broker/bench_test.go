@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 
 	"io"
 	"net"
@@ -106,13 +107,24 @@ func fillTopic(b *testing.B, br *Broker, topic string, total int) {
 	}
 }
 
-// BenchmarkFetch reads 1 KiB-record batches from the page cache with 1 MiB fetches, one in
-// flight, reading responses into a reused buffer (the broker's side is what is measured), next
-// to BenchmarkSendfileLimit: a plain sendfile of the same file to the same kind of socket.
+// BenchmarkFetch reads 1 KiB-record batches from the page cache with fetches of 1 MiB (Kafka's
+// max.partition.fetch.bytes) and 8 MiB, one in flight, reading responses into a reused buffer
+// (the broker's side is what is measured), next to BenchmarkSendfileLimit: a plain sendfile of
+// the same file to the same kind of socket.
 func BenchmarkFetch(b *testing.B) {
 	const logBytes = 256 << 20
 	for _, tr := range []string{"tcp", "unix"} {
-		b.Run(tr, func(b *testing.B) {
+		for _, fetchSize := range []int32{1 << 20, 8 << 20} {
+			b.Run(fmt.Sprintf("%s/fetch=%dMiB", tr, fetchSize>>20), func(b *testing.B) {
+				benchFetch(b, tr, fetchSize, logBytes)
+			})
+		}
+	}
+}
+
+func benchFetch(b *testing.B, tr string, fetchSize int32, logBytes int) {
+	{
+		{
 			br, addrs := benchBroker(b)
 			c := dial(b, addrs[tr])
 			createTopic(b, c, "f", 1)
@@ -124,8 +136,8 @@ func BenchmarkFetch(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer nc.Close()
-			r := bufio.NewReaderSize(nc, 1<<20)
-			frame := make([]byte, 2<<20)
+			r := bufio.NewReaderSize(nc, int(fetchSize))
+			frame := make([]byte, 2*int(fetchSize))
 			var reqBuf []byte
 			var resp wire.FetchResponse
 			off := int64(0)
@@ -136,8 +148,8 @@ func BenchmarkFetch(b *testing.B) {
 				if off >= end {
 					off = 0
 				}
-				req := wire.FetchRequest{ReplicaID: -1, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
-					{Topic: "f", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
+				req := wire.FetchRequest{ReplicaID: -1, MaxBytes: fetchSize, Topics: []wire.FetchRequestTopic{
+					{Topic: "f", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: fetchSize, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
 				}}
 				reqBuf = wire.AppendRequestFrame(reqBuf[:0], &wire.RequestHeader{APIKey: wire.Fetch, CorrelationID: int32(i)}, &req)
 				if _, err := nc.Write(reqBuf); err != nil {
@@ -171,12 +183,12 @@ func BenchmarkFetch(b *testing.B) {
 				}
 			}
 			b.SetBytes(total / int64(b.N))
-		})
+		}
 	}
 }
 
-// BenchmarkSendfileLimit is the physical reference for BenchmarkFetch: 1 MiB sendfile(2) calls
-// from a page-cached file to a socket whose reader discards into a reused buffer.
+// BenchmarkSendfileLimit is the physical reference for BenchmarkFetch: sendfile(2) calls of
+// 1 MiB from a page-cached file to a socket whose reader discards into a reused buffer.
 func BenchmarkSendfileLimit(b *testing.B) {
 	const fileBytes = 256 << 20
 	path := filepath.Join(b.TempDir(), "data")
