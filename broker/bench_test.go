@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -136,7 +135,7 @@ func benchFetch(b *testing.B, tr string, fetchSize int32, logBytes int) {
 				b.Fatal(err)
 			}
 			defer nc.Close()
-			r := bufio.NewReaderSize(nc, int(fetchSize))
+			r := nc // no bufio: like the limit's reader, one copy from the socket into frame
 			frame := make([]byte, 2*int(fetchSize))
 			var reqBuf []byte
 			var resp wire.FetchResponse
