@@ -107,83 +107,101 @@ func fillTopic(b *testing.B, br *Broker, topic string, total int) {
 }
 
 // BenchmarkFetch reads 1 KiB-record batches from the page cache with fetches of 1 MiB (Kafka's
-// max.partition.fetch.bytes) and 8 MiB, one in flight, reading responses into a reused buffer
-// (the broker's side is what is measured), next to BenchmarkSendfileLimit: a plain sendfile of
-// the same file to the same kind of socket.
+// max.partition.fetch.bytes) and 8 MiB, with one request in flight (a plain consumer) and with
+// two (a consumer whose next fetch is already in flight), reading responses into a reused
+// buffer: the broker's side is what is measured, next to BenchmarkSendfileLimit, a plain
+// sendfile of the same kind of file to the same kind of socket.
 func BenchmarkFetch(b *testing.B) {
 	const logBytes = 256 << 20
 	for _, tr := range []string{"tcp", "unix"} {
 		for _, fetchSize := range []int32{1 << 20, 8 << 20} {
-			b.Run(fmt.Sprintf("%s/fetch=%dMiB", tr, fetchSize>>20), func(b *testing.B) {
-				benchFetch(b, tr, fetchSize, logBytes)
-			})
+			for _, depth := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/fetch=%dMiB/inflight=%d", tr, fetchSize>>20, depth), func(b *testing.B) {
+					benchFetch(b, tr, fetchSize, depth, logBytes)
+				})
+			}
 		}
 	}
 }
 
-func benchFetch(b *testing.B, tr string, fetchSize int32, logBytes int) {
-	{
-		{
-			br, addrs := benchBroker(b)
-			c := dial(b, addrs[tr])
-			createTopic(b, c, "f", 1)
-			fillTopic(b, br, "f", logBytes)
-			end := int64(br.partition("f", 0).log.EndOffset())
-			network, address, _ := client.ParseAddress(addrs[tr])
-			nc, err := net.Dial(network, address)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
-			r := nc // no bufio: like the limit's reader, one copy from the socket into frame
-			frame := make([]byte, 2*int(fetchSize))
-			var reqBuf []byte
-			var resp wire.FetchResponse
-			off := int64(0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			var total int64
-			for i := 0; i < b.N; i++ {
-				if off >= end {
-					off = 0
-				}
-				req := wire.FetchRequest{ReplicaID: -1, MaxBytes: fetchSize, Topics: []wire.FetchRequestTopic{
-					{Topic: "f", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: fetchSize, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
-				}}
-				reqBuf = wire.AppendRequestFrame(reqBuf[:0], &wire.RequestHeader{APIKey: wire.Fetch, CorrelationID: int32(i)}, &req)
-				if _, err := nc.Write(reqBuf); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(r, frame[:4]); err != nil {
-					b.Fatal(err)
-				}
-				n := int(binary.BigEndian.Uint32(frame))
-				if _, err := io.ReadFull(r, frame[:n]); err != nil {
-					b.Fatal(err)
-				}
-				var rh wire.ResponseHeader
-				body, err := rh.ReadFrom(frame[:n])
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := resp.ReadFrom(body); err != nil {
-					b.Fatal(err)
-				}
-				recs := resp.Topics[0].Partitions[0].Records
-				total += int64(len(recs))
-				// Advance past the whole batches received.
-				for rest := recs; len(rest) > 0; {
-					bt, r, err := batch.Next(rest)
-					if err != nil {
-						break
-					}
-					off = int64(bt.NextOffset())
-					rest = r
-				}
-			}
-			b.SetBytes(total / int64(b.N))
+func benchFetch(b *testing.B, tr string, fetchSize int32, depth, logBytes int) {
+	br, addrs := benchBroker(b)
+	c := dial(b, addrs[tr])
+	createTopic(b, c, "f", 1)
+	one := kibBatch(b, 16<<10)
+	fillTopic(b, br, "f", logBytes)
+	// Every batch is the same, so where a fetch's whole batches end is known in advance: that
+	// lets the benchmark keep depth requests in flight without waiting for the previous answer.
+	perBatch := int64(batch.Batch(one).NumRecords())
+	step := int64(int(fetchSize)/len(one)) * perBatch
+	end := int64(br.partition("f", 0).log.EndOffset())
+	network, address, _ := client.ParseAddress(addrs[tr])
+	nc, err := net.Dial(network, address)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	frame := make([]byte, 2*int(fetchSize))
+	var reqBuf []byte
+	var resp wire.FetchResponse
+	next := int64(0)
+	send := func(id int) int64 {
+		if next+step > end {
+			next = 0
+		}
+		off := next
+		next += step
+		req := wire.FetchRequest{ReplicaID: -1, MaxBytes: fetchSize, Topics: []wire.FetchRequestTopic{
+			{Topic: "f", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: fetchSize, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
+		}}
+		reqBuf = wire.AppendRequestFrame(reqBuf[:0], &wire.RequestHeader{APIKey: wire.Fetch, CorrelationID: int32(id)}, &req)
+		if _, err := nc.Write(reqBuf); err != nil {
+			b.Fatal(err)
+		}
+		return off
+	}
+	var inflight []int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var total int64
+	for i := 0; i < b.N; i++ {
+		for len(inflight) < depth {
+			inflight = append(inflight, send(i+len(inflight)))
+		}
+		want := inflight[0]
+		inflight = inflight[1:]
+		// Read straight into frame (no bufio): one copy from the socket, as the limit's reader.
+		if _, err := io.ReadFull(nc, frame[:4]); err != nil {
+			b.Fatal(err)
+		}
+		n := int(binary.BigEndian.Uint32(frame))
+		if _, err := io.ReadFull(nc, frame[:n]); err != nil {
+			b.Fatal(err)
+		}
+		var rh wire.ResponseHeader
+		body, err := rh.ReadFrom(frame[:n])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := resp.ReadFrom(body); err != nil {
+			b.Fatal(err)
+		}
+		recs := resp.Topics[0].Partitions[0].Records
+		if bt, _, err := batch.Next(recs); err != nil || int64(bt.BaseOffset()) != want {
+			b.Fatalf("fetch at %d: %v", want, err)
+		}
+		total += int64(len(recs))
+	}
+	b.StopTimer()
+	for range inflight { // drain, so the broker's Close does not wait on unread responses
+		if _, err := io.ReadFull(nc, frame[:4]); err != nil {
+			break
+		}
+		if _, err := io.ReadFull(nc, frame[:binary.BigEndian.Uint32(frame)]); err != nil {
+			break
 		}
 	}
+	b.SetBytes(total / int64(b.N))
 }
 
 // BenchmarkSendfileLimit is the physical reference for BenchmarkFetch: sendfile(2) calls of
