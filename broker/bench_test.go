@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -250,6 +251,10 @@ func BenchmarkSendfileLimit(b *testing.B) {
 			}()
 			nc, err := net.Dial(network, ln.Addr().String())
 			if err != nil {
+				b.Fatal(err)
+			}
+			// The same socket send buffer as the broker's connections (net/server's default).
+			if err := nc.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(server.DefaultSendBufferBytes); err != nil {
 				b.Fatal(err)
 			}
 			raw, err := nc.(syscall.Conn).SyscallConn()

@@ -60,6 +60,10 @@ type Config struct {
 	// outstanding for this long (connections.max.idle.ms). Default 10
 	// minutes; negative disables it.
 	IdleTimeout time.Duration
+	// SendBufferBytes is each connection's SO_SNDBUF (Kafka's socket.send.buffer.bytes).
+	// Default DefaultSendBufferBytes; negative keeps the operating system's default. The kernel
+	// caps it at net.core.wmem_max.
+	SendBufferBytes int
 	// MaxInFlight bounds the requests a connection may have read ahead of
 	// their responses; beyond it the server stops reading that connection.
 	// Default 16.
@@ -75,6 +79,9 @@ type Config struct {
 const (
 	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxInFlight = 16
+	// DefaultSendBufferBytes holds a 1 MiB fetch (Kafka's max.partition.fetch.bytes) several
+	// times over.
+	DefaultSendBufferBytes = 4 << 20
 )
 
 func (cfg Config) withDefaults() Config {
@@ -86,6 +93,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.SendBufferBytes == 0 {
+		cfg.SendBufferBytes = DefaultSendBufferBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -301,6 +311,13 @@ func (s *Server) isClosed() bool {
 }
 
 func (s *Server) startConn(nc net.Conn, transport string) {
+	if b, ok := nc.(interface{ SetWriteBuffer(int) error }); ok && s.cfg.SendBufferBytes > 0 {
+		// A send buffer that holds a whole fetch lets sendfile finish in one call instead of
+		// parking on EAGAIN every 200 KiB: +40 % fetch throughput over unix sockets (BENCHMARKS.md).
+		if err := b.SetWriteBuffer(s.cfg.SendBufferBytes); err != nil {
+			s.cfg.Logger.Debug("socket send buffer", "err", err)
+		}
+	}
 	c := newConn(s, nc, transport)
 	s.mu.Lock()
 	if s.mu.closed {
