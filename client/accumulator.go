@@ -1,0 +1,412 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sluicemq/sluice/batch"
+)
+
+// The record accumulator: per partition, one open batch that Send appends to, then closed
+// batches waiting for the partition's sender, then batches in flight. Memory is reserved per
+// batch from bufferMemory, as Kafka's BufferPool hands out batch.size buffers.
+
+// appendSlack is how much earlier than batch.size a batch closes. Builder.Append grows its
+// buffer unless a 5-byte length varint plus the record fit in it, up to 4 bytes more than the
+// record's encoded size; without the slack the last record of nearly every batch would double
+// a buffer that is exactly batch.size (a power of two, as the default) to twice that.
+const appendSlack = 5
+
+// accTopic is the producer's state for one topic.
+type accTopic struct {
+	name string
+	// parts is indexed by partition. Invariant: it only grows (under Producer.topicsMu).
+	parts  atomic.Pointer[[]*accPartition]
+	sticky stickyPartition
+}
+
+// grow extends the topic to n partitions. Callers hold Producer.topicsMu.
+func (t *accTopic) grow(p *Producer, n int) {
+	var old []*accPartition
+	if cur := t.parts.Load(); cur != nil {
+		old = *cur
+	}
+	parts := make([]*accPartition, n)
+	copy(parts, old)
+	for i := len(old); i < n; i++ {
+		ap := &accPartition{p: p, topic: t, partition: int32(i)}
+		ap.mu.nextSeq = 1
+		parts[i] = ap
+	}
+	t.parts.Store(&parts)
+}
+
+// accPartition is one partition's batches. Its mu is the only lock a Send takes (beyond the
+// per-batch memory reservation), so Sends to different partitions never contend.
+type accPartition struct {
+	p         *Producer
+	topic     *accTopic
+	partition int32
+
+	// owner is the sender serving the partition, nil while it holds no batch; written under
+	// mu. Invariant: a partition with an open, ready or in-flight batch has an owner, and is in
+	// that owner's active set.
+	owner atomic.Pointer[brokerSender]
+
+	mu struct {
+		sync.Mutex
+		// open is the batch Send appends to, nil if none.
+		open *accBatch
+		// ready are closed batches waiting to be sent. Invariant: ascending seq (a retried
+		// batch goes back in seq order); all older than open.
+		ready []*accBatch
+		// inflight counts this partition's batches in requests awaiting an answer.
+		inflight int
+		// incomplete holds the seq of each batch whose callbacks have not all run, ascending.
+		incomplete []uint64
+		// nextSeq numbers batches in creation order, from 1.
+		nextSeq uint64
+		// flushTo: open batches with seq <= flushTo are sent without waiting for linger.ms.
+		flushTo uint64
+		// hdrs is scratch space for converting a record's headers.
+		hdrs []batch.Header
+	}
+}
+
+// pendingRecord is what a batch keeps of each record to complete it.
+type pendingRecord struct {
+	cb func(RecordMetadata, error)
+	ts int64 // ms
+}
+
+// accBatch is one batch of one partition: open (accepting records), ready (closed, waiting for
+// the sender), or in flight. Once closed it is owned by one goroutine at a time: the sender
+// that drained it, the receiver awaiting its response, or whoever completes it.
+type accBatch struct {
+	part     *accPartition
+	seq      uint64
+	builder  *batch.Builder
+	recs     []pendingRecord // one per record, in offset order; reused
+	created  time.Time       // linger.ms and delivery.timeout.ms count from here
+	reserved int64           // bytes of buffer.memory held
+	attempts int             // failed sends so far
+	retryAt  time.Time       // not before this (retry.backoff.ms)
+	lastErr  error
+	built    batch.Batch // Build's result, set when drained
+}
+
+// tryAppend appends r to the partition's open batch if it fits. Otherwise it closes the open
+// batch and, if reserved > 0 (memory the caller reserved for a new batch), opens a new batch
+// with that reservation; with reserved == 0 it returns false so the caller can reserve memory
+// outside the lock (or move a keyless record to another partition). A reservation that is not
+// used is released.
+func (ap *accPartition) tryAppend(r *Record, ms int64, cb func(RecordMetadata, error), reserved int64) (bool, error) {
+	p := ap.p
+	ap.mu.Lock()
+	if p.closed.Load() {
+		ap.mu.Unlock()
+		p.mem.release(reserved)
+		return false, ErrProducerClosed
+	}
+	br := batch.Record{Timestamp: ms, Key: r.Key, Value: r.Value, Headers: ap.headersLocked(r.Headers)}
+	var wake *brokerSender
+	if b := ap.mu.open; b != nil {
+		if b.builder.EstimatedSize()+b.builder.RecordSize(&br)+appendSlack <= p.cfg.BatchSize {
+			b.append(&br, cb)
+			if b.builder.EstimatedSize() >= p.cfg.BatchSize {
+				ap.closeOpenLocked()
+				wake = ap.owner.Load()
+			}
+			clear(br.Headers)
+			ap.mu.Unlock()
+			wake.signal()
+			p.mem.release(reserved)
+			return true, nil
+		}
+		ap.closeOpenLocked()
+		wake = ap.owner.Load()
+	}
+	if reserved == 0 {
+		clear(br.Headers)
+		ap.mu.Unlock()
+		wake.signal()
+		return false, nil
+	}
+	b := p.newBatch()
+	b.part, b.seq, b.created, b.reserved = ap, ap.mu.nextSeq, time.Now(), reserved
+	ap.mu.nextSeq++
+	ap.mu.incomplete = append(ap.mu.incomplete, b.seq)
+	b.append(&br, cb)
+	clear(br.Headers)
+	ap.mu.open = b
+	if b.builder.EstimatedSize() >= p.cfg.BatchSize {
+		ap.closeOpenLocked() // one record filled it
+	}
+	owner := ap.owner.Load()
+	if owner == nil {
+		owner = p.route(p.client.meta.Load(), ap)
+		ap.owner.Store(owner)
+		owner.add(ap)
+	}
+	ap.mu.Unlock()
+	owner.signal() // a new batch: its sender arms its linger timer
+	return true, nil
+}
+
+// headersLocked converts headers to the batch's form without copying: the keys are viewed as
+// bytes (read only; Append copies them). The caller clears the result after Append so that it
+// does not pin the record's slices.
+func (ap *accPartition) headersLocked(hs []Header) []batch.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := ap.mu.hdrs[:0]
+	for i := range hs {
+		k := hs[i].Key
+		out = append(out, batch.Header{Key: unsafe.Slice(unsafe.StringData(k), len(k)), Value: hs[i].Value})
+	}
+	ap.mu.hdrs = out
+	return out
+}
+
+func (b *accBatch) append(br *batch.Record, cb func(RecordMetadata, error)) {
+	b.builder.Append(br)
+	b.recs = append(b.recs, pendingRecord{cb: cb, ts: br.Timestamp})
+}
+
+// detachOpenLocked takes the open batch out of the accumulator, shrinking its memory
+// reservation to its actual size.
+func (ap *accPartition) detachOpenLocked() *accBatch {
+	b := ap.mu.open
+	ap.mu.open = nil
+	if slack := b.reserved - int64(b.builder.EstimatedSize()); slack > 0 {
+		b.reserved -= slack
+		ap.p.mem.release(slack)
+	}
+	return b
+}
+
+// closeOpenLocked moves the open batch to the ready queue.
+func (ap *accPartition) closeOpenLocked() {
+	ap.mu.ready = append(ap.mu.ready, ap.detachOpenLocked())
+}
+
+// headLocked returns the next batch to send: the oldest ready one, else the open one.
+func (ap *accPartition) headLocked() (b *accBatch, open bool) {
+	if len(ap.mu.ready) > 0 {
+		return ap.mu.ready[0], false
+	}
+	return ap.mu.open, ap.mu.open != nil
+}
+
+func (ap *accPartition) popReadyLocked() {
+	n := copy(ap.mu.ready, ap.mu.ready[1:])
+	ap.mu.ready[n] = nil
+	ap.mu.ready = ap.mu.ready[:n]
+}
+
+// requeueLocked puts a batch that failed back among the ready ones, in seq order.
+func (ap *accPartition) requeueLocked(b *accBatch) {
+	i := len(ap.mu.ready)
+	for i > 0 && ap.mu.ready[i-1].seq > b.seq {
+		i--
+	}
+	ap.mu.ready = append(ap.mu.ready, nil)
+	copy(ap.mu.ready[i+1:], ap.mu.ready[i:])
+	ap.mu.ready[i] = b
+}
+
+// lingerDoneLocked reports whether the open batch b may be sent: linger.ms has passed, or a
+// Flush or Close wants it now.
+func (ap *accPartition) lingerDoneLocked(b *accBatch, now time.Time) bool {
+	return !now.Before(b.created.Add(ap.p.cfg.Linger)) || b.seq <= ap.mu.flushTo || ap.p.closed.Load()
+}
+
+// doneThroughLocked reports whether every batch with seq <= seq has completed.
+func (ap *accPartition) doneThroughLocked(seq uint64) bool {
+	return len(ap.mu.incomplete) == 0 || ap.mu.incomplete[0] > seq
+}
+
+func (ap *accPartition) removeIncompleteLocked(seq uint64) {
+	inc := ap.mu.incomplete
+	for i, s := range inc {
+		if s == seq {
+			copy(inc[i:], inc[i+1:])
+			ap.mu.incomplete = inc[:len(inc)-1]
+			return
+		}
+	}
+}
+
+// batchPool is a free list of batches with their builders and callback slices, bounded at
+// buffer.memory / batch.size entries, like Kafka's BufferPool of batch.size buffers. (A
+// sync.Pool is emptied by every GC, and a producer with a full buffer would then grow a new
+// builder for most batches.)
+type batchPool struct {
+	mu   sync.Mutex
+	free []*accBatch
+	max  int
+}
+
+func (bp *batchPool) get() *accBatch {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	n := len(bp.free)
+	if n == 0 {
+		return nil
+	}
+	b := bp.free[n-1]
+	bp.free[n-1] = nil
+	bp.free = bp.free[:n-1]
+	return b
+}
+
+func (bp *batchPool) put(b *accBatch) {
+	bp.mu.Lock()
+	if len(bp.free) < bp.max {
+		bp.free = append(bp.free, b)
+	}
+	bp.mu.Unlock()
+}
+
+func (p *Producer) newBatch() *accBatch {
+	b := p.batches.get()
+	if b == nil {
+		return &accBatch{builder: batch.NewBuilder(p.builderOpts)}
+	}
+	b.builder.Reset(p.builderOpts)
+	b.recs = b.recs[:0]
+	b.attempts, b.retryAt, b.lastErr, b.built = 0, time.Time{}, nil, nil
+	return b
+}
+
+func (p *Producer) recycleBatch(b *accBatch) {
+	clear(b.recs) // drop the callbacks
+	b.part, b.lastErr, b.built = nil, nil, nil
+	if b.builder.EstimatedSize() > 2*p.cfg.BatchSize {
+		return // a large record's buffer: let it go rather than pin it in the pool
+	}
+	p.batches.put(b)
+}
+
+// complete runs b's callbacks with the outcome (base: offset of the first record, -1 if
+// unknown; appendTime: the broker's LogAppendTime or -1), then forgets the batch and releases
+// its memory. wasInflight says whether b is counted in its partition's inflight.
+func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasInflight bool) {
+	ap := b.part
+	md := RecordMetadata{Topic: ap.topic.name, Partition: ap.partition, Offset: -1}
+	for i := range b.recs {
+		rec := &b.recs[i]
+		if rec.cb == nil {
+			continue
+		}
+		md.Offset = -1
+		if err == nil && base >= 0 {
+			md.Offset = base + int64(i)
+		}
+		ts := rec.ts
+		if err == nil && appendTime >= 0 {
+			ts = appendTime
+		}
+		md.Timestamp = time.UnixMilli(ts)
+		rec.cb(md, err)
+	}
+	ap.mu.Lock()
+	if wasInflight {
+		ap.mu.inflight--
+	}
+	ap.removeIncompleteLocked(b.seq)
+	owner := ap.owner.Load()
+	ap.mu.Unlock()
+	if wasInflight && p.cfg.MaxInFlight == 1 {
+		owner.signal() // the partition's next batch may go
+	}
+	p.mem.release(b.reserved)
+	p.recycleBatch(b)
+	p.batchCompleted()
+}
+
+// deliveryTimeoutErr is the error of a batch that outlived delivery.timeout.ms.
+func (p *Producer) deliveryTimeoutErr(b *accBatch) error {
+	ap := b.part
+	if b.lastErr != nil {
+		return fmt.Errorf("%w: %s-%d: %d records not acknowledged within delivery.timeout.ms %v (%d attempts): %w; last error: %w",
+			ErrDeliveryTimeout, ap.topic.name, ap.partition, len(b.recs), p.cfg.DeliveryTimeout, b.attempts, context.DeadlineExceeded, b.lastErr)
+	}
+	return fmt.Errorf("%w: %s-%d: %d records not sent within delivery.timeout.ms %v: %w",
+		ErrDeliveryTimeout, ap.topic.name, ap.partition, len(b.recs), p.cfg.DeliveryTimeout, context.DeadlineExceeded)
+}
+
+// bufferMemory is buffer.memory: a counting semaphore over bytes. Reserving is one CAS when
+// there is room; Send blocks in reserve only when there is none.
+type bufferMemory struct {
+	limit   int64
+	used    atomic.Int64
+	waiters atomic.Int32
+	mu      sync.Mutex    // guards freed
+	freed   chan struct{} // closed (and replaced) by release while waiters > 0
+}
+
+func (m *bufferMemory) init(limit int64) {
+	m.limit = limit
+	m.freed = make(chan struct{})
+}
+
+func (m *bufferMemory) tryReserve(n int64) bool {
+	for {
+		u := m.used.Load()
+		if u+n > m.limit {
+			return false
+		}
+		if m.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// reserve takes n bytes, waiting until deadline (max.block.ms from the start of the Send), ctx
+// or closing ends.
+func (m *bufferMemory) reserve(ctx context.Context, n int64, deadline time.Time, maxBlock time.Duration, closing <-chan struct{}) error {
+	if m.tryReserve(n) {
+		return nil
+	}
+	m.waiters.Add(1)
+	defer m.waiters.Add(-1)
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		ch := m.freed
+		m.mu.Unlock()
+		if m.tryReserve(n) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("%w: %d bytes not available within max.block.ms %v (buffer.memory %d, %d in use): %w",
+				ErrBufferFull, n, maxBlock, m.limit, m.used.Load(), context.DeadlineExceeded)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for %d bytes: %w", ErrBufferFull, n, ctx.Err())
+		case <-closing:
+			return ErrProducerClosed
+		}
+	}
+}
+
+func (m *bufferMemory) release(n int64) {
+	if n == 0 {
+		return
+	}
+	m.used.Add(-n)
+	if m.waiters.Load() > 0 {
+		m.mu.Lock()
+		close(m.freed)
+		m.freed = make(chan struct{})
+		m.mu.Unlock()
+	}
+}

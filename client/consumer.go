@@ -1,0 +1,730 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Values of ConsumerConfig.AutoOffsetReset (auto.offset.reset).
+const (
+	OffsetResetLatest   = "latest"
+	OffsetResetEarliest = "earliest"
+	OffsetResetNone     = "none"
+)
+
+// ConsumerConfig configures a Consumer. Field comments name the Kafka property and its default,
+// which a zero value takes.
+type ConsumerConfig struct {
+	Config
+
+	// GroupID is group.id: the consumer group whose committed offsets the consumer starts from
+	// and commits to. Empty: no group, no commits, start from AutoOffsetReset.
+	GroupID string
+
+	// FetchMinBytes is fetch.min.bytes (1): the broker answers a fetch once this many bytes are
+	// available, or after FetchMaxWait.
+	FetchMinBytes int
+	// FetchMaxWait is fetch.max.wait.ms (500 ms): how long the broker holds a fetch waiting for
+	// FetchMinBytes (long polling).
+	FetchMaxWait time.Duration
+	// MaxPartitionFetchBytes is max.partition.fetch.bytes (1 MiB) per partition per fetch; the
+	// first batch of a fetch is returned whole even if larger, so progress is always possible.
+	MaxPartitionFetchBytes int
+	// FetchMaxBytes is fetch.max.bytes (50 MiB): the bound on one fetch response.
+	FetchMaxBytes int
+	// MaxPollRecords is max.poll.records (500): the most records one Poll returns.
+	MaxPollRecords int
+
+	// AutoOffsetReset is auto.offset.reset ("latest"): where to start a partition that has no
+	// committed offset, or whose position is out of the log's range: "earliest", "latest", or
+	// "none" (Poll returns an error naming the partition).
+	AutoOffsetReset string
+	// EnableAutoCommit is enable.auto.commit: nil means true when GroupID is set (Kafka's
+	// default); new(false) turns it off. Setting it to true without a GroupID is an error.
+	// Auto-commit commits in the background what Poll has returned, processed or not: see
+	// CONSUMER.md for what a crash then costs.
+	EnableAutoCommit *bool
+	// AutoCommitInterval is auto.commit.interval.ms (5 s).
+	AutoCommitInterval time.Duration
+	// RetryBackoff is retry.backoff.ms (100 ms): the wait before retrying a failed fetch, offset
+	// lookup or commit.
+	RetryBackoff time.Duration
+
+	// MaxDecompressed caps the decompressed size of one batch's records (batch.IterOptions);
+	// 0 is batch.DefaultMaxDecompressed (64 MiB).
+	MaxDecompressed int
+}
+
+func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
+	c.Config = c.Config.withDefaults()
+	clamp := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+		*v = min(*v, math.MaxInt32)
+	}
+	clamp(&c.FetchMinBytes, 1)
+	clamp(&c.MaxPartitionFetchBytes, 1<<20)
+	clamp(&c.FetchMaxBytes, 50<<20)
+	clamp(&c.MaxPollRecords, 500)
+	if c.FetchMaxWait <= 0 {
+		c.FetchMaxWait = 500 * time.Millisecond
+	}
+	c.FetchMaxWait = min(c.FetchMaxWait, math.MaxInt32*time.Millisecond)
+	if c.AutoCommitInterval <= 0 {
+		c.AutoCommitInterval = 5 * time.Second
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	switch c.AutoOffsetReset {
+	case "":
+		c.AutoOffsetReset = OffsetResetLatest
+	case OffsetResetLatest, OffsetResetEarliest, OffsetResetNone:
+	default:
+		return c, fmt.Errorf("%w: auto.offset.reset %q: want earliest, latest or none", ErrConsumerConfig, c.AutoOffsetReset)
+	}
+	if c.EnableAutoCommit != nil && *c.EnableAutoCommit && c.GroupID == "" {
+		return c, fmt.Errorf("%w: enable.auto.commit needs a group.id", ErrConsumerConfig)
+	}
+	return c, nil
+}
+
+func (c *ConsumerConfig) autoCommit() bool {
+	return c.GroupID != "" && (c.EnableAutoCommit == nil || *c.EnableAutoCommit)
+}
+
+// Errors of the consumer. Partition errors wrap them (or a wire.ErrorCode) with the partition's
+// name; test with errors.Is.
+var (
+	ErrConsumerClosed = errors.New("client: consumer closed")
+	ErrConsumerConfig = errors.New("client: invalid consumer config")
+	ErrNotAssigned    = errors.New("client: partition not assigned")
+	ErrNoAssignment   = errors.New("client: no partitions assigned")
+	// ErrNoOffset: auto.offset.reset is "none" and the partition has no committed offset.
+	ErrNoOffset = errors.New("client: no committed offset and auto.offset.reset is none")
+	ErrNoGroup  = errors.New("client: consumer has no group.id")
+)
+
+// Consumer reads records from assigned partitions (Kafka's KafkaConsumer with assign(), not
+// yet subscribe(): group membership and rebalancing are not implemented).
+//
+// Goroutines: one fetcher per partition leader (started on first need), one committer that
+// sends every commit in the order it was asked for, and, with auto-commit, one ticker. Each
+// fetcher keeps one Fetch (a long poll) in flight for the partitions it leads that have no
+// undelivered response buffered, and queues the responses undecoded; Poll decodes and
+// decompresses them on the caller's goroutine. A partition is fetched again as soon as Poll
+// starts on its buffered response, so the next fetch is in flight while the application
+// processes the current records, and at most two responses per partition are held (the one
+// Poll is draining and one buffered). Close stops and waits for every goroutine.
+//
+// Positions: a partition's position is the offset of the next record Poll will return
+// (Kafka's position()); Poll advances it, Seek sets it, commits send it. Every position change
+// that is not Poll's own progress bumps the partition's epoch, and fetches and buffered
+// responses of an older epoch are dropped.
+//
+// Locks: pollMu serialises Poll; maintMu serialises position maintenance (committed-offset and
+// ListOffsets lookups, leader lookups); mu guards the partition table, the response queue and
+// the fetchers. Order: pollMu, then maintMu, then mu. mu is never held across I/O.
+//
+// All methods are safe for concurrent use; Poll calls are serialised.
+type Consumer struct {
+	cfg      ConsumerConfig
+	cl       *Client
+	iterOpts batch.IterOptions
+
+	ctx    context.Context // cancelled by Close (after the final commit) or a crash
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // fetchers and the auto-commit ticker
+
+	// ready is signalled (never blocking) when a response is queued or a partition needs
+	// maintenance; Poll waits on it.
+	ready chan struct{}
+
+	pollMu  sync.Mutex
+	scratch batch.Record // reused by the record iterator; guarded by pollMu
+	cur     *chunk       // the response Poll is draining; guarded by pollMu
+
+	maintMu sync.Mutex
+
+	commits     committer
+	autoPending atomic.Bool // an auto-commit is queued or running
+
+	closeOnce sync.Once
+	closeErr  error
+
+	mu struct {
+		sync.Mutex
+		parts    map[TopicPartition]*partState
+		queue    []*chunk // fetched responses, oldest first
+		fetchers map[int32]*fetcher
+		epochSeq uint64
+		closed   bool
+	}
+}
+
+// partState is one assigned partition. Guarded by Consumer.mu.
+type partState struct {
+	tp TopicPartition
+	// Invariant: position <= fetchOffset when hasPos.
+	hasPos      bool
+	position    int64 // next offset Poll returns
+	leaderEpoch int32 // epoch of the last record Poll returned, -1 unknown
+	fetchOffset int64 // next offset to fetch
+	epoch       uint64
+
+	needCommitted bool  // look up the group's committed offset first
+	needReset     bool  // look up resetTs with ListOffsets
+	resetTs       int64 // wire.LatestTimestamp, wire.EarliestTimestamp or a time in ms
+
+	leader   int32 // -1: look it up
+	inflight bool  // in a fetcher's outstanding request
+	buffered bool  // a response is queued that Poll has not started on
+	err      error // sticky until the next Seek: Poll returns it
+
+	committed int64 // last offset committed by this consumer or read from the group, -1 none
+}
+
+// NewConsumer connects to the cluster. It assigns nothing; call Assign.
+func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := NewClient(ctx, cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	c := &Consumer{
+		cfg:      cfg,
+		cl:       cl,
+		iterOpts: batch.IterOptions{MaxDecompressed: cfg.MaxDecompressed},
+		ready:    make(chan struct{}, 1),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.parts = map[TopicPartition]*partState{}
+	c.mu.fetchers = map[int32]*fetcher{}
+	c.commits.start(c)
+	if cfg.autoCommit() {
+		c.wg.Add(1)
+		go c.autoCommitLoop()
+	}
+	return c, nil
+}
+
+func (c *Consumer) signal() {
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+// nextEpochLocked returns a consumer-wide unique epoch, so that a partition unassigned and
+// assigned again never matches its old responses.
+func (c *Consumer) nextEpochLocked() uint64 {
+	c.mu.epochSeq++
+	return c.mu.epochSeq
+}
+
+// PartitionsFor returns every partition of topic (Kafka's partitionsFor), for Assign.
+func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPartition, error) {
+	t, err := c.cl.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicPartition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out[i] = TopicPartition{topic, p.Partition}
+	}
+	return out, nil
+}
+
+// Assign replaces the set of partitions the consumer reads. Partitions that stay assigned keep
+// their positions; new ones start from the group's committed offset (with a GroupID) or
+// AutoOffsetReset, resolved by the next Poll or Position. With auto-commit, the positions of
+// the old assignment are committed (asynchronously) first, as Kafka does.
+func (c *Consumer) Assign(tps []TopicPartition) error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return ErrConsumerClosed
+	}
+	c.mu.Unlock()
+	if c.cfg.autoCommit() {
+		c.CommitAsync(nil)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := make(map[TopicPartition]bool, len(tps))
+	for _, tp := range tps {
+		keep[tp] = true
+		if c.mu.parts[tp] != nil {
+			continue
+		}
+		ps := &partState{tp: tp, leader: -1, leaderEpoch: -1, committed: -1, epoch: c.nextEpochLocked()}
+		if c.cfg.GroupID != "" {
+			ps.needCommitted = true
+		} else {
+			c.setResetLocked(ps, c.cfg.AutoOffsetReset)
+		}
+		c.mu.parts[tp] = ps
+	}
+	for tp := range c.mu.parts {
+		if !keep[tp] {
+			delete(c.mu.parts, tp)
+		}
+	}
+	c.signal()
+	return nil
+}
+
+// Assignment returns the assigned partitions, sorted.
+func (c *Consumer) Assignment() []TopicPartition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]TopicPartition, 0, len(c.mu.parts))
+	for tp := range c.mu.parts {
+		out = append(out, tp)
+	}
+	sortTPs(out)
+	return out
+}
+
+func sortTPs(tps []TopicPartition) {
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+}
+
+// setResetLocked makes ps wait for a position from policy; for "none" it fails the partition.
+func (c *Consumer) setResetLocked(ps *partState, policy string) {
+	switch policy {
+	case OffsetResetEarliest:
+		c.resetToLocked(ps, wire.EarliestTimestamp)
+	case OffsetResetLatest:
+		c.resetToLocked(ps, wire.LatestTimestamp)
+	default:
+		c.invalidateLocked(ps)
+		ps.err = fmt.Errorf("client: %s: %w", ps.tp, ErrNoOffset)
+	}
+}
+
+// invalidateLocked forgets ps's position and everything fetched for it.
+func (c *Consumer) invalidateLocked(ps *partState) {
+	ps.hasPos, ps.needCommitted, ps.needReset, ps.err = false, false, false, nil
+	ps.buffered = false
+	ps.epoch = c.nextEpochLocked()
+	c.cancelFetchLocked(ps)
+}
+
+func (c *Consumer) resetToLocked(ps *partState, ts int64) {
+	c.invalidateLocked(ps)
+	ps.needReset, ps.resetTs = true, ts
+}
+
+// setPositionLocked moves ps to offset, dropping anything fetched for another position.
+func (c *Consumer) setPositionLocked(ps *partState, offset int64) {
+	c.invalidateLocked(ps)
+	ps.hasPos, ps.position, ps.fetchOffset, ps.leaderEpoch = true, offset, offset, -1
+	c.wakeFetcherLocked(ps)
+}
+
+// partsLocked resolves tps (nil or empty: every assigned partition).
+func (c *Consumer) partsLocked(tps []TopicPartition) ([]*partState, error) {
+	if c.mu.closed {
+		return nil, ErrConsumerClosed
+	}
+	if len(tps) == 0 {
+		out := make([]*partState, 0, len(c.mu.parts))
+		for _, ps := range c.mu.parts {
+			out = append(out, ps)
+		}
+		return out, nil
+	}
+	out := make([]*partState, 0, len(tps))
+	for _, tp := range tps {
+		ps := c.mu.parts[tp]
+		if ps == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNotAssigned, tp)
+		}
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// Seek sets the offset of the next record Poll returns from tp. An offset outside the log is
+// handled by AutoOffsetReset when it is fetched.
+func (c *Consumer) Seek(tp TopicPartition, offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("client: seek %s: negative offset %d", tp, offset)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.partsLocked([]TopicPartition{tp})
+	if err != nil {
+		return err
+	}
+	c.setPositionLocked(ps[0], offset)
+	c.signal()
+	return nil
+}
+
+// SeekToBeginning moves tps (nil: every assigned partition) to their log start offsets. Like
+// Kafka's, it is lazy: the next Poll or Position looks the offsets up.
+func (c *Consumer) SeekToBeginning(tps []TopicPartition) error {
+	return c.seekTo(tps, wire.EarliestTimestamp)
+}
+
+// SeekToEnd moves tps (nil: every assigned partition) to their ends (the high watermark), so
+// that Poll returns only records produced from now on. Lazy, as SeekToBeginning.
+func (c *Consumer) SeekToEnd(tps []TopicPartition) error {
+	return c.seekTo(tps, wire.LatestTimestamp)
+}
+
+// SeekToTimestamp moves tps (nil: every assigned partition) to the first record whose
+// timestamp is at or after ts (ListOffsets by time), or to the end if there is none. Lazy, as
+// SeekToBeginning.
+func (c *Consumer) SeekToTimestamp(tps []TopicPartition, ts time.Time) error {
+	ms := ts.UnixMilli()
+	if ms < 0 {
+		return fmt.Errorf("client: seek to timestamp %v: before 1970", ts)
+	}
+	return c.seekTo(tps, ms)
+}
+
+func (c *Consumer) seekTo(tps []TopicPartition, ts int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	parts, err := c.partsLocked(tps)
+	if err != nil {
+		return err
+	}
+	for _, ps := range parts {
+		c.resetToLocked(ps, ts)
+	}
+	c.signal()
+	return nil
+}
+
+// Position returns the offset of the next record Poll will return from tp, first resolving a
+// pending committed-offset lookup or seek (which is why it takes a context).
+func (c *Consumer) Position(ctx context.Context, tp TopicPartition) (int64, error) {
+	for {
+		c.mu.Lock()
+		ps, err := c.partsLocked([]TopicPartition{tp})
+		if err != nil {
+			c.mu.Unlock()
+			return -1, err
+		}
+		if ps[0].err != nil {
+			err := ps[0].err
+			c.mu.Unlock()
+			return -1, err
+		}
+		if ps[0].hasPos {
+			pos := ps[0].position
+			c.mu.Unlock()
+			return pos, nil
+		}
+		c.mu.Unlock()
+		retry, err := c.maintain(ctx)
+		if err != nil {
+			return -1, err
+		}
+		if retry {
+			if err := c.backoff(ctx); err != nil {
+				return -1, err
+			}
+		}
+	}
+}
+
+func (c *Consumer) backoff(ctx context.Context) error {
+	t := time.NewTimer(c.cfg.RetryBackoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrConsumerClosed
+	}
+}
+
+// Poll returns the next records of the assigned partitions, decompressed and decoded, in
+// offset order within each partition, and at most MaxPollRecords of them. It blocks until
+// there is at least one record, a partition fails, or ctx is done (then it returns ctx's
+// error). Records below a partition's position, control records and compaction gaps are
+// skipped.
+//
+// The positions of the returned records count as consumed: the next CommitSync, CommitAsync
+// or auto-commit commits them, whether or not the application has processed them (see
+// CONSUMER.md for what that means for loss and duplicates).
+//
+// A partition error (AutoOffsetReset "none" with no valid offset, a corrupt batch, an error
+// code the consumer cannot handle) is returned naming the partition, after the records that
+// came before it, and again on every Poll until the partition is Seeked or unassigned.
+func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	for {
+		c.mu.Lock()
+		closed, n := c.mu.closed, len(c.mu.parts)
+		c.mu.Unlock()
+		if closed {
+			return nil, ErrConsumerClosed
+		}
+		if n == 0 {
+			return nil, ErrNoAssignment
+		}
+		retry, err := c.maintain(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.stickyErr(); err != nil {
+			return nil, err
+		}
+		recs := c.drain()
+		if len(recs) > 0 {
+			return recs, nil
+		}
+		if err := c.stickyErr(); err != nil {
+			return nil, err
+		}
+		if err := c.wait(ctx, retry); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait blocks until a fetcher signals, ctx is done, or (retry) RetryBackoff has passed.
+func (c *Consumer) wait(ctx context.Context, retry bool) error {
+	var retryC <-chan time.Time
+	if retry {
+		t := time.NewTimer(c.cfg.RetryBackoff)
+		defer t.Stop()
+		retryC = t.C
+	}
+	select {
+	case <-c.ready:
+		return nil
+	case <-retryC:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrConsumerClosed
+	}
+}
+
+// stickyErr returns the first failed partition's error, in partition order.
+func (c *Consumer) stickyErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first *partState
+	for _, ps := range c.mu.parts {
+		if ps.err == nil {
+			continue
+		}
+		if first == nil || ps.tp.Topic < first.tp.Topic || (ps.tp.Topic == first.tp.Topic && ps.tp.Partition < first.tp.Partition) {
+			first = ps
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return first.err
+}
+
+// drain decodes up to MaxPollRecords records from the queued responses. It holds mu only to
+// take responses and to publish positions.
+func (c *Consumer) drain() []Record {
+	var out []Record
+	for len(out) < c.cfg.MaxPollRecords {
+		if c.cur == nil && !c.nextChunk() {
+			break
+		}
+		ch := c.cur
+		if out == nil {
+			out = make([]Record, 0, c.estimateRecords())
+		}
+		start := len(out)
+		var done bool
+		var err error
+		out, done, err = c.decode(ch, out, c.cfg.MaxPollRecords)
+		c.mu.Lock()
+		ps := c.mu.parts[ch.tp]
+		if ps == nil || ps.epoch != ch.epoch {
+			// Seeked or unassigned while we decoded: these records are not the position's.
+			out = out[:start]
+			c.cur = nil
+			c.mu.Unlock()
+			continue
+		}
+		if len(out) > start {
+			last := &out[len(out)-1]
+			ps.position, ps.leaderEpoch = last.Offset+1, last.LeaderEpoch
+		}
+		if err != nil {
+			at := ps.position
+			ps.err = fmt.Errorf("client: %s at offset %d: %w", ch.tp, at, err)
+			c.cur = nil
+			c.mu.Unlock()
+			break
+		}
+		if done {
+			// Past the response's last batch, including skipped control records and gaps.
+			ps.position = max(ps.position, ch.nextOffset)
+			c.cur = nil
+		}
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// estimateRecords bounds the slice Poll allocates by the records actually waiting.
+func (c *Consumer) estimateRecords() int {
+	n := c.cur.count
+	c.mu.Lock()
+	for _, ch := range c.mu.queue {
+		if n >= c.cfg.MaxPollRecords {
+			break
+		}
+		n += ch.count
+	}
+	c.mu.Unlock()
+	return max(min(n, c.cfg.MaxPollRecords), 1)
+}
+
+// nextChunk makes the oldest current queued response c.cur, dropping stale ones and applying
+// queued partition errors. It reports whether c.cur is set.
+func (c *Consumer) nextChunk() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.mu.queue) > 0 {
+		ch := c.mu.queue[0]
+		c.mu.queue[0] = nil
+		c.mu.queue = c.mu.queue[1:]
+		ps := c.mu.parts[ch.tp]
+		if ps == nil || ps.epoch != ch.epoch {
+			continue
+		}
+		ps.buffered = false
+		c.wakeFetcherLocked(ps) // prefetch: the next response is fetched while this one is used
+		switch {
+		case ch.reset:
+			c.setResetLocked(ps, c.cfg.AutoOffsetReset)
+			if ps.err != nil {
+				ps.err = fmt.Errorf("client: fetch %s at offset %d: %w (auto.offset.reset is none)", ch.tp, ch.fetchOffset, wire.ErrOffsetOutOfRange)
+			}
+			c.signal()
+		case ch.err != nil && len(ch.records) == 0:
+			ps.err = ch.err
+		default:
+			c.cur = ch
+			return true
+		}
+	}
+	return false
+}
+
+// decode appends ch's records from where it stopped, up to max in all. done means ch is
+// exhausted.
+func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done bool, err error) {
+	r := &c.scratch
+	for len(out) < limit {
+		if !ch.inBatch {
+			if len(ch.rest) == 0 {
+				return out, true, ch.err
+			}
+			b, rest, err := batch.Next(ch.rest)
+			if err != nil {
+				return out, true, err
+			}
+			ch.rest = rest
+			if int64(b.NextOffset()) <= ch.fetchOffset || b.IsControl() {
+				continue
+			}
+			if err := b.Validate(); err != nil {
+				return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+			}
+			ch.it.Reset(b, c.iterOpts)
+			ch.inBatch, ch.batchEpoch = true, b.PartitionLeaderEpoch()
+		}
+		if !ch.it.Next(r) {
+			if err := ch.it.Err(); err != nil {
+				return out, true, err
+			}
+			ch.inBatch = false
+			continue
+		}
+		if int64(r.Offset) < ch.fetchOffset {
+			continue
+		}
+		rec := Record{
+			Topic:       ch.tp.Topic,
+			Partition:   ch.tp.Partition,
+			Offset:      int64(r.Offset),
+			Timestamp:   time.UnixMilli(r.Timestamp),
+			Key:         r.Key,
+			Value:       r.Value,
+			LeaderEpoch: ch.batchEpoch,
+		}
+		if len(r.Headers) > 0 {
+			rec.Headers = make([]Header, len(r.Headers))
+			for i, h := range r.Headers {
+				rec.Headers[i] = Header{Key: string(h.Key), Value: h.Value}
+			}
+		}
+		out = append(out, rec)
+	}
+	return out, !ch.inBatch && len(ch.rest) == 0 && ch.err == nil, nil
+}
+
+// Close commits the positions of what Poll returned (with auto-commit enabled, as Kafka's
+// close does), waits for pending asynchronous commits, stops every goroutine and closes the
+// connections. ctx bounds the final commit; the goroutines are stopped and waited for whatever
+// happens. Close is idempotent; later calls return the first call's result.
+func (c *Consumer) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { c.closeErr = c.shutdown(ctx, true) })
+	return c.closeErr
+}
+
+// shutdown stops the consumer. graceful=false is a crash: nothing more is committed, queued
+// commits are dropped (their callbacks get ErrConsumerClosed).
+func (c *Consumer) shutdown(ctx context.Context, graceful bool) error {
+	var err error
+	if graceful && c.cfg.autoCommit() {
+		err = c.CommitSync(ctx)
+	}
+	c.mu.Lock()
+	c.mu.closed = true
+	c.mu.Unlock()
+	if graceful {
+		c.commits.drain(ctx)
+	}
+	c.cancel()
+	_ = c.cl.Close() // fails whatever is still in flight
+	c.commits.stop()
+	c.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("client: consumer close: final commit: %w", err)
+	}
+	return nil
+}

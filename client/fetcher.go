@@ -1,0 +1,357 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// chunk is one partition's share of a fetch response, queued for Poll undecoded. A chunk with
+// reset set or with err and no records carries a partition error instead, queued so that Poll
+// meets it after the records fetched before it.
+type chunk struct {
+	tp          TopicPartition
+	epoch       uint64 // the partition's epoch when the fetch was sent
+	fetchOffset int64  // records below it are skipped
+	nextOffset  int64  // the offset after the last whole batch
+	count       int    // records the batches claim (for sizing Poll's slice)
+	records     []byte // whole batches, aliasing the response frame
+	err         error  // after the records: a corrupt batch; alone: the partition failed
+	reset       bool   // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
+
+	// Decoding state, owned by Poll.
+	rest       []byte
+	it         batch.RecordIter
+	inBatch    bool
+	batchEpoch int32
+}
+
+// fetchPart is one partition in a fetcher's outstanding request.
+type fetchPart struct {
+	tp     TopicPartition
+	epoch  uint64
+	offset int64
+}
+
+// fetcher keeps one Fetch in flight to one broker for the partitions it leads.
+type fetcher struct {
+	c      *Consumer
+	broker int32
+	wake   chan struct{} // capacity 1: work may be available
+
+	// cancel aborts the outstanding request (a seek made it useless). Guarded by Consumer.mu.
+	cancel context.CancelFunc
+
+	// Owned by the fetcher goroutine.
+	conn  *Conn // dedicated to fetches; nil until dialled, or after a failure
+	rot   int
+	sent  []fetchPart
+	index map[TopicPartition]int
+	req   wire.FetchRequest
+	resp  wire.FetchResponse
+}
+
+// ensureFetcherLocked starts the fetcher for broker id if it is not running.
+func (c *Consumer) ensureFetcherLocked(id int32) *fetcher {
+	if f := c.mu.fetchers[id]; f != nil || c.mu.closed {
+		return f
+	}
+	f := &fetcher{c: c, broker: id, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}}
+	c.mu.fetchers[id] = f
+	c.wg.Add(1)
+	go f.run()
+	return f
+}
+
+// wakeFetcherLocked tells ps's fetcher that ps may be fetchable.
+func (c *Consumer) wakeFetcherLocked(ps *partState) {
+	if ps.leader < 0 {
+		return
+	}
+	if f := c.mu.fetchers[ps.leader]; f != nil {
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// cancelFetchLocked aborts the request ps is in (closing the fetcher's connection), so that
+// the fetcher resends at once instead of waiting out a long poll at the old position.
+func (c *Consumer) cancelFetchLocked(ps *partState) {
+	if !ps.inflight || ps.leader < 0 {
+		return
+	}
+	if f := c.mu.fetchers[ps.leader]; f != nil && f.cancel != nil {
+		f.cancel()
+	}
+}
+
+func (f *fetcher) run() {
+	c := f.c
+	defer c.wg.Done()
+	defer func() {
+		if f.conn != nil {
+			_ = f.conn.Close()
+		}
+	}()
+	for {
+		reqCtx, cancel, n := f.prepare()
+		if n == 0 {
+			select {
+			case <-f.wake:
+				continue
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		err := f.call(reqCtx)
+		cancel()
+		switch {
+		case c.ctx.Err() != nil:
+			f.release(false)
+			return
+		case err == nil:
+			if retry := f.handle(); retry && f.sleep() != nil {
+				return
+			}
+		case errors.Is(err, context.Canceled):
+			f.release(false) // a seek cancelled it: refetch at once
+		default:
+			c.cfg.Logger.Warn("sluice consumer: fetch failed", "broker", f.broker, "err", err)
+			f.release(true)
+			c.cl.InvalidateMetadata()
+			c.signal()
+			if f.sleep() != nil {
+				return
+			}
+		}
+	}
+}
+
+func (f *fetcher) sleep() error {
+	t := time.NewTimer(f.c.cfg.RetryBackoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-f.c.ctx.Done():
+		return f.c.ctx.Err()
+	}
+}
+
+// prepare picks the partitions to fetch (this broker leads them, their position is known,
+// nothing of theirs is buffered or failed), marks them in flight and builds the request.
+func (f *fetcher) prepare() (context.Context, context.CancelFunc, int) {
+	c := f.c
+	c.mu.Lock()
+	f.sent = f.sent[:0]
+	for _, ps := range c.mu.parts {
+		if ps.leader == f.broker && ps.hasPos && !ps.needReset && !ps.needCommitted && !ps.inflight && !ps.buffered && ps.err == nil {
+			f.sent = append(f.sent, fetchPart{ps.tp, ps.epoch, ps.fetchOffset})
+		}
+	}
+	if len(f.sent) == 0 {
+		c.mu.Unlock()
+		return nil, func() {}, 0
+	}
+	for _, p := range f.sent {
+		c.mu.parts[p.tp].inflight = true
+	}
+	reqCtx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout+c.cfg.FetchMaxWait)
+	f.cancel = cancel
+	c.mu.Unlock()
+
+	// Sorted, then rotated, so that every partition is sometimes first: the broker returns the
+	// first partition's first batch whole whatever the byte limits.
+	slices.SortFunc(f.sent, func(a, b fetchPart) int {
+		if a.tp.Topic != b.tp.Topic {
+			if a.tp.Topic < b.tp.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.tp.Partition) - int(b.tp.Partition)
+	})
+	r := f.rot % len(f.sent)
+	f.rot++
+	rotated := append(f.sent[r:len(f.sent):len(f.sent)], f.sent[:r]...)
+	f.sent = append(f.sent[:0], rotated...)
+
+	clear(f.index)
+	f.req = wire.FetchRequest{
+		ReplicaID: wire.ConsumerReplicaID,
+		MaxWaitMs: int32(c.cfg.FetchMaxWait / time.Millisecond),
+		MinBytes:  int32(c.cfg.FetchMinBytes),
+		MaxBytes:  int32(c.cfg.FetchMaxBytes),
+		Topics:    f.req.Topics[:0],
+	}
+	for i, p := range f.sent {
+		f.index[p.tp] = i
+		// A topic split by the rotation is sent as two entries; the broker answers both.
+		if n := len(f.req.Topics); n == 0 || f.req.Topics[n-1].Topic != p.tp.Topic {
+			if n < cap(f.req.Topics) {
+				f.req.Topics = f.req.Topics[:n+1] // reuse the entry and its partitions array
+			} else {
+				f.req.Topics = append(f.req.Topics, wire.FetchRequestTopic{})
+			}
+			f.req.Topics[n].Topic = p.tp.Topic
+			f.req.Topics[n].Partitions = f.req.Topics[n].Partitions[:0]
+		}
+		t := &f.req.Topics[len(f.req.Topics)-1]
+		t.Partitions = append(t.Partitions, wire.FetchRequestPartition{
+			Partition: p.tp.Partition, CurrentLeaderEpoch: -1, FetchOffset: p.offset,
+			LogStartOffset: -1, PartitionMaxBytes: int32(c.cfg.MaxPartitionFetchBytes),
+		})
+	}
+	return reqCtx, cancel, len(f.sent)
+}
+
+// call sends the request on the fetcher's own connection. Fetches do not share the client's
+// pooled connection: the broker answers a connection's requests in order, so a parked long
+// poll would hold up commits and offset lookups queued behind it (Kafka's consumer uses a
+// separate coordinator connection for the same reason), and the only way to abort a parked
+// fetch after a seek is to close its connection.
+func (f *fetcher) call(ctx context.Context) error {
+	if f.conn == nil {
+		md := f.c.cl.meta.Load()
+		b, ok := md.brokers[f.broker]
+		if !ok {
+			return fmt.Errorf("%w: %d", errUnknownBrokerID, f.broker)
+		}
+		conn, err := Dial(ctx, f.c.cl.brokerAddr(b), f.c.cl.cfg.ClientID)
+		if err != nil {
+			return err
+		}
+		f.conn = conn
+	}
+	f.resp = wire.FetchResponse{Topics: f.resp.Topics[:0]}
+	err := f.conn.Call(ctx, &f.req, &f.resp)
+	if err != nil {
+		// Cancelled, timed out or broken: a response may still be owed on this connection,
+		// and would delay the next one.
+		_ = f.conn.Close()
+		f.conn = nil
+	}
+	return err
+}
+
+// release clears the in-flight marks of the request's partitions; lost also sends them back
+// to a leader lookup (the connection failed or the request timed out).
+func (f *fetcher) release(lost bool) {
+	c := f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.cancel = nil
+	for _, p := range f.sent {
+		if ps := c.mu.parts[p.tp]; ps != nil && ps.inflight && ps.leader == f.broker {
+			ps.inflight = false
+			if lost {
+				ps.leader = -1
+			}
+		}
+	}
+}
+
+// handle files the response's partitions: records and partition errors are queued for Poll;
+// retriable errors send the partition back to a leader lookup. It reports whether to back off
+// before the next request.
+func (f *fetcher) handle() (retry bool) {
+	c := f.c
+	resp := &f.resp
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.cancel = nil
+	queued, lost := false, false
+	if resp.ErrorCode != wire.NoError {
+		lost = true
+		c.cfg.Logger.Warn("sluice consumer: fetch failed", "broker", f.broker, "err", resp.ErrorCode)
+	}
+	for ti := range resp.Topics {
+		t := &resp.Topics[ti]
+		for pi := range t.Partitions {
+			p := &t.Partitions[pi]
+			tp := TopicPartition{t.Topic, p.Partition}
+			i, ok := f.index[tp]
+			if !ok {
+				continue
+			}
+			sent := f.sent[i]
+			ps := c.mu.parts[tp]
+			if ps == nil || ps.epoch != sent.epoch || !ps.inflight {
+				continue // unassigned or moved while the fetch was out; release clears the mark
+			}
+			ps.inflight = false
+			ch := &chunk{tp: tp, epoch: sent.epoch, fetchOffset: sent.offset}
+			switch code := p.ErrorCode; {
+			case code == wire.NoError:
+				whole, next, count, err := wholeBatches(p.Records)
+				if err == nil && (len(whole) == 0 || next <= sent.offset) {
+					continue // nothing new (long poll expired) or only a partial batch
+				}
+				if err != nil {
+					err = fmt.Errorf("client: fetch %s: %w", tp, err)
+				}
+				ch.records, ch.rest, ch.nextOffset, ch.count, ch.err = whole, whole, next, count, err
+				if next > ps.fetchOffset {
+					ps.fetchOffset = next
+				}
+			case code == wire.ErrOffsetOutOfRange:
+				ch.reset = true
+				c.cfg.Logger.Info("sluice consumer: offset out of range", "partition", tp.String(), "offset", sent.offset,
+					"log_start", p.LogStartOffset, "high_watermark", p.HighWatermark, "auto.offset.reset", c.cfg.AutoOffsetReset)
+			case code.Retriable():
+				ps.leader = -1
+				lost = true
+				c.cfg.Logger.Debug("sluice consumer: fetch partition", "partition", tp.String(), "err", code)
+				continue
+			default:
+				ch.err = fmt.Errorf("client: fetch %s at offset %d: %w", tp, sent.offset, code)
+			}
+			ps.buffered = true
+			c.mu.queue = append(c.mu.queue, ch)
+			queued = true
+		}
+	}
+	// Partitions the response left out are fetched again.
+	for _, p := range f.sent {
+		if ps := c.mu.parts[p.tp]; ps != nil && ps.inflight && ps.leader == f.broker {
+			ps.inflight = false
+			if resp.ErrorCode != wire.NoError {
+				ps.leader = -1
+			}
+		}
+	}
+	if lost {
+		c.cl.InvalidateMetadata()
+	}
+	if queued || lost {
+		c.signal()
+	}
+	return lost
+}
+
+// wholeBatches returns the prefix of records made of whole batches (a fetch response may end
+// with a partial one, which is dropped), the offset after the last of them, and the number of
+// records they hold. A batch whose length or magic is wrong ends the prefix with an error.
+func wholeBatches(records []byte) (whole []byte, next int64, count int, err error) {
+	rest := records
+	for len(rest) > 0 {
+		b, r, e := batch.Next(rest)
+		if e != nil {
+			if !errors.Is(e, batch.ErrShort) {
+				err = e
+			}
+			break
+		}
+		next = int64(b.NextOffset())
+		count += int(b.NumRecords())
+		rest = r
+	}
+	return records[:len(records)-len(rest)], next, count, err
+}

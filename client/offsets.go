@@ -1,0 +1,539 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// offsetsTopic is the broker's internal topic of committed offsets; its partition for a group
+// is led by the group's coordinator.
+const offsetsTopic = "__consumer_offsets"
+
+// ---- Positions: committed offsets, resets, leaders ----
+
+// posWant is one partition a maintenance step works on, with the epoch it saw.
+type posWant struct {
+	tp    TopicPartition
+	ps    *partState
+	epoch uint64
+	ts    int64
+}
+
+// maintain resolves what fetching needs: committed offsets (with a group), pending resets
+// and seeks by ListOffsets, and partition leaders. Transient failures are logged and reported
+// as retry (try again after RetryBackoff); the error is the context's or ErrConsumerClosed.
+func (c *Consumer) maintain(ctx context.Context) (retry bool, err error) {
+	c.maintMu.Lock()
+	defer c.maintMu.Unlock()
+	snapshot := func(pick func(*partState) bool) ([]posWant, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.mu.closed {
+			return nil, ErrConsumerClosed
+		}
+		var out []posWant
+		for _, ps := range c.mu.parts {
+			if ps.err == nil && pick(ps) {
+				out = append(out, posWant{ps.tp, ps, ps.epoch, ps.resetTs})
+			}
+		}
+		return out, nil
+	}
+	fail := func(step string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if c.ctx.Err() != nil || errors.Is(err, ErrClientClosed) {
+			return ErrConsumerClosed
+		}
+		c.cfg.Logger.Warn("sluice consumer: "+step, "err", err)
+		retry = true
+		return nil
+	}
+
+	wants, err := snapshot(func(ps *partState) bool { return ps.needCommitted })
+	if err != nil {
+		return false, err
+	}
+	if len(wants) > 0 {
+		if err := c.lookupCommitted(ctx, wants); err != nil {
+			if err := fail("offset fetch", err); err != nil {
+				return false, err
+			}
+		}
+	}
+	for range 2 { // a second round when a timestamp had no offset and became "latest"
+		wants, err = snapshot(func(ps *partState) bool { return ps.needReset })
+		if err != nil {
+			return false, err
+		}
+		if len(wants) == 0 {
+			break
+		}
+		again, err := c.lookupResets(ctx, wants)
+		if err != nil {
+			if err := fail("list offsets", err); err != nil {
+				return false, err
+			}
+		}
+		if !again {
+			break
+		}
+	}
+	wants, err = snapshot(func(ps *partState) bool { return ps.leader < 0 })
+	if err != nil {
+		return false, err
+	}
+	for _, w := range wants {
+		id, _, err := c.cl.Leader(ctx, w.tp.Topic, w.tp.Partition)
+		if err != nil {
+			if err := fail("leader lookup", fmt.Errorf("%s: %w", w.tp, err)); err != nil {
+				return false, err
+			}
+			c.cl.InvalidateMetadata()
+			continue
+		}
+		c.mu.Lock()
+		if c.mu.parts[w.tp] == w.ps && w.ps.leader < 0 {
+			w.ps.leader = id
+			c.ensureFetcherLocked(id)
+			c.wakeFetcherLocked(w.ps)
+		}
+		c.mu.Unlock()
+	}
+	return retry, nil
+}
+
+// current returns w's partition if it is still assigned and unmoved. Call with mu held.
+func (c *Consumer) currentLocked(w posWant) *partState {
+	if ps := c.mu.parts[w.tp]; ps == w.ps && ps.epoch == w.epoch {
+		return ps
+	}
+	return nil
+}
+
+// lookupCommitted sets the positions of wants from the group's committed offsets, or from
+// AutoOffsetReset where nothing is committed.
+func (c *Consumer) lookupCommitted(ctx context.Context, wants []posWant) error {
+	req := &wire.OffsetFetchRequest{GroupID: c.cfg.GroupID, Topics: []wire.OffsetFetchRequestTopic{}}
+	byTopic := map[string]int{}
+	for _, w := range wants {
+		i, ok := byTopic[w.tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[w.tp.Topic] = i
+			req.Topics = append(req.Topics, wire.OffsetFetchRequestTopic{Topic: w.tp.Topic})
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, w.tp.Partition)
+	}
+	var resp wire.OffsetFetchResponse
+	if err := c.coordinatorCall(ctx, req, &resp); err != nil {
+		return err
+	}
+	if resp.ErrorCode != wire.NoError {
+		return fmt.Errorf("offset fetch for group %s: %w", c.cfg.GroupID, resp.ErrorCode)
+	}
+	var errs []error
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Topic, p.Partition}
+			i := slices.IndexFunc(wants, func(w posWant) bool { return w.tp == tp })
+			if i < 0 {
+				continue
+			}
+			ps := c.currentLocked(wants[i])
+			switch {
+			case ps == nil:
+			case p.ErrorCode == wire.NoError && p.Offset >= 0:
+				c.setPositionLocked(ps, p.Offset)
+				ps.committed, ps.leaderEpoch = p.Offset, p.LeaderEpoch
+			case p.ErrorCode == wire.NoError:
+				c.setResetLocked(ps, c.cfg.AutoOffsetReset)
+			case p.ErrorCode.Retriable():
+				errs = append(errs, fmt.Errorf("%s: %w", tp, p.ErrorCode))
+			default:
+				ps.err = fmt.Errorf("client: offset fetch %s for group %s: %w", tp, c.cfg.GroupID, p.ErrorCode)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lookupResets answers pending resets and seeks with ListOffsets, one request per leader.
+// again reports a timestamp with no offset at or after it, now reset to the end.
+func (c *Consumer) lookupResets(ctx context.Context, wants []posWant) (again bool, err error) {
+	type leaderReq struct {
+		conn  *Conn
+		req   wire.ListOffsetsRequest
+		wants []posWant
+	}
+	var reqs []*leaderReq
+	var errs []error
+	for _, w := range wants {
+		_, conn, err := c.cl.Leader(ctx, w.tp.Topic, w.tp.Partition)
+		if err != nil {
+			c.cl.InvalidateMetadata()
+			errs = append(errs, fmt.Errorf("%s: %w", w.tp, err))
+			continue
+		}
+		i := slices.IndexFunc(reqs, func(r *leaderReq) bool { return r.conn == conn })
+		if i < 0 {
+			i = len(reqs)
+			reqs = append(reqs, &leaderReq{conn: conn, req: wire.ListOffsetsRequest{ReplicaID: wire.ConsumerReplicaID}})
+		}
+		r := reqs[i]
+		r.wants = append(r.wants, w)
+		if n := len(r.req.Topics); n == 0 || r.req.Topics[n-1].Topic != w.tp.Topic {
+			r.req.Topics = append(r.req.Topics, wire.ListOffsetsRequestTopic{Topic: w.tp.Topic})
+		}
+		t := &r.req.Topics[len(r.req.Topics)-1]
+		t.Partitions = append(t.Partitions, wire.ListOffsetsRequestPartition{Partition: w.tp.Partition, CurrentLeaderEpoch: -1, Timestamp: w.ts})
+	}
+	for _, r := range reqs {
+		var resp wire.ListOffsetsResponse
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		err := r.conn.Call(rctx, &r.req, &resp)
+		cancel()
+		if err != nil {
+			c.cl.InvalidateMetadata()
+			errs = append(errs, err)
+			continue
+		}
+		c.mu.Lock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				tp := TopicPartition{t.Topic, p.Partition}
+				i := slices.IndexFunc(r.wants, func(w posWant) bool { return w.tp == tp })
+				if i < 0 {
+					continue
+				}
+				w := r.wants[i]
+				ps := c.currentLocked(w)
+				switch {
+				case ps == nil || !ps.needReset || ps.resetTs != w.ts:
+				case p.ErrorCode == wire.NoError && p.Offset >= 0:
+					c.setPositionLocked(ps, p.Offset)
+				case p.ErrorCode == wire.NoError && w.ts >= 0:
+					ps.resetTs = wire.LatestTimestamp // nothing at or after ts: the end
+					again = true
+				case p.ErrorCode.Retriable() || p.ErrorCode == wire.NoError:
+					c.cl.InvalidateMetadata()
+					errs = append(errs, fmt.Errorf("%s: %w", tp, p.ErrorCode))
+				default:
+					ps.err = fmt.Errorf("client: list offsets %s: %w", tp, p.ErrorCode)
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return again, errors.Join(errs...)
+}
+
+// ---- Commits ----
+
+// commitOffset is what is committed for one partition: the next offset to consume.
+type commitOffset struct {
+	offset      int64
+	leaderEpoch int32
+}
+
+// consumedLocked returns the positions that differ from what was last committed.
+func (c *Consumer) consumedLocked() map[TopicPartition]commitOffset {
+	out := map[TopicPartition]commitOffset{}
+	for tp, ps := range c.mu.parts {
+		if ps.hasPos && ps.position != ps.committed {
+			out[tp] = commitOffset{ps.position, ps.leaderEpoch}
+		}
+	}
+	return out
+}
+
+// CommitSync commits the positions of the records Poll has returned (and of seeks) for every
+// assigned partition whose position changed since the last commit, and waits for the
+// coordinator's answer. Retriable errors are retried until ctx is done.
+func (c *Consumer) CommitSync(ctx context.Context) error {
+	if c.cfg.GroupID == "" {
+		return ErrNoGroup
+	}
+	c.mu.Lock()
+	offsets := c.consumedLocked()
+	c.mu.Unlock()
+	return c.commitWait(ctx, offsets)
+}
+
+// CommitOffsets commits the given offsets (each the NEXT offset to consume, as in Kafka) and
+// waits for the answer. The partitions need not be assigned.
+func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	if c.cfg.GroupID == "" {
+		return ErrNoGroup
+	}
+	m := make(map[TopicPartition]commitOffset, len(offsets))
+	for tp, o := range offsets {
+		if o < 0 {
+			return fmt.Errorf("client: commit %s: negative offset %d", tp, o)
+		}
+		m[tp] = commitOffset{o, -1}
+	}
+	return c.commitWait(ctx, m)
+}
+
+func (c *Consumer) commitWait(ctx context.Context, offsets map[TopicPartition]commitOffset) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	done := make(chan error, 1)
+	if !c.commits.enqueue(commitJob{ctx: ctx, offsets: offsets, done: func(err error) { done <- err }}) {
+		return ErrConsumerClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CommitAsync commits as CommitSync does without waiting. cb (may be nil) gets the offsets
+// and the result; callbacks run on the committer goroutine, in the order of the CommitAsync
+// calls, and every commit is sent in that order, so a later commit is never overtaken by an
+// earlier one. A retriable failure is retried for up to RequestTimeout.
+func (c *Consumer) CommitAsync(cb func(offsets map[TopicPartition]int64, err error)) {
+	if c.cfg.GroupID == "" {
+		if cb != nil {
+			cb(nil, ErrNoGroup)
+		}
+		return
+	}
+	c.mu.Lock()
+	offsets := c.consumedLocked()
+	c.mu.Unlock()
+	job := commitJob{offsets: offsets, done: func(err error) {
+		if cb != nil {
+			plain := make(map[TopicPartition]int64, len(offsets))
+			for tp, o := range offsets {
+				plain[tp] = o.offset
+			}
+			cb(plain, err)
+		}
+	}}
+	if !c.commits.enqueue(job) {
+		job.done(ErrConsumerClosed)
+	}
+}
+
+// autoCommitLoop commits what Poll has returned every AutoCommitInterval.
+func (c *Consumer) autoCommitLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.AutoCommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			// One auto-commit at a time: with a slow coordinator (each commit is fsynced) the
+			// ticks would otherwise queue commits of the same positions.
+			if !c.autoPending.CompareAndSwap(false, true) {
+				continue
+			}
+			c.CommitAsync(func(_ map[TopicPartition]int64, err error) {
+				c.autoPending.Store(false)
+				if err != nil && !errors.Is(err, ErrConsumerClosed) {
+					c.cfg.Logger.Warn("sluice consumer: auto-commit failed", "group", c.cfg.GroupID, "err", err)
+				}
+			})
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// commitJob is one commit for the committer. ctx nil: bounded by RequestTimeout.
+type commitJob struct {
+	ctx     context.Context
+	offsets map[TopicPartition]commitOffset
+	done    func(error)
+}
+
+// committer sends commits one at a time, in order, on its own goroutine.
+//
+// Ownership: mu guards queue and stopped.
+type committer struct {
+	c      *Consumer
+	wake   chan struct{}
+	exited chan struct{}
+
+	mu      sync.Mutex
+	queue   []commitJob
+	stopped bool
+}
+
+func (q *committer) start(c *Consumer) {
+	q.c, q.wake, q.exited = c, make(chan struct{}, 1), make(chan struct{})
+	go q.run()
+}
+
+// enqueue adds a job; false if the committer has stopped.
+func (q *committer) enqueue(j commitJob) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
+		return false
+	}
+	q.queue = append(q.queue, j)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// drain waits until every job queued so far has run, or ctx is done.
+func (q *committer) drain(ctx context.Context) {
+	done := make(chan struct{})
+	if !q.enqueue(commitJob{done: func(error) { close(done) }}) {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// stop makes the committer fail what is left with ErrConsumerClosed and exit, and waits.
+func (q *committer) stop() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-q.exited
+}
+
+func (q *committer) run() {
+	defer close(q.exited)
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			stopped := q.stopped
+			q.mu.Unlock()
+			if stopped {
+				return
+			}
+			<-q.wake
+			continue
+		}
+		j := q.queue[0]
+		q.queue[0] = commitJob{}
+		q.queue = q.queue[1:]
+		stopped := q.stopped
+		q.mu.Unlock()
+		if stopped || q.c.ctx.Err() != nil {
+			j.done(ErrConsumerClosed)
+			continue
+		}
+		if len(j.offsets) == 0 {
+			j.done(nil)
+			continue
+		}
+		ctx, cancel := j.ctx, context.CancelFunc(func() {})
+		if ctx == nil {
+			ctx, cancel = context.WithTimeout(q.c.ctx, q.c.cfg.RequestTimeout)
+		}
+		err := q.c.commit(ctx, j.offsets)
+		cancel()
+		j.done(err)
+	}
+}
+
+// commit sends one OffsetCommit, retrying partitions that fail retriably until ctx is done,
+// and records what was committed.
+func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commitOffset) error {
+	pending := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		pending = append(pending, tp)
+	}
+	sortTPs(pending)
+	var errs []error
+	for {
+		req := &wire.OffsetCommitRequest{GroupID: c.cfg.GroupID, GenerationID: -1}
+		for _, tp := range pending {
+			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
+				req.Topics = append(req.Topics, wire.OffsetCommitRequestTopic{Topic: tp.Topic})
+			}
+			t := &req.Topics[len(req.Topics)-1]
+			o := offsets[tp]
+			t.Partitions = append(t.Partitions, wire.OffsetCommitRequestPartition{Partition: tp.Partition, Offset: o.offset, LeaderEpoch: o.leaderEpoch})
+		}
+		var resp wire.OffsetCommitResponse
+		err := c.coordinatorCall(ctx, req, &resp)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrClientClosed) {
+				return errors.Join(append(errs, fmt.Errorf("client: commit for group %s: %w", c.cfg.GroupID, err))...)
+			}
+			c.cl.InvalidateMetadata()
+		} else {
+			var retry []TopicPartition
+			c.mu.Lock()
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					tp := TopicPartition{t.Topic, p.Partition}
+					switch {
+					case p.ErrorCode == wire.NoError:
+						if ps := c.mu.parts[tp]; ps != nil {
+							ps.committed = offsets[tp].offset
+						}
+					case p.ErrorCode.Retriable():
+						retry = append(retry, tp)
+					default:
+						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w", tp, c.cfg.GroupID, p.ErrorCode))
+					}
+				}
+			}
+			c.mu.Unlock()
+			if len(retry) == 0 {
+				return errors.Join(errs...)
+			}
+			pending = retry
+			c.cl.InvalidateMetadata()
+		}
+		if err := c.backoff(ctx); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("client: commit for group %s: %w", c.cfg.GroupID, err))...)
+		}
+	}
+}
+
+// coordinatorCall sends a group request to the group's coordinator: the leader of the group's
+// partition of __consumer_offsets. The broker has no FindCoordinator yet, so the partition is
+// computed as the broker does (FNV-32a of the group id modulo the partition count); if that
+// fails, any broker is asked, and a wrong one answers NOT_COORDINATOR, which is retried.
+func (c *Consumer) coordinatorCall(ctx context.Context, req wire.Request, resp wire.Response) error {
+	conn, err := c.coordinator(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	return conn.Call(ctx, req, resp)
+}
+
+func (c *Consumer) coordinator(ctx context.Context) (*Conn, error) {
+	if t, err := c.cl.Topic(ctx, offsetsTopic); err == nil && len(t.Partitions) > 0 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(c.cfg.GroupID))
+		p := int32(h.Sum32() % uint32(len(t.Partitions)))
+		if _, conn, err := c.cl.Leader(ctx, offsetsTopic, p); err == nil {
+			return conn, nil
+		}
+	}
+	return c.cl.anyConn(ctx)
+}

@@ -1,0 +1,624 @@
+package client
+
+// # Producer
+//
+// A Producer sends records to partition leaders, batching them as Kafka's producer does; its
+// configuration uses Kafka's names, meanings and defaults (ProducerConfig).
+//
+//	Send ─> Partitioner ─> accumulator: one open batch.Builder per partition
+//	          (explicit,      closed at batch.size, or sent after linger.ms;
+//	           murmur2(key),  buffer.memory bounds the bytes held: Send blocks up to max.block.ms)
+//	           sticky)              │
+//	                                ▼
+//	        one sender goroutine per broker: every ready batch of the partitions it leads goes
+//	        into one Produce request (one batch per partition); up to max.in.flight requests
+//	        outstanding on the broker connection ─> one receiver goroutine per broker matches
+//	        responses, runs callbacks, or requeues retriable failures after retry.backoff.ms
+//
+// Records are copied into their partition's batch by Send, so the caller may reuse a Record
+// and its byte slices as soon as Send returns. A batch is compressed once, when it is drained
+// for sending; a retry resends the same bytes.
+//
+// Delivery: a retriable failure (a wire error code whose Retriable() is true, a connection
+// failure, no response within request.timeout.ms) sends the batch again after retry.backoff.ms,
+// refreshing metadata first when the error says the leader moved (NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE) or the connection failed. It stops when the
+// batch succeeds, fails with a non-retriable error, has been retried `retries` times, or when
+// delivery.timeout.ms has passed since the batch was opened: its callbacks then get an error
+// wrapping ErrDeliveryTimeout and the last error.
+//
+// Ordering: records of one partition are appended to batches in Send order and batches are
+// sent in order, but the producer is not idempotent, so with MaxInFlight > 1 a batch that
+// failed and was retried can land after a later batch that was already in flight: the log then
+// holds the later records first (and a batch whose response was lost but which was appended can
+// be appended twice). This is Kafka's guarantee without enable.idempotence. With MaxInFlight = 1
+// a partition never has more than one batch in flight and retries go back to the head of its
+// queue, so order is preserved (duplicates remain possible).
+//
+// Callbacks run on the producer's goroutines (a receiver or sender, or the caller of Send for
+// an error Send detects itself), for one partition in the order its batches complete: Send
+// order unless a retry or an expiry intervenes. They must be quick and must not call Flush,
+// Close or SendSync, which wait for callbacks.
+//
+// Goroutines: the housekeeper (metadata refreshes; partitions without a leader) started by
+// NewProducer, and per broker that leads a partition the producer writes to, a sender and a
+// receiver, started on first use. Close stops and waits for all of them.
+//
+// Lock order: accPartition.mu, then brokerSender.mu, bufferMemory.mu, batchPool.mu or
+// Producer.sendersMu (leaves). Producer.topicsMu and flushMu are leaves too. No lock is held
+// across network I/O or a callback.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Errors of the producer. Failures of a record reach its callback wrapped with context.
+var (
+	// ErrProducerClosed: Send after Close, or a record still undelivered when Close gave up.
+	ErrProducerClosed = errors.New("client: producer closed")
+	// ErrProducerConfig: NewProducer was given an invalid ProducerConfig.
+	ErrProducerConfig = errors.New("client: invalid producer config")
+	// ErrBufferFull: buffer.memory stayed full for max.block.ms; it wraps
+	// context.DeadlineExceeded (or the Send context's error).
+	ErrBufferFull = errors.New("client: producer buffer full")
+	// ErrDeliveryTimeout: the record was not acknowledged within delivery.timeout.ms; it wraps
+	// context.DeadlineExceeded and the last error of the record's batch.
+	ErrDeliveryTimeout = errors.New("client: delivery timeout")
+	// ErrRecordTooLarge: the record is larger than max.request.size or buffer.memory.
+	ErrRecordTooLarge = errors.New("client: record too large")
+	// ErrInvalidPartition: Record.Partition is neither PartitionAny nor a partition of the topic.
+	ErrInvalidPartition = errors.New("client: invalid partition")
+)
+
+// Acks is Kafka's acks: how many replicas must have a batch before the broker answers. The
+// zero value is AcksAll, Kafka's default; note that Acks(0) is therefore acks=all, and acks=0 is
+// AcksNone.
+type Acks int8
+
+// Acks values.
+const (
+	AcksAll    Acks = 0 // acks=all (-1): the in-sync replicas have it (and, with write.caching=false, it is fsynced)
+	AcksLeader Acks = 1 // acks=1: the leader has appended it
+	AcksNone   Acks = 2 // acks=0: no response; offsets are unknown (-1) and failures after the write go unseen
+)
+
+// ParseAcks parses Kafka's spellings: "all" or "-1", "1", "0".
+func ParseAcks(s string) (Acks, error) {
+	switch s {
+	case "all", "-1":
+		return AcksAll, nil
+	case "1":
+		return AcksLeader, nil
+	case "0":
+		return AcksNone, nil
+	}
+	return 0, fmt.Errorf("%w: acks %q: want all, -1, 1 or 0", ErrProducerConfig, s)
+}
+
+// String returns Kafka's spelling: "all", "1" or "0".
+func (a Acks) String() string {
+	switch a {
+	case AcksAll:
+		return "all"
+	case AcksLeader:
+		return "1"
+	case AcksNone:
+		return "0"
+	}
+	return "acks(" + strconv.Itoa(int(a)) + ")"
+}
+
+func (a Acks) wire() int16 {
+	switch a {
+	case AcksLeader:
+		return wire.AcksLeader
+	case AcksNone:
+		return wire.AcksNone
+	}
+	return wire.AcksAll
+}
+
+// ProducerConfig configures a Producer. Field comments give the Kafka property and its
+// default. A zero field takes the default; where zero is a meaningful Kafka value (Linger,
+// Retries, RetryBackoff) a negative value selects it.
+type ProducerConfig struct {
+	Config
+
+	// Acks is acks (all).
+	Acks Acks
+	// Linger is linger.ms (5 ms): how long a batch waits for more records after its first.
+	// Negative: 0, send as soon as the sender is free.
+	Linger time.Duration
+	// BatchSize is batch.size (16384): a batch is closed when the next record would take its
+	// uncompressed size past this. A larger record gets a batch of its own.
+	BatchSize int
+	// BufferMemory is buffer.memory (32 MiB): bytes of batches held by the producer, from
+	// Send until acknowledged or failed. An open batch holds BatchSize (or its one large
+	// record) until it is closed, then its actual uncompressed size.
+	BufferMemory int64
+	// MaxBlock is max.block.ms (60 s): how long Send may block waiting for a topic's metadata
+	// and buffer memory, in total.
+	MaxBlock time.Duration
+	// Compression is compression.type (none); CompressionLevel is compression.<codec>.level
+	// (0: the codec's default).
+	Compression      batch.Codec
+	CompressionLevel int
+	// Retries is retries (MaxInt32): how many times a batch is resent after a retriable error;
+	// delivery.timeout.ms usually ends retrying first. Negative: no retries.
+	Retries int
+	// RetryBackoff is retry.backoff.ms (100 ms): the wait before resending a failed batch and
+	// between metadata refreshes. Negative: no wait.
+	RetryBackoff time.Duration
+	// DeliveryTimeout is delivery.timeout.ms (120 s): the bound on the time from Send to the
+	// callback, counted from the opening of the record's batch.
+	DeliveryTimeout time.Duration
+	// MaxInFlight is max.in.flight.requests.per.connection (5): outstanding Produce requests
+	// per broker. 1 keeps each partition's records in order across retries.
+	MaxInFlight int
+	// MaxRequestSize is max.request.size (1 MiB): the largest record (with batch overhead) and
+	// the bound on a request's batches (a request always carries at least one batch).
+	MaxRequestSize int
+	// Partitioner chooses partitions for records sent with PartitionAny (DefaultPartitioner).
+	Partitioner Partitioner
+}
+
+func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
+	c.Config = c.Config.withDefaults()
+	if c.Acks != AcksAll && c.Acks != AcksLeader && c.Acks != AcksNone {
+		return c, fmt.Errorf("%w: acks %v", ErrProducerConfig, c.Acks)
+	}
+	switch {
+	case c.Linger == 0:
+		c.Linger = 5 * time.Millisecond
+	case c.Linger < 0:
+		c.Linger = 0
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 16384
+	}
+	if c.BufferMemory <= 0 {
+		c.BufferMemory = 32 << 20
+	}
+	if c.MaxBlock <= 0 {
+		c.MaxBlock = 60 * time.Second
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = math.MaxInt32
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	switch {
+	case c.RetryBackoff == 0:
+		c.RetryBackoff = 100 * time.Millisecond
+	case c.RetryBackoff < 0:
+		c.RetryBackoff = 0
+	}
+	if c.DeliveryTimeout <= 0 {
+		c.DeliveryTimeout = 120 * time.Second
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 5
+	}
+	if c.MaxRequestSize <= 0 {
+		c.MaxRequestSize = 1 << 20
+	}
+	if c.Partitioner == nil {
+		c.Partitioner = DefaultPartitioner{}
+	}
+	if _, err := batch.ParseCodec(c.Compression.String()); err != nil {
+		return c, fmt.Errorf("%w: compression.type: %w", ErrProducerConfig, err)
+	}
+	if int64(c.BatchSize) > c.BufferMemory {
+		return c, fmt.Errorf("%w: batch.size %d exceeds buffer.memory %d", ErrProducerConfig, c.BatchSize, c.BufferMemory)
+	}
+	return c, nil
+}
+
+// RecordMetadata is what the broker said about a record.
+type RecordMetadata struct {
+	Topic     string
+	Partition int32
+	// Offset is the record's offset, or -1 when unknown (acks=0, or the send failed).
+	Offset int64
+	// Timestamp is the record's create time, or the broker's append time for a topic with
+	// message.timestamp.type=LogAppendTime; millisecond precision.
+	Timestamp time.Time
+}
+
+// Producer sends records to a cluster. It is safe for concurrent use; see the Producer section
+// at the top of producer.go (and PRODUCER.md) for batching, delivery and ordering.
+type Producer struct {
+	cfg         ProducerConfig
+	acks        int16
+	client      *Client
+	builderOpts batch.BuilderOptions
+	mem         bufferMemory
+
+	// topics maps a topic name to its accumulator state; copy on write under topicsMu, so the
+	// Send path reads it with one atomic load. Invariant: topics and their partition slices only
+	// grow.
+	topicsMu sync.Mutex
+	topics   atomic.Pointer[map[string]*accTopic]
+
+	// senders maps a broker id to its sender; copy on write under sendersMu. limbo holds the
+	// partitions without a known leader; the housekeeper serves it.
+	sendersMu sync.Mutex
+	senders   atomic.Pointer[map[int32]*brokerSender]
+	limbo     *brokerSender
+
+	batches  batchPool
+	requests sync.Pool // *produceRequest
+
+	// Flush waiters sleep on flushCh, which completions close (and replace) while
+	// flushWaiters > 0.
+	flushWaiters atomic.Int32
+	flushMu      sync.Mutex
+	flushCh      chan struct{}
+
+	metaWake chan struct{} // asks the housekeeper for a metadata refresh
+
+	closed  atomic.Bool
+	closing chan struct{}   // closed first by Close: blocked Sends give up
+	stop    chan struct{}   // closed by Close after flushing: goroutines exit
+	ctx     context.Context // cancelled when Close gives up on flushing
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when Close has finished
+	wg      sync.WaitGroup
+}
+
+// NewProducer connects to the cluster (loading its metadata) and starts the producer.
+func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := NewClient(ctx, cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{
+		cfg:      cfg,
+		acks:     cfg.Acks.wire(),
+		client:   cl,
+		flushCh:  make(chan struct{}),
+		metaWake: make(chan struct{}, 1),
+		closing:  make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	p.builderOpts = batch.DefaultBuilderOptions()
+	p.builderOpts.Compression = cfg.Compression
+	p.builderOpts.CompressionLevel = cfg.CompressionLevel
+	p.mem.init(cfg.BufferMemory)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.topics.Store(&map[string]*accTopic{})
+	p.senders.Store(&map[int32]*brokerSender{})
+	p.batches.max = int(cfg.BufferMemory / int64(cfg.BatchSize))
+	p.requests.New = func() any { return new(produceRequest) }
+	p.limbo = newBrokerSender(p, -1)
+	p.wg.Add(1)
+	go p.housekeep()
+	return p, nil
+}
+
+// Send hands r to the producer and returns once it is in a batch; cb (which may be nil) is
+// called once with the outcome. Send reads r's Topic, Partition (PartitionAny: let the
+// Partitioner choose), Key, Value, Headers and Timestamp (zero: now), copies them, and keeps no
+// reference to r or its slices. It blocks only while the topic's metadata is unknown or
+// buffer.memory is full, up to max.block.ms or until ctx ends; errors found here (closed
+// producer, unknown topic, invalid partition, record too large, buffer full) are passed to cb
+// before Send returns.
+func (p *Producer) Send(ctx context.Context, r *Record, cb func(RecordMetadata, error)) {
+	if err := p.send(ctx, r, cb); err != nil && cb != nil {
+		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Timestamp: r.Timestamp}, err)
+	}
+}
+
+type sendResult struct {
+	md  RecordMetadata
+	err error
+}
+
+// SendSync sends r and waits for its outcome. If ctx ends first it returns ctx's error, and
+// the record may still be delivered.
+func (p *Producer) SendSync(ctx context.Context, r *Record) (RecordMetadata, error) {
+	ch := make(chan sendResult, 1)
+	p.Send(ctx, r, func(md RecordMetadata, err error) { ch <- sendResult{md, err} })
+	select {
+	case res := <-ch:
+		return res.md, res.err
+	case <-ctx.Done():
+		return RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}, ctx.Err()
+	}
+}
+
+// blockBudget measures max.block.ms across the slow paths of one Send.
+type blockBudget struct{ deadline time.Time }
+
+func (b *blockBudget) until(p *Producer) time.Time {
+	if b.deadline.IsZero() {
+		b.deadline = time.Now().Add(p.cfg.MaxBlock)
+	}
+	return b.deadline
+}
+
+func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, error)) error {
+	if p.closed.Load() {
+		return ErrProducerClosed
+	}
+	var budget blockBudget
+	t := (*p.topics.Load())[r.Topic]
+	if t == nil {
+		var err error
+		if t, err = p.addTopic(ctx, r.Topic, &budget); err != nil {
+			return err
+		}
+	}
+	parts := *t.parts.Load()
+	n := int32(len(parts))
+	size := recordBound(r)
+	if size+batch.HeaderSize > p.cfg.MaxRequestSize || int64(size+batch.HeaderSize) > p.cfg.BufferMemory {
+		return fmt.Errorf("%w: %d bytes encoded, max.request.size %d, buffer.memory %d",
+			ErrRecordTooLarge, size, p.cfg.MaxRequestSize, p.cfg.BufferMemory)
+	}
+	ts := r.Timestamp
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	ms := ts.UnixMilli()
+
+	part, sticky := r.Partition, false
+	if part == PartitionAny {
+		part = p.cfg.Partitioner.Partition(r.Topic, r.Key, n)
+		if part == PartitionAny {
+			part, sticky = t.sticky.cur.Load(), true
+		}
+	}
+	if part < 0 || part >= n {
+		return fmt.Errorf("%w: %s has %d partitions, record has %d", ErrInvalidPartition, r.Topic, n, part)
+	}
+	ap := parts[part]
+	if ok, err := ap.tryAppend(r, ms, cb, 0); ok || err != nil {
+		return err
+	}
+	if sticky {
+		// KIP-480: a keyless record that would open a new batch on the sticky partition moves
+		// the topic to another partition first.
+		part = t.sticky.next(part, n, func(c int32) bool { return p.hasLeader(t.name, c) })
+		ap = parts[part]
+		if ok, err := ap.tryAppend(r, ms, cb, 0); ok || err != nil {
+			return err
+		}
+	}
+	need := int64(max(p.cfg.BatchSize, batch.HeaderSize+size))
+	if err := p.mem.reserve(ctx, need, budget.until(p), p.cfg.MaxBlock, p.closing); err != nil {
+		return err
+	}
+	_, err := ap.tryAppend(r, ms, cb, need)
+	return err
+}
+
+// recordBound is an upper bound of r's encoded size in a batch (each varint at its widest).
+func recordBound(r *Record) int {
+	const varint, varlong = 5, 10
+	n := varint + 1 + varlong + varint + varint + len(r.Key) + varint + len(r.Value) + varint
+	for i := range r.Headers {
+		n += varint + len(r.Headers[i].Key) + varint + len(r.Headers[i].Value)
+	}
+	return n
+}
+
+// addTopic waits (up to max.block.ms) for the topic to appear in the metadata and adds its
+// accumulator state.
+func (p *Producer) addTopic(ctx context.Context, name string, budget *blockBudget) (*accTopic, error) {
+	deadline := budget.until(p)
+	var last error
+	for {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		tm, err := p.client.Topic(wctx, name)
+		cancel()
+		if err == nil && len(tm.Partitions) > 0 {
+			return p.addTopicState(name, len(tm.Partitions))
+		}
+		if err == nil {
+			err = fmt.Errorf("%w: %s has no partitions", ErrUnknownTopic, name)
+		}
+		last = err
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, fmt.Errorf("%w: topic %s not in metadata after max.block.ms %v: %w: %w",
+				ErrUnknownTopic, name, p.cfg.MaxBlock, context.DeadlineExceeded, last)
+		}
+		timer := time.NewTimer(min(wait, max(p.cfg.RetryBackoff, time.Millisecond)))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("client: waiting for metadata of %s: %w (last error: %w)", name, ctx.Err(), last)
+		case <-p.closing:
+			timer.Stop()
+			return nil, ErrProducerClosed
+		}
+	}
+}
+
+func (p *Producer) addTopicState(name string, numPartitions int) (*accTopic, error) {
+	p.topicsMu.Lock()
+	defer p.topicsMu.Unlock()
+	if p.closed.Load() {
+		return nil, ErrProducerClosed
+	}
+	old := *p.topics.Load()
+	if t := old[name]; t != nil {
+		return t, nil
+	}
+	t := &accTopic{name: name}
+	t.grow(p, numPartitions)
+	t.sticky.init(int32(numPartitions))
+	m := make(map[string]*accTopic, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = t
+	p.topics.Store(&m)
+	return t, nil
+}
+
+// syncTopics grows each topic's partitions to what the metadata says.
+func (p *Producer) syncTopics() {
+	md := p.client.meta.Load()
+	p.topicsMu.Lock()
+	defer p.topicsMu.Unlock()
+	for name, t := range *p.topics.Load() {
+		if tm, ok := md.topics[name]; ok && len(tm.Partitions) > len(*t.parts.Load()) {
+			t.grow(p, len(tm.Partitions))
+		}
+	}
+}
+
+// allPartitions returns every partition the producer has state for.
+func (p *Producer) allPartitions() []*accPartition {
+	var out []*accPartition
+	for _, t := range *p.topics.Load() {
+		out = append(out, *t.parts.Load()...)
+	}
+	return out
+}
+
+// hasLeader reports whether the metadata knows a leader for the partition.
+func (p *Producer) hasLeader(topic string, partition int32) bool {
+	tm, ok := p.client.meta.Load().topics[topic]
+	return ok && int(partition) < len(tm.Partitions) && tm.Partitions[partition].Leader >= 0
+}
+
+// Flush sends every batch now, ignoring linger.ms, and waits until every record whose Send
+// returned before Flush was called has completed (its callback has returned), or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.flushWaiters.Add(1)
+	defer p.flushWaiters.Add(-1)
+	type target struct {
+		ap  *accPartition
+		seq uint64
+	}
+	var targets []target
+	for _, ap := range p.allPartitions() {
+		ap.mu.Lock()
+		if seq := ap.mu.nextSeq - 1; !ap.doneThroughLocked(seq) {
+			ap.mu.flushTo = max(ap.mu.flushTo, seq)
+			targets = append(targets, target{ap, seq})
+		}
+		ap.mu.Unlock()
+		if s := ap.owner.Load(); s != nil {
+			s.signal()
+		}
+	}
+	for {
+		p.flushMu.Lock()
+		ch := p.flushCh
+		p.flushMu.Unlock()
+		for len(targets) > 0 {
+			t := targets[len(targets)-1]
+			t.ap.mu.Lock()
+			done := t.ap.doneThroughLocked(t.seq)
+			t.ap.mu.Unlock()
+			if !done {
+				break
+			}
+			targets = targets[:len(targets)-1]
+		}
+		if len(targets) == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("client: flush: %w", ctx.Err())
+		}
+	}
+}
+
+// batchCompleted wakes Flush waiters.
+func (p *Producer) batchCompleted() {
+	if p.flushWaiters.Load() == 0 {
+		return
+	}
+	p.flushMu.Lock()
+	close(p.flushCh)
+	p.flushCh = make(chan struct{})
+	p.flushMu.Unlock()
+}
+
+// Close stops accepting records, flushes (within ctx), stops every goroutine of the producer
+// and waits for them, and closes its connections. If ctx ends before everything is delivered,
+// the records left get ErrProducerClosed and Close returns the flush error. Every callback has
+// run when Close returns. Close is idempotent; later calls wait for the first to finish.
+func (p *Producer) Close(ctx context.Context) error {
+	if !p.closed.CompareAndSwap(false, true) {
+		<-p.done
+		return nil
+	}
+	close(p.closing)
+	// Flush locks every partition once: an append in progress finishes before it, and every
+	// append after it sees closed.
+	err := p.Flush(ctx)
+	if err != nil {
+		p.cancel()
+		_ = p.client.Close() // fails the requests in flight
+	}
+	p.sendersMu.Lock() // senderFor starts no goroutine once stop is closed
+	close(p.stop)
+	p.sendersMu.Unlock()
+	p.wg.Wait()
+	p.cancel()
+	p.sweep(err)
+	_ = p.client.Close()
+	close(p.done)
+	if err != nil {
+		return fmt.Errorf("client: producer close: %w", err)
+	}
+	return nil
+}
+
+// sweep fails every batch still held once the goroutines have stopped.
+func (p *Producer) sweep(cause error) {
+	err := ErrProducerClosed
+	if cause != nil {
+		err = fmt.Errorf("%w before delivery: %w", ErrProducerClosed, cause)
+	}
+	var left []*accBatch
+	for _, ap := range p.allPartitions() {
+		ap.mu.Lock()
+		left = append(left, ap.mu.ready...)
+		clear(ap.mu.ready)
+		ap.mu.ready = ap.mu.ready[:0]
+		if ap.mu.open != nil {
+			left = append(left, ap.mu.open)
+			ap.mu.open = nil
+		}
+		ap.mu.Unlock()
+	}
+	for _, b := range left {
+		p.complete(b, -1, -1, err, false)
+	}
+}
+
+// stopping reports whether Close has finished flushing (or given up): failures are final.
+func (p *Producer) stopping() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return p.ctx.Err() != nil
+	}
+}

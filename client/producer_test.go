@@ -1,0 +1,845 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Helpers are prefixed prod so that they cannot clash with the consumer's tests.
+
+func prodLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func prodBrokerConfig(dir, listen string) broker.Config {
+	return broker.Config{
+		DataDir: dir, Listen: listen, UnixPath: filepath.Join(dir, "p.sock"),
+		OffsetsTopicPartitions: 1, Logger: prodLogger(),
+	}
+}
+
+func prodOpenBroker(t testing.TB, cfg broker.Config) *broker.Broker {
+	t.Helper()
+	b, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+func prodCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func prodCreateTopic(t testing.TB, addr, name string, partitions int32) {
+	t.Helper()
+	ctx := prodCtx(t, 10*time.Second)
+	a, err := client.NewAdmin(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: partitions}); err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+}
+
+func prodNew(t testing.TB, cfg client.ProducerConfig) *client.Producer {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = prodLogger()
+	}
+	p, err := client.NewProducer(prodCtx(t, 10*time.Second), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
+// prodBatch is a stored batch and its records, copied out of the fetch response.
+type prodBatch struct {
+	size    int
+	codec   batch.Codec
+	records []batch.Record
+}
+
+// prodFetch reads a partition from offset 0 until it holds at least want records and has
+// caught up with the high watermark.
+func prodFetch(t testing.TB, addr, topic string, partition int32, want int) []prodBatch {
+	t.Helper()
+	ctx := prodCtx(t, 10*time.Second)
+	conn, err := client.Dial(ctx, addr, "prod-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var out []prodBatch
+	next, total := int64(0), 0
+	for caughtUp := false; total < want || !caughtUp; {
+		if ctx.Err() != nil {
+			t.Fatalf("%s-%d: %d records after 10 s, want %d", topic, partition, total, want)
+		}
+		var resp wire.FetchResponse
+		req := &wire.FetchRequest{ReplicaID: wire.ConsumerReplicaID, MaxWaitMs: 100, MinBytes: 1, MaxBytes: 8 << 20,
+			Topics: []wire.FetchRequestTopic{{Topic: topic, Partitions: []wire.FetchRequestPartition{
+				{Partition: partition, FetchOffset: next, PartitionMaxBytes: 8 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}}}}
+		if err := conn.Call(ctx, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		fp := resp.Topics[0].Partitions[0]
+		if fp.ErrorCode != wire.NoError {
+			t.Fatalf("fetch %s-%d: %v", topic, partition, fp.ErrorCode)
+		}
+		hw := fp.HighWatermark
+		for rest := fp.Records; len(rest) > 0; {
+			bt, r, err := batch.Next(rest)
+			if err != nil {
+				break // a partial batch at the end
+			}
+			rest = r
+			if err := bt.Validate(); err != nil {
+				t.Fatalf("stored batch: %v", err)
+			}
+			fb := prodBatch{size: len(bt), codec: bt.Compression()}
+			it := bt.Iter(batch.IterOptions{})
+			var rec batch.Record
+			for it.Next(&rec) {
+				if int64(rec.Offset) < next {
+					continue
+				}
+				c := batch.Record{Offset: rec.Offset, Timestamp: rec.Timestamp, Key: prodClone(rec.Key), Value: prodClone(rec.Value)}
+				for _, h := range rec.Headers {
+					c.Headers = append(c.Headers, batch.Header{Key: prodClone(h.Key), Value: prodClone(h.Value)})
+				}
+				fb.records = append(fb.records, c)
+			}
+			if err := it.Err(); err != nil {
+				t.Fatalf("iterate: %v", err)
+			}
+			next = int64(bt.NextOffset())
+			total += len(fb.records)
+			out = append(out, fb)
+		}
+		caughtUp = next >= hw
+	}
+	return out
+}
+
+// prodClone copies b keeping nil (null) apart from empty.
+func prodClone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+func prodRecords(bs []prodBatch) []batch.Record {
+	var out []batch.Record
+	for _, b := range bs {
+		out = append(out, b.records...)
+	}
+	return out
+}
+
+func prodSameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
+
+// prodOutcomes collects callback results by record index.
+type prodOutcomes struct {
+	mu   sync.Mutex
+	md   map[int]client.RecordMetadata
+	errs map[int]error
+	wg   sync.WaitGroup
+}
+
+func newProdOutcomes() *prodOutcomes {
+	return &prodOutcomes{md: map[int]client.RecordMetadata{}, errs: map[int]error{}}
+}
+
+func (o *prodOutcomes) cb(i int) func(client.RecordMetadata, error) {
+	o.wg.Add(1)
+	return func(md client.RecordMetadata, err error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, dup := o.md[i]; dup {
+			panic(fmt.Sprintf("callback of record %d called twice", i))
+		}
+		o.md[i], o.errs[i] = md, err
+		o.wg.Done()
+	}
+}
+
+// wait waits for every callback, failing the test after d.
+func (o *prodOutcomes) wait(t testing.TB, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("callbacks still missing after %v", d)
+	}
+}
+
+func TestProducerRoundTrip(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	transports := []struct{ name, addr string }{
+		{"tcp", b.Addr().String()},
+		{"unix", "unix://" + b.UnixAddr().String()},
+	}
+	codecs := []batch.Codec{batch.None, batch.Gzip, batch.Snappy, batch.LZ4, batch.Zstd}
+	for _, tr := range transports {
+		for _, codec := range codecs {
+			for _, acks := range []client.Acks{client.AcksNone, client.AcksLeader, client.AcksAll} {
+				t.Run(fmt.Sprintf("%s/%s/acks=%s", tr.name, codec, acks), func(t *testing.T) {
+					prodRoundTrip(t, tr.addr, fmt.Sprintf("rt-%s-%s-%d", tr.name, codec, acks), codec, acks)
+				})
+			}
+		}
+	}
+}
+
+func prodRoundTrip(t *testing.T, addr, topic string, codec batch.Codec, acks client.Acks) {
+	prodCreateTopic(t, addr, topic, 2)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}},
+		Acks:   acks, Compression: codec, Linger: 2 * time.Millisecond, BatchSize: 2048,
+	})
+	const n = 80
+	base := time.UnixMilli(1_700_000_000_000)
+	sent := make([]client.Record, n)
+	before := time.Now().UnixMilli()
+	out := newProdOutcomes()
+	ctx := prodCtx(t, 10*time.Second)
+	for i := range n {
+		r := client.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(fmt.Sprintf("value-%d-%s", i, bytes.Repeat([]byte("x"), i*3)))}
+		if i%5 != 0 {
+			r.Key = []byte(fmt.Sprintf("key-%d", i))
+		}
+		switch i % 11 {
+		case 3:
+			r.Value = nil // null
+		case 4:
+			r.Value = []byte{} // empty
+		}
+		if i%3 == 0 {
+			r.Headers = []client.Header{{Key: "h", Value: []byte(fmt.Sprint(i))}, {Key: "null", Value: nil}}
+		}
+		if i%4 != 0 {
+			r.Timestamp = base.Add(time.Duration(i) * time.Millisecond)
+		}
+		sent[i] = r
+		rec := r
+		p.Send(ctx, &rec, out.cb(i))
+		rec.Value = []byte("overwritten") // Send copied the record
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.wait(t, 10*time.Second)
+	after := time.Now().UnixMilli()
+	for i := range n {
+		if err := out.errs[i]; err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		md := out.md[i]
+		if md.Topic != topic || md.Partition != int32(i%2) {
+			t.Fatalf("record %d: metadata %+v", i, md)
+		}
+		if acks == client.AcksNone && md.Offset != -1 {
+			t.Fatalf("acks=0: record %d has offset %d, want -1", i, md.Offset)
+		}
+	}
+	for part := range int32(2) {
+		got := prodRecords(prodFetch(t, addr, topic, part, n/2))
+		if len(got) != n/2 {
+			t.Fatalf("partition %d: %d records, want %d", part, len(got), n/2)
+		}
+		for j, rec := range got {
+			i := int(part) + 2*j // in Send order
+			want := sent[i]
+			if int64(rec.Offset) != int64(j) {
+				t.Fatalf("partition %d: record %d at offset %d", part, j, rec.Offset)
+			}
+			if acks != client.AcksNone && out.md[i].Offset != int64(rec.Offset) {
+				t.Fatalf("record %d: callback offset %d, stored at %d", i, out.md[i].Offset, rec.Offset)
+			}
+			if !prodSameBytes(rec.Key, want.Key) || !prodSameBytes(rec.Value, want.Value) {
+				t.Fatalf("record %d: key %q value %q, want %q %q", i, rec.Key, rec.Value, want.Key, want.Value)
+			}
+			if len(rec.Headers) != len(want.Headers) {
+				t.Fatalf("record %d: %d headers, want %d", i, len(rec.Headers), len(want.Headers))
+			}
+			for h := range want.Headers {
+				if string(rec.Headers[h].Key) != want.Headers[h].Key || !prodSameBytes(rec.Headers[h].Value, want.Headers[h].Value) {
+					t.Fatalf("record %d header %d: %q=%q", i, h, rec.Headers[h].Key, rec.Headers[h].Value)
+				}
+			}
+			if want.Timestamp.IsZero() {
+				if rec.Timestamp < before || rec.Timestamp > after {
+					t.Fatalf("record %d: timestamp %d not in [%d, %d]", i, rec.Timestamp, before, after)
+				}
+			} else if rec.Timestamp != want.Timestamp.UnixMilli() {
+				t.Fatalf("record %d: timestamp %d, want %d", i, rec.Timestamp, want.Timestamp.UnixMilli())
+			}
+			if got := out.md[i].Timestamp.UnixMilli(); got != rec.Timestamp {
+				t.Fatalf("record %d: callback timestamp %d, stored %d", i, got, rec.Timestamp)
+			}
+		}
+	}
+	for _, fb := range prodFetch(t, addr, topic, 0, 1) {
+		if fb.codec != codec {
+			t.Fatalf("stored batch codec %v, want %v", fb.codec, codec)
+		}
+	}
+}
+
+// Kafka's murmur2 vectors (UtilsTest.testMurmur2, and the Java implementation's outputs for
+// "1".."12345", which cover every tail length), with the partitions Kafka's default
+// partitioner derives from them: toPositive(hash) % n.
+var murmur2Vectors = []struct {
+	key   string
+	hash  int32
+	parts [3]int32 // for 3, 7 and 12 partitions
+}{
+	{"21", -973932308, [3]int32{0, 3, 0}},
+	{"foobar", -790332482, [3]int32{0, 0, 6}},
+	{"a-little-bit-long-string", -985981536, [3]int32{2, 1, 8}},
+	{"a-little-bit-longer-string", -1486304829, [3]int32{2, 0, 11}},
+	{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971, [3]int32{2, 3, 5}},
+	{"abc", 479470107, [3]int32{0, 4, 3}},
+	{"1", -1993445489, [3]int32{0, 2, 3}},
+	{"12", 126087238, [3]int32{1, 4, 10}},
+	{"123", -267702483, [3]int32{2, 3, 5}},
+	{"1234", -1614185708, [3]int32{0, 0, 0}},
+	{"12345", -1188365604, [3]int32{2, 3, 8}},
+}
+
+func TestMurmur2KafkaVectors(t *testing.T) {
+	for _, v := range murmur2Vectors {
+		if got := client.Murmur2([]byte(v.key)); got != v.hash {
+			t.Errorf("Murmur2(%q) = %d, want %d", v.key, got, v.hash)
+		}
+		for i, n := range []int32{3, 7, 12} {
+			if got := client.KeyPartition([]byte(v.key), n); got != v.parts[i] {
+				t.Errorf("KeyPartition(%q, %d) = %d, want %d", v.key, n, got, v.parts[i])
+			}
+		}
+	}
+	// An empty key is a key (murmur2 of nothing), not a null key.
+	if got := (client.DefaultPartitioner{}).Partition("t", []byte{}, 7); got == client.PartitionAny {
+		t.Error("empty key treated as null")
+	}
+	if got := (client.DefaultPartitioner{}).Partition("t", nil, 7); got != client.PartitionAny {
+		t.Errorf("null key: %d, want PartitionAny", got)
+	}
+}
+
+func TestProducerKeyedRecordsLandWhereKafkaPutsThem(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "keyed", 7)
+	p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}})
+	ctx := prodCtx(t, 10*time.Second)
+	perPart := map[int32][]string{}
+	for _, v := range murmur2Vectors {
+		md, err := p.SendSync(ctx, &client.Record{Topic: "keyed", Partition: client.PartitionAny, Key: []byte(v.key), Value: []byte(v.key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Partition != v.parts[1] {
+			t.Errorf("key %q went to partition %d, Kafka's default partitioner picks %d", v.key, md.Partition, v.parts[1])
+		}
+		perPart[md.Partition] = append(perPart[md.Partition], v.key)
+	}
+	for part, keys := range perPart {
+		got := prodRecords(prodFetch(t, addr, "keyed", part, len(keys)))
+		for i, rec := range got {
+			if string(rec.Key) != keys[i] {
+				t.Errorf("partition %d offset %d: key %q, want %q", part, i, rec.Key, keys[i])
+			}
+		}
+	}
+}
+
+// KIP-480: keyless records stick to one partition until a new batch must be opened there, then
+// move to another partition. With a long linger, batches close only when full, so every run of
+// consecutive records on one partition is exactly one stored batch.
+func TestProducerStickyPartitioning(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "sticky", 4)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Linger: time.Hour, BatchSize: 1024,
+	})
+	ctx := prodCtx(t, 10*time.Second)
+	const n = 300
+	out := newProdOutcomes()
+	for i := range n {
+		p.Send(ctx, &client.Record{Topic: "sticky", Partition: client.PartitionAny, Value: []byte(fmt.Sprintf("%03d-%s", i, bytes.Repeat([]byte("v"), 60)))}, out.cb(i))
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.wait(t, 10*time.Second)
+	runs, used := 0, map[int32]int{}
+	for i := range n {
+		if err := out.errs[i]; err != nil {
+			t.Fatal(err)
+		}
+		part := out.md[i].Partition
+		if i == 0 || part != out.md[i-1].Partition {
+			runs++
+		}
+		used[part]++
+	}
+	stored := 0
+	for part, cnt := range used {
+		bs := prodFetch(t, addr, "sticky", part, cnt)
+		stored += len(bs)
+		for j, fb := range bs[:len(bs)-1] {
+			if fb.size > 1024 || fb.size < 1024-100 {
+				t.Errorf("partition %d batch %d: %d bytes, want a full batch (<= 1024)", part, j, fb.size)
+			}
+		}
+	}
+	if len(used) < 2 {
+		t.Fatalf("keyless records all went to one partition: %v", used)
+	}
+	if runs != stored {
+		t.Fatalf("%d runs of consecutive records on one partition, %d stored batches: the sticky partition changed within a batch", runs, stored)
+	}
+}
+
+func TestProducerBatchesFillUnderLoad(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := "unix://" + b.UnixAddr().String()
+	prodCreateTopic(t, addr, "fill", 1)
+	const batchSize = 16384
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader,
+		Linger: 200 * time.Millisecond, BatchSize: batchSize,
+	})
+	ctx := prodCtx(t, 15*time.Second)
+	const n = 3000
+	value := bytes.Repeat([]byte("r"), 100)
+	var failed atomic.Int32
+	cb := func(_ client.RecordMetadata, err error) {
+		if err != nil {
+			failed.Add(1)
+		}
+	}
+	for range n {
+		p.Send(ctx, &client.Record{Topic: "fill", Value: value}, cb)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed.Load() != 0 {
+		t.Fatalf("%d records failed", failed.Load())
+	}
+	bs := prodFetch(t, addr, "fill", 0, n)
+	if len(bs) < 2 {
+		t.Fatalf("%d batches", len(bs))
+	}
+	for i, fb := range bs[:len(bs)-1] {
+		// Full: the next ~110-byte record would not have fit.
+		if fb.size > batchSize || fb.size < batchSize-120 {
+			t.Errorf("batch %d of %d: %d bytes, %d records; want within one record of batch.size %d", i, len(bs), fb.size, len(fb.records), batchSize)
+		}
+	}
+}
+
+func TestProducerLoneRecordGoesAfterLinger(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "lone", 1)
+	const linger = 100 * time.Millisecond
+	p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}, Linger: linger})
+	ctx := prodCtx(t, 10*time.Second)
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "lone", Value: []byte("warm")}); err != nil {
+		t.Fatal(err) // connection and metadata are ready before the measured record
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	p.Send(ctx, &client.Record{Topic: "lone", Value: []byte("lone")}, func(_ client.RecordMetadata, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lone record was not sent without Flush")
+	}
+	if el := time.Since(start); el < linger {
+		t.Fatalf("acknowledged after %v, before linger.ms %v", el, linger)
+	}
+	if got := prodRecords(prodFetch(t, addr, "lone", 0, 2)); string(got[1].Value) != "lone" {
+		t.Fatalf("stored %q", got[1].Value)
+	}
+}
+
+func TestProducerBufferFullBlocksThenFails(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "full", 1)
+	const maxBlock = 300 * time.Millisecond
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader,
+		BufferMemory: 4096, BatchSize: 1024, MaxBlock: maxBlock, Linger: time.Millisecond,
+		RetryBackoff: 20 * time.Millisecond, DeliveryTimeout: time.Minute,
+	})
+	ctx := prodCtx(t, 10*time.Second)
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "full", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing can be delivered now, so the batches hold the buffer: the fifth needs memory.
+	value := bytes.Repeat([]byte("m"), 200)
+	var called atomic.Int32
+	for i := range 100 {
+		var sendErr atomic.Pointer[error] // callbacks of earlier records may run later, elsewhere
+		start := time.Now()
+		p.Send(ctx, &client.Record{Topic: "full", Value: value}, func(_ client.RecordMetadata, err error) {
+			called.Add(1)
+			sendErr.Store(&err) // Send reports its own errors before returning
+		})
+		if sendErr.Load() == nil {
+			continue
+		}
+		err := *sendErr.Load()
+		if el := time.Since(start); el < maxBlock {
+			t.Fatalf("record %d failed after %v, before max.block.ms %v: %v", i, el, maxBlock, err)
+		}
+		if !errors.Is(err, client.ErrBufferFull) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("record %d: %v, want ErrBufferFull wrapping a timeout", i, err)
+		}
+		if i < 4*1024/250 {
+			t.Fatalf("buffer full after only %d records", i)
+		}
+		// Close gives up on the undeliverable records within its context: each gets an error.
+		closeCtx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := p.Close(closeCtx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close with undeliverable records: %v, want its context's deadline", err)
+		}
+		if int(called.Load()) != i+1 {
+			t.Fatalf("%d callbacks after Close, want %d", called.Load(), i+1)
+		}
+		return
+	}
+	t.Fatal("Send never blocked on a full buffer")
+}
+
+func TestProducerUnknownTopicAndBadRecords(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "two", 2)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, MaxBlock: 200 * time.Millisecond, MaxRequestSize: 4096,
+	})
+	ctx := prodCtx(t, 10*time.Second)
+	start := time.Now()
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "missing", Partition: client.PartitionAny}); !errors.Is(err, client.ErrUnknownTopic) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unknown topic: %v", err)
+	} else if time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("gave up on metadata before max.block.ms: %v", time.Since(start))
+	}
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 2}); !errors.Is(err, client.ErrInvalidPartition) {
+		t.Fatalf("partition 2 of 2: %v", err)
+	}
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: client.PartitionAny, Value: make([]byte, 5000)}); !errors.Is(err, client.ErrRecordTooLarge) {
+		t.Fatalf("record over max.request.size: %v", err)
+	}
+	if _, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}, Acks: 7}); !errors.Is(err, client.ErrProducerConfig) {
+		t.Fatalf("acks 7: %v", err)
+	}
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1}); err != nil {
+		t.Fatal(err) // starts the broker's sender and receiver
+	}
+	if n := prodGoroutines(); n != 3 {
+		t.Fatalf("%d producer goroutines, want 3 (housekeeper, sender, receiver)", n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := prodGoroutines(); n != 0 {
+		t.Fatalf("%d producer goroutines left after Close", n)
+	}
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two"}); !errors.Is(err, client.ErrProducerClosed) {
+		t.Fatalf("Send after Close: %v", err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// prodGoroutines counts the goroutines running the producer's loops.
+func prodGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "client.(*brokerSender).run(") || strings.Contains(g, "client.(*brokerSender).receive(") ||
+			strings.Contains(g, "client.(*Producer).housekeep(") {
+			n++
+		}
+	}
+	return n
+}
+
+// prodFreeAddr returns a loopback address that was free a moment ago, so that a broker can be
+// restarted on the same address.
+func prodFreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// prodWhileDown shows that the broker is unreachable: a record cannot be acknowledged within
+// 300 ms (during which the producer retries every retry.backoff.ms). The record stays queued
+// and is delivered after the restart.
+func prodWhileDown(t *testing.T, p *client.Producer, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if md, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: 0, Value: []byte("probe")}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("record acknowledged while the broker is down: %+v, %v", md, err)
+	}
+}
+
+func TestProducerSurvivesBrokerRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := prodBrokerConfig(dir, prodFreeAddr(t))
+	b, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "restart", 3)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Linger: 2 * time.Millisecond, BatchSize: 1024,
+		RetryBackoff: 20 * time.Millisecond, DeliveryTimeout: 20 * time.Second,
+	})
+	ctx := prodCtx(t, 20*time.Second)
+	out := newProdOutcomes()
+	const perPhase = 600
+	send := func(from int) {
+		for i := from; i < from+perPhase; i++ {
+			p.Send(ctx, &client.Record{Topic: "restart", Partition: int32(i % 3), Value: []byte(fmt.Sprintf("r%05d", i))}, out.cb(i))
+		}
+	}
+	send(0) // some in flight when the broker goes down
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send(perPhase) // buffered and retried while it is down
+	prodWhileDown(t, p, "restart")
+	b2, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b2.Close(context.Background()) })
+	send(2 * perPhase)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.wait(t, 10*time.Second)
+	// Every acknowledged record is stored at the offset it was acknowledged with. Without
+	// idempotence a retried batch may also be stored twice, so count is not checked.
+	const n = 3 * perPhase
+	byPart := map[int32][]batch.Record{}
+	for part := range int32(3) {
+		byPart[part] = prodRecords(prodFetch(t, addr, "restart", part, n/3))
+	}
+	acked := 0
+	for i := range n {
+		if err := out.errs[i]; err != nil {
+			t.Errorf("record %d: %v", i, err)
+			continue
+		}
+		acked++
+		md := out.md[i]
+		recs := byPart[md.Partition]
+		if md.Partition != int32(i%3) || md.Offset < 0 || md.Offset >= int64(len(recs)) {
+			t.Fatalf("record %d acknowledged at %d/%d, partition holds %d records", i, md.Partition, md.Offset, len(recs))
+		}
+		if got, want := string(recs[md.Offset].Value), fmt.Sprintf("r%05d", i); got != want {
+			t.Fatalf("record %d acknowledged at %d/%d, which holds %q", i, md.Partition, md.Offset, got)
+		}
+	}
+	if acked != n {
+		t.Fatalf("%d of %d records acknowledged", acked, n)
+	}
+}
+
+func TestProducerDeliveryTimeoutWithBrokerDown(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "down", 2)
+	const deliveryTimeout = time.Second
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Linger: time.Millisecond,
+		RetryBackoff: 50 * time.Millisecond, DeliveryTimeout: deliveryTimeout,
+	})
+	ctx := prodCtx(t, 10*time.Second)
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "down", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out := newProdOutcomes()
+	const n = 50
+	for i := range n {
+		p.Send(ctx, &client.Record{Topic: "down", Partition: client.PartitionAny, Key: []byte{byte(i)}, Value: []byte("lost")}, out.cb(i))
+	}
+	out.wait(t, 10*time.Second)
+	if el := time.Since(start); el < deliveryTimeout-100*time.Millisecond {
+		t.Fatalf("records failed after %v, before delivery.timeout.ms %v", el, deliveryTimeout)
+	}
+	for i := range n {
+		if err := out.errs[i]; !errors.Is(err, client.ErrDeliveryTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("record %d: %v, want a delivery timeout", i, err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush with nothing left: %v", err)
+	}
+	closeStart := time.Now()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(closeStart); el > 2*time.Second {
+		t.Fatalf("Close took %v", el)
+	}
+}
+
+// MaxInFlight = 1 keeps each partition in order even when batches are retried.
+func TestProducerMaxInFlightOneKeepsOrderAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := prodBrokerConfig(dir, prodFreeAddr(t))
+	b, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "unix://" + b.UnixAddr().String()
+	prodCreateTopic(t, addr, "ordered", 1)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, MaxInFlight: 1, Linger: time.Millisecond,
+		BatchSize: 512, RetryBackoff: 20 * time.Millisecond, DeliveryTimeout: 20 * time.Second,
+	})
+	ctx := prodCtx(t, 20*time.Second)
+	out := newProdOutcomes()
+	const n = 1200
+	for i := range n {
+		if i == n/3 {
+			if err := b.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == n/2 {
+			prodWhileDown(t, p, "ordered")
+			b2, err := broker.Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b2.Close(context.Background()) })
+		}
+		p.Send(ctx, &client.Record{Topic: "ordered", Partition: 0, Value: []byte(fmt.Sprint(i))}, out.cb(i))
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.wait(t, 10*time.Second)
+	for i := range n {
+		if out.errs[i] != nil {
+			t.Fatalf("record %d: %v", i, out.errs[i])
+		}
+	}
+	// Without idempotence a batch whose answer was lost is stored again, but with one request
+	// in flight no later record can overtake an earlier one: first appearances are in order.
+	got := prodRecords(prodFetch(t, addr, "ordered", 0, n))
+	next := 0
+	for j, rec := range got {
+		if string(rec.Value) == "probe" {
+			continue
+		}
+		var v int
+		if _, err := fmt.Sscan(string(rec.Value), &v); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case v == next:
+			next++
+		case v > next:
+			t.Fatalf("offset %d holds record %d before record %d was stored", j, v, next)
+		}
+	}
+	if next != n {
+		t.Fatalf("stored records 0..%d, want 0..%d", next-1, n-1)
+	}
+}
+
+// Appending to an open batch allocates nothing: the Builder encodes in place and the callback
+// goes into the batch's reused slice.
+func TestProducerSendDoesNotAllocate(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "noalloc", 2)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Linger: time.Hour, BatchSize: 512 << 10,
+	})
+	ctx := prodCtx(t, 10*time.Second)
+	var acked atomic.Int64
+	cb := func(client.RecordMetadata, error) { acked.Add(1) }
+	rec := &client.Record{Topic: "noalloc", Partition: client.PartitionAny, Key: []byte("key"), Value: make([]byte, 100),
+		Headers: []client.Header{{Key: "trace", Value: []byte("abc")}}}
+	p.Send(ctx, rec, cb) // opens the batch
+	if allocs := testing.AllocsPerRun(1000, func() { p.Send(ctx, rec, cb) }); allocs != 0 {
+		t.Fatalf("Send allocates %.2f times per record", allocs)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if acked.Load() != 1002 {
+		t.Fatalf("%d callbacks, want 1002", acked.Load())
+	}
+}

@@ -1,0 +1,606 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// brokerSender serves the partitions one broker leads. Its sender goroutine (run) takes an
+// in-flight slot, drains one ready batch from each partition into a Produce request and writes
+// it; its receiver goroutine (receive) takes the answers in request order, completes or
+// requeues the batches and frees the slot. The limbo sender (id -1) holds partitions without a
+// known leader; the housekeeper drains it without sending.
+type brokerSender struct {
+	p  *Producer
+	id int32 // broker id; -1 for the limbo
+
+	wake     chan struct{}        // coalesced wake-ups: a new or full batch, a requeued one, metadata
+	slots    chan struct{}        // one token per outstanding request (max.in.flight)
+	inflight chan *produceRequest // sender -> receiver, in request order
+
+	mu struct {
+		sync.Mutex
+		active map[*accPartition]struct{} // partitions this sender owns (see accPartition.owner)
+	}
+
+	// Owned by the goroutine that drains (run, or the housekeeper for the limbo).
+	conn     *Conn     // the broker connection, looked up again when closed or metadata changed
+	connMeta *metadata // the metadata conn was looked up with
+	scratch  []*accPartition
+	expired  []*accBatch
+	lastMeta *metadata
+	rotate   int
+}
+
+func newBrokerSender(p *Producer, id int32) *brokerSender {
+	s := &brokerSender{
+		p:        p,
+		id:       id,
+		wake:     make(chan struct{}, 1),
+		slots:    make(chan struct{}, p.cfg.MaxInFlight),
+		inflight: make(chan *produceRequest, p.cfg.MaxInFlight),
+	}
+	s.mu.active = map[*accPartition]struct{}{}
+	return s
+}
+
+func (s *brokerSender) signal() {
+	if s == nil {
+		return
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *brokerSender) add(ap *accPartition) {
+	s.mu.Lock()
+	s.mu.active[ap] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *brokerSender) activeCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.active)
+}
+
+// route returns the sender for the partition's leader in md, or the limbo.
+func (p *Producer) route(md *metadata, ap *accPartition) *brokerSender {
+	tm, ok := md.topics[ap.topic.name]
+	if !ok || int(ap.partition) >= len(tm.Partitions) {
+		return p.limbo
+	}
+	leader := tm.Partitions[ap.partition].Leader
+	if leader < 0 {
+		return p.limbo
+	}
+	if _, ok := md.brokers[leader]; !ok {
+		return p.limbo
+	}
+	return p.senderFor(leader)
+}
+
+// senderFor returns broker id's sender, starting it on first use.
+func (p *Producer) senderFor(id int32) *brokerSender {
+	if s := (*p.senders.Load())[id]; s != nil {
+		return s
+	}
+	p.sendersMu.Lock()
+	defer p.sendersMu.Unlock()
+	old := *p.senders.Load()
+	if s := old[id]; s != nil {
+		return s
+	}
+	if p.stopping() {
+		return p.limbo // swept by Close
+	}
+	s := newBrokerSender(p, id)
+	m := make(map[int32]*brokerSender, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[id] = s
+	p.senders.Store(&m)
+	p.wg.Add(2)
+	go s.run()
+	go s.receive()
+	return s
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// run is the sender goroutine.
+func (s *brokerSender) run() {
+	defer s.p.wg.Done()
+	defer close(s.inflight)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		// Take the slot before draining: with max.in.flight = 1 a failed batch is back at the
+		// head of its partition before the next batch can be drained.
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.p.stop:
+			return
+		}
+		req, next := s.drain(time.Now(), true)
+		s.failExpired()
+		if req != nil {
+			s.dispatch(req)
+			continue
+		}
+		<-s.slots
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-s.wake:
+		case <-timer.C:
+		case <-s.p.stop:
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// drain visits the sender's partitions: it moves those whose leader changed, expires batches
+// past delivery.timeout.ms, and (if send) takes the head batch of each partition that may go
+// into a request bounded by max.request.size. It returns the request (nil if none) and when
+// to look again.
+func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, next time.Time) {
+	p := s.p
+	s.mu.Lock()
+	s.scratch = s.scratch[:0]
+	for ap := range s.mu.active {
+		s.scratch = append(s.scratch, ap)
+	}
+	s.mu.Unlock()
+	md := p.client.meta.Load()
+	reroute := md != s.lastMeta
+	s.lastMeta = md
+	n := len(s.scratch)
+	if n == 0 {
+		return nil, time.Time{}
+	}
+	start := s.rotate % n // fairness when max.request.size cuts a request short
+	s.rotate++
+	size := 0
+	for i := range n {
+		ap := s.scratch[(start+i)%n]
+		ap.mu.Lock()
+		if ap.owner.Load() != s {
+			ap.mu.Unlock()
+			continue
+		}
+		if reroute {
+			if t := p.route(md, ap); t != s {
+				ap.owner.Store(t)
+				t.add(ap)
+				ap.mu.Unlock()
+				t.signal()
+				continue
+			}
+		}
+		s.expireLocked(ap, now)
+		if b, open := ap.headLocked(); b != nil {
+			next = earliest(next, b.created.Add(p.cfg.DeliveryTimeout))
+			switch {
+			case !send:
+			case b.retryAt.After(now):
+				next = earliest(next, b.retryAt)
+			case p.cfg.MaxInFlight == 1 && ap.mu.inflight > 0:
+				// Wait for the partition's batch in flight (its completion signals us).
+			case open && !ap.lingerDoneLocked(b, now):
+				next = earliest(next, b.created.Add(p.cfg.Linger))
+			case req != nil && size+b.builder.EstimatedSize() > p.cfg.MaxRequestSize:
+				// Next request: run loops while drain returns one.
+			default:
+				if open {
+					ap.detachOpenLocked()
+				} else {
+					ap.popReadyLocked()
+				}
+				ap.mu.inflight++
+				if req == nil {
+					req = p.requests.Get().(*produceRequest)
+				}
+				req.batches = append(req.batches, b)
+				size += b.builder.EstimatedSize()
+			}
+		}
+		if ap.mu.open == nil && len(ap.mu.ready) == 0 && ap.mu.inflight == 0 {
+			ap.owner.Store(nil)
+		}
+		ap.mu.Unlock()
+	}
+	s.mu.Lock()
+	for _, ap := range s.scratch {
+		if ap.owner.Load() != s {
+			delete(s.mu.active, ap)
+		}
+	}
+	s.mu.Unlock()
+	clear(s.scratch)
+	return req, next
+}
+
+// expireLocked takes out the partition's batches (not in flight) older than
+// delivery.timeout.ms; failExpired completes them once no lock is held.
+func (s *brokerSender) expireLocked(ap *accPartition, now time.Time) {
+	dt := s.p.cfg.DeliveryTimeout
+	if len(ap.mu.ready) > 0 && !now.Before(ap.mu.ready[0].created.Add(dt)) {
+		keep := ap.mu.ready[:0]
+		for _, b := range ap.mu.ready {
+			if !now.Before(b.created.Add(dt)) {
+				s.expired = append(s.expired, b)
+			} else {
+				keep = append(keep, b)
+			}
+		}
+		clear(ap.mu.ready[len(keep):])
+		ap.mu.ready = keep
+	}
+	if b := ap.mu.open; b != nil && !now.Before(b.created.Add(dt)) {
+		s.expired = append(s.expired, ap.detachOpenLocked())
+	}
+}
+
+func (s *brokerSender) failExpired() {
+	for i, b := range s.expired {
+		s.p.complete(b, -1, -1, s.p.deliveryTimeoutErr(b), false)
+		s.expired[i] = nil
+	}
+	s.expired = s.expired[:0]
+}
+
+// produceRequest is one Produce request and what it carries; pooled.
+type produceRequest struct {
+	wire    wire.ProduceRequest
+	resp    wire.ProduceResponse
+	batches []*accBatch
+	pos     []reqPos // where batches[i] sits in wire.Topics
+	ch      chan []byte
+	conn    *Conn
+	sentAt  time.Time
+}
+
+type reqPos struct{ topic, part int32 }
+
+// encode fills the wire request from the batches, reusing its slices.
+func (r *produceRequest) encode(acks int16, timeout time.Duration) {
+	r.wire.TransactionalID = nil
+	r.wire.Acks = acks
+	r.wire.TimeoutMs = int32(min(timeout.Milliseconds(), math.MaxInt32))
+	topics := r.wire.Topics[:0]
+	r.pos = r.pos[:0]
+	for _, b := range r.batches {
+		name := b.part.topic.name
+		ti := -1
+		for i := range topics {
+			if topics[i].Topic == name {
+				ti = i
+				break
+			}
+		}
+		if ti < 0 {
+			ti = len(topics)
+			if ti < cap(topics) {
+				topics = topics[:ti+1]
+				topics[ti].Topic = name
+				topics[ti].Partitions = topics[ti].Partitions[:0]
+			} else {
+				topics = append(topics, wire.ProduceRequestTopic{Topic: name})
+			}
+		}
+		t := &topics[ti]
+		t.Partitions = append(t.Partitions, wire.ProduceRequestPartition{Partition: b.part.partition, Records: b.built})
+		r.pos = append(r.pos, reqPos{int32(ti), int32(len(t.Partitions) - 1)})
+	}
+	r.wire.Topics = topics
+}
+
+// result finds batch i's result in the response: where it was in the request, else anywhere.
+func (r *produceRequest) result(i int) *wire.ProduceResponsePartition {
+	name, part := r.batches[i].part.topic.name, r.batches[i].part.partition
+	if pos := r.pos[i]; int(pos.topic) < len(r.resp.Topics) {
+		t := &r.resp.Topics[pos.topic]
+		if t.Topic == name && int(pos.part) < len(t.Partitions) && t.Partitions[pos.part].Partition == part {
+			return &t.Partitions[pos.part]
+		}
+	}
+	for ti := range r.resp.Topics {
+		t := &r.resp.Topics[ti]
+		if t.Topic != name {
+			continue
+		}
+		for pi := range t.Partitions {
+			if t.Partitions[pi].Partition == part {
+				return &t.Partitions[pi]
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Producer) recycleRequest(r *produceRequest) {
+	clear(r.batches)
+	r.batches = r.batches[:0]
+	for i := range r.wire.Topics {
+		clear(r.wire.Topics[i].Partitions) // drop references to batch bytes
+	}
+	r.conn = nil // r.ch is kept: it is empty, open and no longer known to any connection
+	p.requests.Put(r)
+}
+
+// dispatch compresses the request's batches (once: a retry reuses the bytes) and writes the
+// request. With acks=0 the batches complete as soon as it is written; otherwise the receiver
+// takes it from here. dispatch owns one slot, which it frees unless the receiver will.
+func (s *brokerSender) dispatch(req *produceRequest) {
+	p := s.p
+	kept := req.batches[:0]
+	for _, b := range req.batches {
+		bt, err := b.builder.Build()
+		if err != nil {
+			p.complete(b, -1, -1, fmt.Errorf("client: build batch for %s-%d: %w", b.part.topic.name, b.part.partition, err), true)
+			continue
+		}
+		b.built = bt
+		kept = append(kept, b)
+	}
+	clear(req.batches[len(kept):])
+	req.batches = kept
+	if len(kept) == 0 {
+		p.recycleRequest(req)
+		<-s.slots
+		return
+	}
+	req.encode(p.acks, p.cfg.RequestTimeout)
+	conn, err := s.brokerConn()
+	if err == nil {
+		if p.acks == wire.AcksNone {
+			err = conn.Send(&req.wire)
+		} else {
+			if req.ch == nil {
+				req.ch = make(chan []byte, 1)
+			}
+			err = conn.send(&req.wire, req.ch)
+		}
+	}
+	if err != nil {
+		req.ch = nil // a failed connection closes it
+	}
+	if err != nil {
+		s.failRequest(req, &connError{fmt.Errorf("broker %d: %w", s.id, err)})
+		p.recycleRequest(req)
+		<-s.slots
+		return
+	}
+	if p.acks == wire.AcksNone {
+		for _, b := range req.batches {
+			p.complete(b, -1, -1, nil, true)
+		}
+		p.recycleRequest(req)
+		<-s.slots
+		return
+	}
+	req.conn, req.sentAt = conn, time.Now()
+	s.inflight <- req // never blocks: a slot is held
+}
+
+// brokerConn returns the connection to the sender's broker, dialling if needed.
+func (s *brokerSender) brokerConn() (*Conn, error) {
+	if s.conn != nil && !s.conn.isClosed() && s.connMeta == s.lastMeta {
+		return s.conn, nil
+	}
+	ctx, cancel := context.WithTimeout(s.p.ctx, s.p.cfg.RequestTimeout)
+	defer cancel()
+	conn, err := s.p.client.BrokerConn(ctx, s.id)
+	s.conn, s.connMeta = conn, s.lastMeta
+	return conn, err
+}
+
+// receive is the receiver goroutine: it awaits each request's response in request order.
+func (s *brokerSender) receive() {
+	p := s.p
+	defer p.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for req := range s.inflight {
+		timer.Reset(time.Until(req.sentAt.Add(p.cfg.RequestTimeout)))
+		var err error
+		select {
+		case frame, ok := <-req.ch:
+			if !ok {
+				req.ch = nil
+				err = &connError{fmt.Errorf("broker %d: %w", s.id, req.conn.closedErr())}
+			} else if rerr := req.resp.ReadFrom(frame); rerr != nil {
+				err = &connError{fmt.Errorf("broker %d: bad produce response: %w", s.id, rerr)}
+				_ = req.conn.Close()
+			}
+		case <-timer.C:
+			// As Kafka: a request that timed out closes its connection, which fails (and so
+			// retries) whatever else is in flight on it.
+			err = &connError{fmt.Errorf("broker %d: no produce response within request.timeout.ms %v: %w", s.id, p.cfg.RequestTimeout, context.DeadlineExceeded)}
+			_ = req.conn.Close()
+			req.ch = nil // a late response may sit in it
+		}
+		timer.Stop()
+		if err != nil {
+			s.failRequest(req, err)
+		} else {
+			s.handleResponse(req)
+		}
+		p.recycleRequest(req)
+		<-s.slots
+		s.signal()
+	}
+}
+
+func (s *brokerSender) handleResponse(req *produceRequest) {
+	p := s.p
+	for i, b := range req.batches {
+		res := req.result(i)
+		switch {
+		case res == nil:
+			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)})
+		case res.ErrorCode == wire.NoError:
+			p.complete(b, res.BaseOffset, res.LogAppendTimeMs, nil, true)
+		default:
+			var err error
+			if res.ErrorMessage != nil && *res.ErrorMessage != "" {
+				err = fmt.Errorf("produce %s-%d: %w: %s", b.part.topic.name, b.part.partition, res.ErrorCode, *res.ErrorMessage)
+			} else {
+				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
+			}
+			p.retryOrFail(b, err)
+		}
+	}
+}
+
+func (s *brokerSender) failRequest(req *produceRequest, err error) {
+	for _, b := range req.batches {
+		s.p.retryOrFail(b, err)
+	}
+}
+
+// connError marks a failure of a connection or of a whole request: retriable.
+type connError struct{ err error }
+
+func (e *connError) Error() string { return e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// retriable reports whether a batch that failed with err may be sent again.
+func retriable(err error) bool {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return !errors.Is(err, ErrClientClosed)
+	}
+	var code wire.ErrorCode
+	return errors.As(err, &code) && code.Retriable()
+}
+
+// staleMetadata reports whether err means the client's view of leaders may be wrong.
+func staleMetadata(err error) bool {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var code wire.ErrorCode
+	if !errors.As(err, &code) {
+		return false
+	}
+	return code == wire.ErrNotLeaderOrFollower || code == wire.ErrUnknownTopicOrPartition ||
+		code == wire.ErrLeaderNotAvailable || code == wire.ErrFencedLeaderEpoch || code == wire.ErrUnknownLeaderEpoch
+}
+
+// retryOrFail handles an in-flight batch that failed: back to its partition's ready queue
+// after retry.backoff.ms, or completed with the error (or a delivery timeout).
+func (p *Producer) retryOrFail(b *accBatch, err error) {
+	now := time.Now()
+	b.attempts++
+	b.lastErr = err
+	if staleMetadata(err) {
+		p.client.InvalidateMetadata()
+		p.requestMetadata()
+	}
+	deadline := b.created.Add(p.cfg.DeliveryTimeout)
+	if retriable(err) && b.attempts <= p.cfg.Retries && now.Before(deadline) && !p.stopping() {
+		ap := b.part
+		ap.mu.Lock()
+		ap.mu.inflight--
+		b.retryAt = now.Add(p.cfg.RetryBackoff)
+		ap.requeueLocked(b)
+		owner := ap.owner.Load()
+		ap.mu.Unlock()
+		owner.signal()
+		return
+	}
+	switch {
+	case !now.Before(deadline):
+		err = p.deliveryTimeoutErr(b)
+	case p.stopping():
+		err = fmt.Errorf("%w before delivery: %w", ErrProducerClosed, err)
+	}
+	p.complete(b, -1, -1, err, true)
+}
+
+// requestMetadata asks the housekeeper for a refresh (at most one per retry.backoff.ms).
+func (p *Producer) requestMetadata() {
+	select {
+	case p.metaWake <- struct{}{}:
+	default:
+	}
+}
+
+// housekeep is the housekeeper goroutine: metadata refreshes (on request, every
+// metadata.max.age.ms, and every retry.backoff.ms while some partition has no leader), and the
+// limbo's partitions (moved to their sender once a leader is known, expired otherwise).
+func (p *Producer) housekeep() {
+	defer p.wg.Done()
+	s := p.limbo
+	maxAge := time.NewTicker(p.cfg.MetadataMaxAge)
+	defer maxAge.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	lastRefresh := time.Now() // NewClient has just loaded it
+	want := false
+	for {
+		now := time.Now()
+		if want && now.Sub(lastRefresh) >= p.cfg.RetryBackoff {
+			p.refreshMetadata()
+			lastRefresh, want = time.Now(), false
+			now = lastRefresh
+		}
+		_, next := s.drain(now, false)
+		s.failExpired()
+		if s.activeCount() > 0 {
+			want = true // keep looking for their leaders
+		}
+		if want {
+			next = earliest(next, lastRefresh.Add(p.cfg.RetryBackoff))
+		}
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-p.metaWake:
+			want = true
+		case <-maxAge.C:
+			want = true
+		case <-s.wake:
+		case <-timer.C:
+		case <-p.stop:
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
+}
+
+func (p *Producer) refreshMetadata() {
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
+	err := p.client.RefreshMetadata(ctx)
+	cancel()
+	if err != nil {
+		p.cfg.Logger.Debug("producer: metadata refresh failed", "err", err)
+		return
+	}
+	p.syncTopics()
+	for _, s := range *p.senders.Load() {
+		s.signal() // re-route on the new metadata
+	}
+}

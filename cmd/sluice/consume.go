@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/client"
+)
+
+type consumeOptions struct {
+	broker        string
+	topic         string
+	group         string
+	offset        string
+	fromBeginning bool
+	partition     int32
+	maxMessages   int
+	format        string
+	timeout       time.Duration
+}
+
+func consumeCmd() *cobra.Command {
+	var o consumeOptions
+	cmd := &cobra.Command{
+		Use:   "consume --topic T",
+		Short: "Print a topic's records on stdout, one value per line (as kafka-console-consumer)",
+		Long: `Print a topic's records on stdout.
+
+By default each value goes on its own line ("null" for a null value), as kafka-console-consumer
+prints them. --format takes a kcat-like format string instead, printed as is for each record:
+  %s value   %k key   %t topic   %p partition   %o offset   %T timestamp (ms)
+  %S value length (-1 null)   %K key length (-1 null)   %h headers (k=v,...)   %% a percent sign
+  \n newline   \t tab   \r carriage return   \\ backslash
+
+Where to start: --from-beginning (else the end, for records produced from now on), --offset
+(earliest, latest or a number, for every consumed partition), or --group, which resumes from
+the group's committed offsets (with --from-beginning for partitions the group has not
+committed). With --group, the offsets of the printed records are committed periodically and on
+exit, including Ctrl-C and SIGTERM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runConsume(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
+	f.StringVar(&o.topic, "topic", "", "topic to consume (required)")
+	f.StringVar(&o.group, "group", "", "consumer group: resume from, and commit to, its offsets")
+	f.StringVar(&o.offset, "offset", "", "start offset for every consumed partition: earliest, latest or a number")
+	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start from the earliest offset (with --group: where nothing is committed)")
+	f.Int32Var(&o.partition, "partition", -1, "consume only this partition (default: all)")
+	f.IntVar(&o.maxMessages, "max-messages", 0, "exit after printing this many records (default: no limit)")
+	f.StringVar(&o.format, "format", "", "kcat-like output format, e.g. '%k:%s\\n' (default: the value and a newline)")
+	f.DurationVar(&o.timeout, "timeout", 0, "exit when no record arrives for this long (default: wait forever)")
+	_ = cmd.MarkFlagRequired("topic")
+	return cmd
+}
+
+func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer) error {
+	if o.offset != "" && o.fromBeginning {
+		return errors.New("--offset and --from-beginning cannot be used together")
+	}
+	if o.offset != "" && o.group != "" {
+		return errors.New("--offset and --group cannot be used together: a group starts from its committed offsets")
+	}
+	if o.maxMessages < 0 || o.timeout < 0 {
+		return errors.New("--max-messages and --timeout cannot be negative")
+	}
+	format := defaultConsumeFormat
+	if o.format != "" {
+		var err error
+		if format, err = parseConsumeFormat(o.format); err != nil {
+			return err
+		}
+	}
+	cfg := client.ConsumerConfig{
+		Config:          client.Config{Brokers: []string{o.broker}, ClientID: "sluice-consume", Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		GroupID:         o.group,
+		AutoOffsetReset: client.OffsetResetLatest,
+	}
+	if o.fromBeginning {
+		cfg.AutoOffsetReset = client.OffsetResetEarliest
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.NewConsumer(setupCtx, cfg)
+	if err != nil {
+		return err
+	}
+	n, err := consumeLoop(ctx, setupCtx, c, o, format, stdout)
+	// Close commits (with --group) the positions of what was printed.
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelClose()
+	if cerr := c.Close(closeCtx); err == nil {
+		err = cerr
+	}
+	fmt.Fprintf(stderr, "Processed a total of %d messages\n", n)
+	return err
+}
+
+func consumeLoop(ctx, setupCtx context.Context, c *client.Consumer, o consumeOptions, format consumeFormat, stdout io.Writer) (int, error) {
+	tps, err := c.PartitionsFor(setupCtx, o.topic)
+	if err != nil {
+		return 0, err
+	}
+	if o.partition >= 0 {
+		if int(o.partition) >= len(tps) {
+			return 0, fmt.Errorf("topic %s has %d partitions, no partition %d", o.topic, len(tps), o.partition)
+		}
+		tps = tps[o.partition : o.partition+1]
+	}
+	if err := c.Assign(tps); err != nil {
+		return 0, err
+	}
+	switch o.offset {
+	case "":
+	case "earliest":
+		err = c.SeekToBeginning(nil)
+	case "latest":
+		err = c.SeekToEnd(nil)
+	default:
+		off, perr := strconv.ParseInt(o.offset, 10, 64)
+		if perr != nil || off < 0 {
+			return 0, fmt.Errorf("--offset %q: want earliest, latest or an offset >= 0", o.offset)
+		}
+		for _, tp := range tps {
+			if err = c.Seek(tp, off); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	defer w.Flush()
+	var line []byte
+	n := 0
+	for o.maxMessages == 0 || n < o.maxMessages {
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if o.timeout > 0 {
+			pollCtx, cancel = context.WithTimeout(ctx, o.timeout)
+		}
+		recs, err := c.Poll(pollCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+				return n, nil // interrupted, or --timeout without a record
+			}
+			return n, err
+		}
+		printed := len(recs)
+		if o.maxMessages > 0 {
+			printed = min(printed, o.maxMessages-n)
+		}
+		for i := range recs[:printed] {
+			line = format.appendRecord(line[:0], &recs[i])
+			if _, err := w.Write(line); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if err := w.Flush(); err != nil {
+			return n, err
+		}
+		// Records Poll returned but --max-messages left unprinted are not consumed: move back
+		// so that the commit on exit does not skip them.
+		rewound := map[client.TopicPartition]bool{}
+		for _, r := range recs[printed:] {
+			tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+			if !rewound[tp] {
+				rewound[tp] = true
+				if err := c.Seek(tp, r.Offset); err != nil {
+					return n, err
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// consumeFormat is a compiled --format string: literal text and record fields.
+type consumeFormat []consumeFormatOp
+
+type consumeFormatOp struct {
+	field byte // 0: literal text
+	text  string
+}
+
+var defaultConsumeFormat = consumeFormat{{field: 'v'}, {text: "\n"}}
+
+// parseConsumeFormat compiles a kcat-like format string.
+func parseConsumeFormat(s string) (consumeFormat, error) {
+	var out consumeFormat
+	var lit []byte
+	flush := func() {
+		if len(lit) > 0 {
+			out = append(out, consumeFormatOp{text: string(lit)})
+			lit = lit[:0]
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch != '%' && ch != '\\' {
+			lit = append(lit, ch)
+			continue
+		}
+		if i+1 == len(s) {
+			return nil, fmt.Errorf("--format %q: %q at the end", s, ch)
+		}
+		i++
+		next := s[i]
+		if ch == '\\' {
+			switch next {
+			case 'n':
+				lit = append(lit, '\n')
+			case 't':
+				lit = append(lit, '\t')
+			case 'r':
+				lit = append(lit, '\r')
+			case '\\':
+				lit = append(lit, '\\')
+			default:
+				return nil, fmt.Errorf("--format %q: unknown escape \\%c", s, next)
+			}
+			continue
+		}
+		switch next {
+		case '%':
+			lit = append(lit, '%')
+		case 's', 'k', 't', 'p', 'o', 'T', 'S', 'K', 'h':
+			flush()
+			out = append(out, consumeFormatOp{field: next})
+		default:
+			return nil, fmt.Errorf("--format %q: unknown field %%%c (want %%s %%k %%t %%p %%o %%T %%S %%K %%h %%%%)", s, next)
+		}
+	}
+	flush()
+	return out, nil
+}
+
+func appendNullableLen(dst, b []byte) []byte {
+	if b == nil {
+		return append(dst, "-1"...)
+	}
+	return strconv.AppendInt(dst, int64(len(b)), 10)
+}
+
+// appendRecord appends r as the format says.
+func (f consumeFormat) appendRecord(dst []byte, r *client.Record) []byte {
+	for _, op := range f {
+		switch op.field {
+		case 0:
+			dst = append(dst, op.text...)
+		case 'v': // the default format: kafka-console-consumer prints null values as "null"
+			if r.Value == nil {
+				dst = append(dst, "null"...)
+			}
+			dst = append(dst, r.Value...)
+		case 's':
+			dst = append(dst, r.Value...)
+		case 'k':
+			dst = append(dst, r.Key...)
+		case 't':
+			dst = append(dst, r.Topic...)
+		case 'p':
+			dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+		case 'o':
+			dst = strconv.AppendInt(dst, r.Offset, 10)
+		case 'T':
+			dst = strconv.AppendInt(dst, r.Timestamp.UnixMilli(), 10)
+		case 'S':
+			dst = appendNullableLen(dst, r.Value)
+		case 'K':
+			dst = appendNullableLen(dst, r.Key)
+		case 'h':
+			for i, h := range r.Headers {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, h.Key...)
+				dst = append(dst, '=')
+				dst = append(dst, h.Value...)
+			}
+		}
+	}
+	return dst
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
+)
+
+type produceOptions struct {
+	broker       string
+	topic        string
+	keySeparator string
+	acks         string
+	compression  string
+	lingerMs     int
+	batchSize    int
+	maxBlockMs   int
+	file         string
+}
+
+// produceMaxErrorLines bounds the per-record errors printed; the summary counts them all.
+const produceMaxErrorLines = 10
+
+func produceCmd() *cobra.Command {
+	var o produceOptions
+	cmd := &cobra.Command{
+		Use:   "produce --topic T",
+		Short: "Send lines from stdin (or --file) as records (as kafka-console-producer)",
+		Long: `Send each line of stdin (or of --file) as one record, without its line ending.
+
+With --key-separator, the text before the first separator is the record's key and the rest its
+value; a line without the separator is an error (and is not sent). Without it records have no
+key and go to partitions by sticky partitioning, as with Kafka's default partitioner.
+
+At the end (end of input, or Ctrl-C / SIGTERM) the producer is flushed and a summary (records
+and bytes acknowledged, errors) is printed on stderr. The exit status is non-zero if any record
+failed.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			in := cmd.InOrStdin()
+			if o.file != "" {
+				f, err := os.Open(o.file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			return runProduce(ctx, stop, o, in, cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
+	f.StringVar(&o.topic, "topic", "", "topic to produce to (required)")
+	f.StringVar(&o.keySeparator, "key-separator", "", "split each line into key and value at the first occurrence of this string (default: no key)")
+	f.StringVar(&o.acks, "acks", "all", "acks: all (-1), 1 or 0")
+	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
+	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms: how long a batch waits for more records")
+	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
+	f.IntVar(&o.maxBlockMs, "max-block-ms", 60000, "max.block.ms: how long to wait for metadata or buffer space")
+	f.StringVar(&o.file, "file", "", "read lines from this file instead of stdin")
+	_ = cmd.MarkFlagRequired("topic")
+	return cmd
+}
+
+// produceStats counts outcomes; callbacks update it from the producer's goroutines.
+type produceStats struct {
+	records, bytes, errors atomic.Int64
+	mu                     sync.Mutex
+	printed                int
+	stderr                 io.Writer
+}
+
+func (s *produceStats) fail(format string, args ...any) {
+	s.errors.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.printed < produceMaxErrorLines {
+		s.printed++
+		fmt.Fprintf(s.stderr, "sluice produce: "+format+"\n", args...)
+	}
+}
+
+// runProduce sends the lines of in. stop ends signal handling, so that a second Ctrl-C kills
+// the process while the first one's flush is under way.
+func runProduce(ctx context.Context, stop func(), o produceOptions, in io.Reader, stderr io.Writer) error {
+	acks, err := client.ParseAcks(o.acks)
+	if err != nil {
+		return err
+	}
+	codec, err := batch.ParseCodec(o.compression)
+	if err != nil {
+		return err
+	}
+	if o.lingerMs < 0 || o.batchSize <= 0 || o.maxBlockMs <= 0 {
+		return errors.New("--linger-ms cannot be negative; --batch-size and --max-block-ms must be positive")
+	}
+	linger := time.Duration(o.lingerMs) * time.Millisecond
+	if linger == 0 {
+		linger = -1 // linger.ms=0
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := client.NewProducer(setupCtx, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{o.broker}, ClientID: "sluice-produce",
+			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		Acks: acks, Compression: codec, Linger: linger, BatchSize: o.batchSize,
+		MaxBlock: time.Duration(o.maxBlockMs) * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	stats := &produceStats{stderr: stderr}
+	read := make(chan error, 1)
+	go func() { read <- produceLines(ctx, p, o, in, stats) }()
+	var readErr error
+	select {
+	case readErr = <-read:
+	case <-ctx.Done():
+		stop()
+		readErr = fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	// Close flushes: every record read so far is delivered or has failed when it returns.
+	if cerr := p.Close(context.Background()); cerr != nil && readErr == nil {
+		readErr = cerr
+	}
+	n := stats.records.Load()
+	fmt.Fprintf(stderr, "%d records, %d bytes, %d errors\n", n, stats.bytes.Load(), stats.errors.Load())
+	if readErr != nil {
+		return readErr
+	}
+	if e := stats.errors.Load(); e > 0 {
+		return fmt.Errorf("%d of %d records failed", e, n+e)
+	}
+	return nil
+}
+
+// produceLines sends each line of in as a record.
+func produceLines(ctx context.Context, p *client.Producer, o produceOptions, in io.Reader, stats *produceStats) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	var line []byte
+	for lineNo := 1; ; lineNo++ {
+		var err error
+		line, err = produceReadLine(r, line[:0])
+		if len(line) > 0 { // not the empty remainder after a final newline
+			produceLine(ctx, p, o, trimEOL(line), lineNo, stats)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+	}
+}
+
+// produceLine sends one line. Send copies the record, so the caller reuses line at once.
+func produceLine(ctx context.Context, p *client.Producer, o produceOptions, line []byte, lineNo int, stats *produceStats) {
+	rec := client.Record{Topic: o.topic, Partition: client.PartitionAny, Value: line}
+	if o.keySeparator != "" {
+		k, v, ok := bytes.Cut(line, []byte(o.keySeparator))
+		if !ok {
+			stats.fail("line %d: no key separator %q", lineNo, o.keySeparator)
+			return
+		}
+		rec.Key, rec.Value = k, v
+	}
+	size := int64(len(rec.Key) + len(rec.Value))
+	p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) {
+		if err != nil {
+			stats.fail("line %d: %v", lineNo, err)
+			return
+		}
+		stats.records.Add(1)
+		stats.bytes.Add(size)
+	})
+}
+
+// produceReadLine appends the next line of r (with its line ending) to buf, whatever its length.
+func produceReadLine(r *bufio.Reader, buf []byte) ([]byte, error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if err != bufio.ErrBufferFull {
+			return buf, err
+		}
+	}
+}
+
+func trimEOL(line []byte) []byte {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r"))
+}

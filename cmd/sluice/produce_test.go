@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// produceTestBroker starts an in-process broker with the given topics (one partition each)
+// and returns its unix socket address.
+func produceTestBroker(t *testing.T, topics ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := broker.Open(broker.Config{
+		DataDir: dir, Listen: "127.0.0.1:0", UnixPath: filepath.Join(dir, "p.sock"),
+		OffsetsTopicPartitions: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	addr := "unix://" + b.UnixAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := client.NewAdmin(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, topic := range topics {
+		if err := a.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return addr
+}
+
+// runProduceCmd runs `sluice produce args...` with stdin and returns its stderr and error.
+func runProduceCmd(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := produceCmd()
+	var stderr bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return stderr.String(), err
+}
+
+// produceTestFetch returns partition 0's records, from offset 0, once it holds want.
+func produceTestFetch(t *testing.T, addr, topic string, want int) []batch.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := client.Dial(ctx, addr, "produce-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var out []batch.Record
+	for next := int64(0); len(out) < want; {
+		var resp wire.FetchResponse
+		err := conn.Call(ctx, &wire.FetchRequest{ReplicaID: wire.ConsumerReplicaID, MaxWaitMs: 100, MinBytes: 1, MaxBytes: 1 << 20,
+			Topics: []wire.FetchRequestTopic{{Topic: topic, Partitions: []wire.FetchRequestPartition{
+				{FetchOffset: next, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}}}}, &resp)
+		if err != nil {
+			t.Fatalf("fetch %s: %d of %d records: %v", topic, len(out), want, err)
+		}
+		for rest := resp.Topics[0].Partitions[0].Records; len(rest) > 0; {
+			bt, r, err := batch.Next(rest)
+			if err != nil {
+				break
+			}
+			rest = r
+			it := bt.Iter(batch.IterOptions{})
+			var rec batch.Record
+			for it.Next(&rec) {
+				if int64(rec.Offset) >= next {
+					out = append(out, batch.Record{Offset: rec.Offset, Key: bytes.Clone(rec.Key), Value: bytes.Clone(rec.Value)})
+				}
+			}
+			next = int64(bt.NextOffset())
+		}
+	}
+	return out
+}
+
+func TestProduceCommandKeysAndErrors(t *testing.T) {
+	addr := produceTestBroker(t, "lines")
+	stdin := "k1:v1\nk2:with:colons\r\nno separator\n:empty key\nk3:\n"
+	stderr, err := runProduceCmd(t, stdin, "--topic", "lines", "--broker", addr, "--key-separator", ":", "--linger-ms", "1")
+	if err == nil || !strings.Contains(err.Error(), "1 of 5 records failed") {
+		t.Fatalf("error %v, want one failed record", err)
+	}
+	if !strings.Contains(stderr, `line 3: no key separator ":"`) || !strings.Contains(stderr, "4 records, 28 bytes, 1 errors") {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+	want := []struct{ key, value string }{{"k1", "v1"}, {"k2", "with:colons"}, {"", "empty key"}, {"k3", ""}}
+	got := produceTestFetch(t, addr, "lines", len(want))
+	for i, w := range want {
+		if string(got[i].Key) != w.key || string(got[i].Value) != w.value || got[i].Key == nil {
+			t.Errorf("record %d: %q=%q, want %q=%q", i, got[i].Key, got[i].Value, w.key, w.value)
+		}
+	}
+}
+
+func TestProduceCommandFileCompressedNoKey(t *testing.T) {
+	addr := produceTestBroker(t, "file")
+	var lines []string
+	for i := range 500 {
+		lines = append(lines, strings.Repeat(string(rune('a'+i%26)), 1+i%300))
+	}
+	lines = append(lines, "", strings.Repeat("long", 50000)) // an empty line and one longer than the read buffer
+	path := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil { // no final newline
+		t.Fatal(err)
+	}
+	stderr, err := runProduceCmd(t, "ignored\n", "--topic", "file", "--broker", addr, "--file", path,
+		"--compression", "zstd", "--acks", "1", "--linger-ms", "0", "--batch-size", "4096")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "502 records") || !strings.Contains(stderr, " 0 errors") {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+	got := produceTestFetch(t, addr, "file", len(lines))
+	for i, l := range lines {
+		if got[i].Key != nil || string(got[i].Value) != l {
+			t.Fatalf("record %d: key %q, value of %d bytes, want line %d (%d bytes)", i, got[i].Key, len(got[i].Value), i, len(l))
+		}
+	}
+}
+
+func TestProduceCommandFailures(t *testing.T) {
+	addr := produceTestBroker(t)
+	if _, err := runProduceCmd(t, "x\n", "--broker", addr); err == nil || !strings.Contains(err.Error(), `"topic" not set`) {
+		t.Fatalf("no --topic: %v", err)
+	}
+	if _, err := runProduceCmd(t, "x\n", "--topic", "t", "--broker", addr, "--acks", "2"); err == nil {
+		t.Fatal("--acks 2 accepted")
+	}
+	if _, err := runProduceCmd(t, "x\n", "--topic", "t", "--broker", addr, "--compression", "brotli"); err == nil {
+		t.Fatal("--compression brotli accepted")
+	}
+	stderr, err := runProduceCmd(t, "x\ny\n", "--topic", "missing", "--broker", addr, "--max-block-ms", "100")
+	if err == nil || !strings.Contains(stderr, "0 records, 0 bytes, 2 errors") || !strings.Contains(stderr, "unknown topic") {
+		t.Fatalf("unknown topic: %v\n%s", err, stderr)
+	}
+}
