@@ -1,0 +1,58 @@
+package bench
+
+import "context"
+
+// Driver is one system under test: Sluice through its Go client, or a peer (a Kafka-API broker
+// through franz-go, NATS JetStream through nats.go) so that the same workload runs against what
+// users have today. Implementations live in this package (Sluice) and in bench/peers (peers, kept
+// out of the broker's import graph).
+type Driver interface {
+	// Name is how reports label the driver ("sluice-tcp", "sluice-unix", "kfake", "jetstream").
+	Name() string
+	// CreateTopic makes a topic (a JetStream stream for NATS) with the given partitions.
+	CreateTopic(ctx context.Context, topic string, partitions int) error
+	// NewProducer returns a producer configured by opts.
+	NewProducer(ctx context.Context, opts ProducerOptions) (Producer, error)
+	// NewConsumer returns a consumer of every partition of topic from the beginning.
+	NewConsumer(ctx context.Context, opts ConsumerOptions) (Consumer, error)
+	// Close releases the driver (and stops a peer it started in-process).
+	Close() error
+}
+
+// ProducerOptions are the knobs the harness sets on every driver, with Kafka's meanings.
+type ProducerOptions struct {
+	Topic       string
+	Acks        int    // -1 all, 1 leader, 0 none
+	Compression string // none, gzip, snappy, lz4, zstd
+	BatchSize   int    // batch.size in bytes
+	LingerMs    int    // linger.ms
+}
+
+// Producer sends records asynchronously; done runs once per record, on any goroutine, with the
+// delivery error (nil when acknowledged as opts.Acks asks).
+type Producer interface {
+	Send(ctx context.Context, key, value []byte, done func(error))
+	// Flush waits until every record sent so far is acknowledged.
+	Flush(ctx context.Context) error
+	Close() error
+}
+
+// ConsumerOptions configure a consumer.
+type ConsumerOptions struct {
+	Topic string
+	Group string // empty: no group, no commits
+}
+
+// Consumer reads records; Poll returns a batch of them (their values may be reused after the
+// next Poll). It returns ctx.Err() when ctx ends.
+type Consumer interface {
+	Poll(ctx context.Context) ([]Message, error)
+	Close() error
+}
+
+// Message is one consumed record: the harness needs its size and, for end-to-end latency, the
+// send time the producer wrote into the value.
+type Message struct {
+	Value     []byte
+	Timestamp int64 // ms, as the broker stored it
+}
