@@ -208,8 +208,12 @@ func (c *Client) Call(ctx context.Context, req wire.Request, resp wire.Response)
 
 // RefreshMetadata reloads the metadata of every topic.
 func (c *Client) RefreshMetadata(ctx context.Context) error {
+	asked := time.Now()
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
+	if md := c.meta.Load(); md != nil && md.fetched.After(asked) {
+		return nil // another caller refreshed while we waited: one request serves the burst
+	}
 	var resp wire.MetadataResponse
 	if err := c.Call(ctx, &wire.MetadataRequest{}, &resp); err != nil {
 		return fmt.Errorf("client: metadata: %w", err)
