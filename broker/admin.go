@@ -125,13 +125,8 @@ func (b *Broker) handleCreateTopics(c *server.Conn, h wire.RequestHeader, body [
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	resp := &wire.CreateTopicsResponse{}
-	// Topic creation waits on raft; run it off the reader goroutine so the connection's other
-	// requests keep flowing (their responses still go out in order).
-	pend := c.NewPending()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	return b.async(c, h, func() wire.Encoder {
+		resp := &wire.CreateTopicsResponse{}
 		for _, t := range req.Topics {
 			spec := cluster.TopicSpec{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor}
 			if len(t.Configs) > 0 {
@@ -169,11 +164,8 @@ func (b *Broker) handleCreateTopics(c *server.Conn, h wire.RequestHeader, body [
 			}
 			resp.Topics = append(resp.Topics, errResult(t.Topic, err))
 		}
-		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
-		pend.AppendBytes(pend.Buf)
-		pend.Complete()
-	}()
-	return pend
+		return resp
+	})
 }
 
 func (b *Broker) handleDeleteTopics(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
@@ -181,10 +173,7 @@ func (b *Broker) handleDeleteTopics(c *server.Conn, h wire.RequestHeader, body [
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	pend := c.NewPending()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	return b.async(c, h, func() wire.Encoder {
 		resp := &wire.DeleteTopicsResponse{}
 		for _, name := range req.Topics {
 			var err error
@@ -200,11 +189,8 @@ func (b *Broker) handleDeleteTopics(c *server.Conn, h wire.RequestHeader, body [
 			}
 			resp.Topics = append(resp.Topics, errResult(name, err))
 		}
-		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
-		pend.AppendBytes(pend.Buf)
-		pend.Complete()
-	}()
-	return pend
+		return resp
+	})
 }
 
 func (b *Broker) handleDescribeConfigs(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
@@ -280,10 +266,7 @@ func (b *Broker) handleAlterConfigs(c *server.Conn, h wire.RequestHeader, body [
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	pend := c.NewPending()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	return b.async(c, h, func() wire.Encoder {
 		resp := &wire.AlterConfigsResponse{}
 		for _, r := range req.Resources {
 			res := wire.AlterConfigsResult{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
@@ -326,11 +309,8 @@ func (b *Broker) handleAlterConfigs(c *server.Conn, h wire.RequestHeader, body [
 			}
 			resp.Resources = append(resp.Resources, res)
 		}
-		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
-		pend.AppendBytes(pend.Buf)
-		pend.Complete()
-	}()
-	return pend
+		return resp
+	})
 }
 
 func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {

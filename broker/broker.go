@@ -342,9 +342,27 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 // respond encodes msg as the response frame of h into a Pending and completes it.
 func respond(c *server.Conn, h wire.RequestHeader, msg wire.Encoder) *server.Pending {
 	p := c.NewPending()
+	complete(p, h, msg)
+	return p
+}
+
+// complete encodes msg as the response of h into p and completes it.
+func complete(p *server.Pending, h wire.RequestHeader, msg wire.Encoder) {
 	p.Buf = wire.AppendResponseFrame(p.Buf[:0], h.CorrelationID, msg)
 	p.AppendBytes(p.Buf)
 	p.Complete()
+}
+
+// async runs work off the connection's reader goroutine (for requests that wait on raft) and
+// answers with what it returns; the connection's other requests keep flowing, and their
+// responses still go out in request order.
+func (b *Broker) async(c *server.Conn, h wire.RequestHeader, work func() wire.Encoder) *server.Pending {
+	p := c.NewPending()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		complete(p, h, work())
+	}()
 	return p
 }
 

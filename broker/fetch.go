@@ -150,9 +150,7 @@ func (f *fetch) try(final bool) bool {
 		f.release()
 		f.b.logger.Error("encoding fetch response", "err", err)
 		f.resp = wire.FetchResponse{ErrorCode: wire.ErrUnknownServerError}
-		f.pend.Buf = wire.AppendResponseFrame(f.pend.Buf[:0], f.h.CorrelationID, &f.resp)
-		f.pend.AppendBytes(f.pend.Buf)
-		f.pend.Complete()
+		complete(f.pend, f.h, &f.resp)
 		return true
 	}
 	f.pend.Buf, f.cuts = buf, cuts

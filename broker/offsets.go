@@ -287,9 +287,7 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 			s.mu.Unlock()
 		}
 		finish(errorCode(err))
-		pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
-		pend.AppendBytes(pend.Buf)
-		pend.Complete()
+		complete(pend, h, resp)
 	})
 	return pend
 }

@@ -85,11 +85,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 	left.Store(int32(len(waits)))
 	var once sync.Once
 	finish := func() {
-		once.Do(func() {
-			pend.Buf = wire.AppendResponseFrame(pend.Buf[:0], h.CorrelationID, resp)
-			pend.AppendBytes(pend.Buf)
-			pend.Complete()
-		})
+		once.Do(func() { complete(pend, h, resp) })
 	}
 	var mu sync.Mutex // guards resp against the callbacks, the timer and the encoding in finish
 	timeout := time.Duration(max(req.TimeoutMs, 0)) * time.Millisecond
