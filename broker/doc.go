@@ -1,0 +1,22 @@
+// Package broker is one Sluice broker process: it hosts the partitions the cluster metadata
+// assigns to it, answers the protocol's requests (one handler file per request family, each
+// headed by a "Behavior:" comment), and owns the broker-level configuration.
+//
+// Request flow: net/server calls Serve on a connection's reader goroutine, in request order.
+// Handlers never block that goroutine on a wait: produce appends inline (one write per
+// partition) and, for acks=all, completes its response from the log's group-commit callback;
+// a fetch that cannot be answered yet parks in a goroutine woken by the partitions' appends;
+// requests that wait on raft (topic administration) run off the reader goroutine.
+//
+// Partitions: the reconciler applies every committed metadata change (open the logs of newly
+// assigned partitions, delete the data of deleted topics, apply altered configs); partition
+// directories carry partition.metadata with the topic id, so data of a deleted and re-created
+// topic is never mistaken for the new one.
+//
+// Invariants: no lock is held across disk or socket I/O in a handler (a slow consumer never
+// blocks a producer); an acknowledged acks=all write on a write.caching=false topic has been
+// fsynced; every error that reaches a client goes through errorCode, the one mapping from
+// errors to protocol codes.
+//
+// Lock order: reconcileMu, then mu (the partition map); partition.waitMu is a leaf.
+package broker
