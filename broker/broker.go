@@ -41,6 +41,10 @@ type Broker struct {
 
 	ctx     context.Context // cancelled by Close: parked fetches answer at once
 	cancel  context.CancelFunc
+	// ready is closed once Open has registered the broker and loaded the committed offsets.
+	// The listeners open earlier (registration needs their addresses), so requests that arrive
+	// in between wait for it.
+	ready chan struct{}
 	wg      sync.WaitGroup
 	closing atomic.Bool
 }
@@ -57,6 +61,7 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, logger: cfg.Logger, topicDefaults: cfg.topicDefaults()}
 	b.mu.partitions = map[topicPartition]*partition{}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.ready = make(chan struct{})
 
 	marker := filepath.Join(cfg.DataDir, cleanShutdownFile)
 	if _, err := os.Stat(marker); err == nil {
@@ -104,6 +109,7 @@ func Open(cfg Config) (*Broker, error) {
 		_ = b.srv.Close(context.Background())
 		return fail(err)
 	}
+	close(b.ready)
 	updates, stop := ctrl.Subscribe()
 	b.wg.Add(2)
 	go b.reconcileLoop(updates, stop)
@@ -305,6 +311,19 @@ func (b *Broker) closeLogs() error {
 
 // Serve implements server.Handler: one request, on the connection's reader goroutine.
 func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	select {
+	case <-b.ready:
+	default:
+		// Start-up only (milliseconds): the one wait a handler may do on the reader goroutine.
+		select {
+		case <-b.ready:
+		case <-ctx.Done():
+			return nil
+		case <-b.ctx.Done():
+			c.Close()
+			return nil
+		}
+	}
 	if h.APIKey == wire.APIVersions {
 		return b.handleAPIVersions(c, h)
 	}
