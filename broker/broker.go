@@ -39,12 +39,12 @@ type Broker struct {
 	reconcileMu sync.Mutex
 	reconciled  uint64 // guarded by reconcileMu: the metadata version last applied
 
-	ctx     context.Context // cancelled by Close: parked fetches answer at once
-	cancel  context.CancelFunc
+	ctx    context.Context // cancelled by Close: parked fetches answer at once
+	cancel context.CancelFunc
 	// ready is closed once Open has registered the broker and loaded the committed offsets.
 	// The listeners open earlier (registration needs their addresses), so requests that arrive
 	// in between wait for it.
-	ready chan struct{}
+	ready   chan struct{}
 	wg      sync.WaitGroup
 	closing atomic.Bool
 }

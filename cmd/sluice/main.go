@@ -23,6 +23,6 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), topicCmd(), produceCmd(), consumeCmd())
+	root.AddCommand(serveCmd(), topicCmd(), produceCmd(), consumeCmd(), benchCmd())
 	return root
 }

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// System is one system that Compare runs a workload against. Open starts it (in-process, on
+// fresh data) and returns its driver; closing the driver stops it.
+type System struct {
+	Name string
+	Open func(ctx context.Context) (Driver, error)
+}
+
+// CompareRow is one system's outcome. Ratio is its records/s over the first system's (the
+// baseline, Sluice over TCP); 0 when either failed.
+type CompareRow struct {
+	System string  `json:"system"`
+	Result Result  `json:"result"`
+	Error  string  `json:"error,omitempty"`
+	Ratio  float64 `json:"ratio"`
+}
+
+// Compare runs the same workload against each system, one after another, so that they never
+// compete for the machine. A system that fails to start or to run gets a row with its error.
+func Compare(ctx context.Context, systems []System, run func(ctx context.Context, d Driver) (Result, error), log io.Writer) []CompareRow {
+	rows := make([]CompareRow, 0, len(systems))
+	for _, s := range systems {
+		if ctx.Err() != nil {
+			break
+		}
+		if log != nil {
+			fmt.Fprintf(log, "== %s\n", s.Name)
+		}
+		row := CompareRow{System: s.Name}
+		d, err := s.Open(ctx)
+		if err == nil {
+			row.Result, err = run(ctx, d)
+			if cerr := d.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("close: %w", cerr)
+			}
+		}
+		if err != nil {
+			row.Error = err.Error()
+			if log != nil {
+				fmt.Fprintf(log, "%s: %v\n", s.Name, err)
+			}
+		} else if log != nil {
+			row.Result.WriteSummary(log)
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) > 0 && rows[0].Error == "" && rows[0].Result.RecordsPerSec > 0 {
+		base := rows[0].Result.RecordsPerSec
+		for i := range rows {
+			if rows[i].Error == "" {
+				rows[i].Ratio = rows[i].Result.RecordsPerSec / base
+			}
+		}
+	}
+	return rows
+}
+
+// WriteCompareTable prints the rows as a table.
+func WriteCompareTable(w io.Writer, rows []CompareRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\trecords/s\tMB/s\tp99 ms\tvs first\t")
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t  error: %s\n", r.System, r.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.3f\t%.2fx\t\n", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, r.Result.LatencyMs.P99, r.Ratio)
+	}
+	tw.Flush()
+}
+
+// RunWorkload runs a workload's run (produce, or e2e with consumers) against d.
+func RunWorkload(ctx context.Context, d Driver, w Workload, progress io.Writer) (Result, error) {
+	c, err := w.Config()
+	if err != nil {
+		return Result{}, err
+	}
+	c.Progress = progress
+	if w.Mode() == ModeE2E {
+		return E2E(ctx, d, c)
+	}
+	return Produce(ctx, d, c)
+}

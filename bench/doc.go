@@ -1,0 +1,24 @@
+// Package bench is Sluice's benchmark harness, the engine behind `sluice bench`: produce,
+// consume and end-to-end runs against any Driver (Sluice through its Go client here, peers in
+// bench/peers), workload files, machine limit probes and reports people can trust.
+//
+// What the figures mean:
+//
+//   - Latency is kept in HDR histograms (microsecond resolution, 3 significant digits, up to
+//     60 s), one per producer, merged for the summary.
+//   - With a rate, a run is open-loop: record i of a producer is due at start + i/rate, and its
+//     latency is measured from that scheduled time to its acknowledgement (or its receipt, for
+//     e2e). A stall in the client or the broker therefore shows up in the latency of every
+//     record that was due during it, instead of being hidden by the sender waiting (coordinated
+//     omission). Without a rate, records go out flat out and latency runs from Send to ack.
+//   - The warm-up (Config.Warmup) runs first; records due during it are sent but not counted.
+//   - Throughput is counted from the end of the warm-up to the last acknowledgement (produce),
+//     or from the first to the last record received (consume).
+//   - MB/s is 10^6 bytes per second of record values (and keys); "gbps" in the limits report is
+//     GB/s, 10^9 bytes per second, so the two compare directly.
+//
+// Files: driver.go (the Driver interface), sluice.go (the Sluice driver and the embedded
+// broker), run.go (produce, consume and e2e runs), sched.go (the open-loop pacer), hist.go
+// (histograms), payload.go (record values), workload.go (YAML workloads), limits.go (machine
+// probes), report.go (summaries and JSON), compare.go (one workload against several systems).
+package bench

@@ -1,0 +1,256 @@
+// Package peers implements bench.Driver for the systems Sluice is compared against: any
+// Kafka-API broker through franz-go (kgo), franz-go's in-process fake cluster (kfake), and NATS
+// JetStream through nats.go, either external or an in-process nats-server.
+//
+// It is imported only by the benchmark command (cmd/sluice/bench_peers.go), never by the broker
+// or the client, so none of these dependencies reach the broker's import graph.
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/bench"
+)
+
+// KafkaDriver drives any Kafka-API broker with franz-go. Each producer and consumer gets its own
+// kgo client, as separate Kafka producer/consumer instances would.
+type KafkaDriver struct {
+	name    string
+	seeds   []string
+	admin   *kgo.Client    // shared client for topic administration
+	cluster *kfake.Cluster // non-nil when the driver started kfake in-process
+}
+
+var _ bench.Driver = (*KafkaDriver)(nil)
+
+// NewKafka returns a driver for the Kafka-API broker(s) at addr (comma-separated host:port list).
+// It checks that the brokers answer before returning.
+func NewKafka(ctx context.Context, addr string) (*KafkaDriver, error) {
+	var seeds []string
+	for _, s := range strings.Split(addr, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, errors.New("kafka driver: empty broker address")
+	}
+	return newKafka(ctx, "kafka", seeds, nil)
+}
+
+// StartKfake starts franz-go's fake Kafka cluster in-process (one broker, loopback, random port,
+// in memory) and returns a driver for it; Close stops the cluster.
+func StartKfake(ctx context.Context) (*KafkaDriver, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return nil, fmt.Errorf("kfake: %w", err)
+	}
+	d, err := newKafka(ctx, "kfake", c.ListenAddrs(), c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func newKafka(ctx context.Context, name string, seeds []string, c *kfake.Cluster) (*KafkaDriver, error) {
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := admin.Ping(ctx); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("%s: ping %v: %w", name, seeds, err)
+	}
+	return &KafkaDriver{name: name, seeds: seeds, admin: admin, cluster: c}, nil
+}
+
+// Name implements bench.Driver.
+func (d *KafkaDriver) Name() string { return d.name }
+
+// Addrs returns the seed broker addresses (kfake's listeners when started in-process).
+func (d *KafkaDriver) Addrs() []string { return append([]string(nil), d.seeds...) }
+
+// CreateTopic creates topic with the broker's default replication factor. A topic that already
+// exists is not an error (its partition count is left as it is).
+func (d *KafkaDriver) CreateTopic(ctx context.Context, topic string, partitions int) error {
+	if partitions <= 0 {
+		partitions = 1
+	}
+	resp, err := kadm.NewClient(d.admin).CreateTopic(ctx, int32(partitions), -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("%s: create topic %q: %w", d.name, topic, err)
+	}
+	return nil
+}
+
+// kafkaProducerOpts maps the harness's producer options to kgo options.
+func kafkaProducerOpts(opts bench.ProducerOptions) ([]kgo.Opt, error) {
+	var o []kgo.Opt
+	switch opts.Acks {
+	case -1:
+		o = append(o, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case 1:
+		// kgo's idempotent producer requires acks=all.
+		o = append(o, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case 0:
+		o = append(o, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	default:
+		return nil, fmt.Errorf("kafka driver: acks %d: want -1, 0 or 1", opts.Acks)
+	}
+	var codec kgo.CompressionCodec
+	switch strings.ToLower(opts.Compression) {
+	case "", "none":
+		codec = kgo.NoCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	default:
+		return nil, fmt.Errorf("kafka driver: unknown compression %q", opts.Compression)
+	}
+	o = append(o, kgo.ProducerBatchCompression(codec))
+	if opts.BatchSize > 0 {
+		o = append(o, kgo.ProducerBatchMaxBytes(int32(min(opts.BatchSize, 1<<30))))
+	}
+	if opts.LingerMs < 0 {
+		return nil, fmt.Errorf("kafka driver: negative linger %d ms", opts.LingerMs)
+	}
+	// linger.ms=0 is Kafka's meaning of 0 (send as soon as possible), not kgo's 10 ms default.
+	o = append(o, kgo.ProducerLinger(time.Duration(opts.LingerMs)*time.Millisecond))
+	return o, nil
+}
+
+// NewProducer implements bench.Driver with a kgo client configured from opts.
+func (d *KafkaDriver) NewProducer(ctx context.Context, opts bench.ProducerOptions) (bench.Producer, error) {
+	if opts.Topic == "" {
+		return nil, errors.New("kafka driver: producer without topic")
+	}
+	po, err := kafkaProducerOpts(opts)
+	if err != nil {
+		return nil, err
+	}
+	po = append(po, kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(opts.Topic))
+	cl, err := kgo.NewClient(po...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: producer: %w", d.name, err)
+	}
+	return &kafkaProducer{cl: cl, topic: opts.Topic}, nil
+}
+
+type kafkaProducer struct {
+	cl    *kgo.Client
+	topic string
+}
+
+// Send copies key and value (the caller may reuse them, as with the Sluice client) and produces
+// them asynchronously; done runs from kgo's promise.
+func (p *kafkaProducer) Send(ctx context.Context, key, value []byte, done func(error)) {
+	buf := make([]byte, len(key)+len(value))
+	copy(buf, key)
+	copy(buf[len(key):], value)
+	r := &kgo.Record{Topic: p.topic, Value: buf[len(key):]}
+	if key != nil {
+		r.Key = buf[:len(key):len(key)]
+	}
+	p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
+func (p *kafkaProducer) Flush(ctx context.Context) error { return p.cl.Flush(ctx) }
+
+func (p *kafkaProducer) Close() error {
+	p.cl.Close() // fails records still buffered, after which their promises have run
+	return nil
+}
+
+// NewConsumer implements bench.Driver: a kgo client consuming every partition of the topic from
+// the start; with opts.Group, as a member of that consumer group (kgo's autocommit).
+func (d *KafkaDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOptions) (bench.Consumer, error) {
+	if opts.Topic == "" {
+		return nil, errors.New("kafka driver: consumer without topic")
+	}
+	co := []kgo.Opt{
+		kgo.SeedBrokers(d.seeds...),
+		kgo.ConsumeTopics(opts.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	if opts.Group != "" {
+		co = append(co, kgo.ConsumerGroup(opts.Group))
+	}
+	cl, err := kgo.NewClient(co...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: consumer: %w", d.name, err)
+	}
+	return &kafkaConsumer{cl: cl, name: d.name}, nil
+}
+
+type kafkaConsumer struct {
+	cl   *kgo.Client
+	name string
+	msgs []bench.Message
+}
+
+// Poll returns the records of one PollFetches. Retriable partition errors (a topic still being
+// created, a leader moving) are left to kgo, which retries them.
+func (c *kafkaConsumer) Poll(ctx context.Context) ([]bench.Message, error) {
+	for {
+		fs := c.cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if fs.IsClientClosed() {
+			return nil, fmt.Errorf("%s: consumer closed", c.name)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil && !kerr.IsRetriable(err) && !errors.Is(err, context.Canceled) &&
+				!errors.Is(err, context.DeadlineExceeded) {
+				ferr = fmt.Errorf("%s: fetch %s[%d]: %w", c.name, t, p, err)
+			}
+		})
+		c.msgs = c.msgs[:0]
+		fs.EachRecord(func(r *kgo.Record) {
+			c.msgs = append(c.msgs, bench.Message{Value: r.Value, Timestamp: r.Timestamp.UnixMilli()})
+		})
+		if len(c.msgs) > 0 {
+			return c.msgs, nil
+		}
+		if ferr != nil {
+			return nil, ferr
+		}
+	}
+}
+
+func (c *kafkaConsumer) Close() error {
+	c.cl.Close() // leaves the group, committing what autocommit marked
+	return nil
+}
+
+// Close implements bench.Driver, stopping the kfake cluster when this driver started it.
+func (d *KafkaDriver) Close() error {
+	d.admin.Close()
+	if d.cluster != nil {
+		d.cluster.Close()
+	}
+	return nil
+}

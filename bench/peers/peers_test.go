@@ -1,0 +1,220 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/bench"
+)
+
+const (
+	nRecords   = 1000
+	recordSize = 100
+)
+
+func record(i int) []byte {
+	v := bytes.Repeat([]byte{'x'}, recordSize)
+	copy(v, fmt.Sprintf("rec-%06d-", i))
+	return v
+}
+
+// roundTrip produces nRecords through the bench.Producer interface, flushes, and consumes them
+// all back through bench.Consumer, checking count, order (one partition) and content.
+func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, group string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.CreateTopic(ctx, popts.Topic, 1); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	p, err := d.NewProducer(ctx, popts)
+	if err != nil {
+		t.Fatalf("NewProducer: %v", err)
+	}
+	var acked atomic.Int64
+	var errMu sync.Mutex
+	var firstErr error
+	buf := make([]byte, recordSize) // reused on purpose: Send must not retain it
+	for i := range nRecords {
+		copy(buf, record(i))
+		p.Send(ctx, nil, buf, func(err error) {
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				errMu.Unlock()
+			}
+			acked.Add(1)
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if n := acked.Load(); n != nRecords {
+		t.Fatalf("after Flush %d of %d sends completed", n, nRecords)
+	}
+	errMu.Lock()
+	if firstErr != nil {
+		t.Fatalf("send error: %v", firstErr)
+	}
+	errMu.Unlock()
+	if err := p.Close(); err != nil {
+		t.Fatalf("producer Close: %v", err)
+	}
+
+	c, err := d.NewConsumer(ctx, bench.ConsumerOptions{Topic: popts.Topic, Group: group})
+	if err != nil {
+		t.Fatalf("NewConsumer: %v", err)
+	}
+	defer c.Close()
+	now := time.Now().UnixMilli()
+	got := 0
+	for got < nRecords {
+		msgs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatalf("Poll after %d records: %v", got, err)
+		}
+		for _, m := range msgs {
+			if got >= nRecords {
+				t.Fatalf("more than %d records", nRecords)
+			}
+			if want := record(got); !bytes.Equal(m.Value, want) {
+				t.Fatalf("record %d = %q, want %q", got, m.Value, want)
+			}
+			if m.Timestamp <= 0 || m.Timestamp > now+1000 || m.Timestamp < now-60_000 {
+				t.Fatalf("record %d timestamp %d, now %d", got, m.Timestamp, now)
+			}
+			got++
+		}
+	}
+	// Nothing more arrives.
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if msgs, err := c.Poll(short); err == nil {
+		t.Fatalf("extra %d records after %d", len(msgs), nRecords)
+	} else if short.Err() == nil {
+		t.Fatalf("Poll: %v, want a context error", err)
+	}
+}
+
+func TestKfakeRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := StartKfake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Name() != "kfake" {
+		t.Fatalf("Name = %q", d.Name())
+	}
+	for _, tc := range []struct {
+		opts  bench.ProducerOptions
+		group string
+	}{
+		{opts: bench.ProducerOptions{Acks: 1, Compression: "none", LingerMs: 0}},
+		{opts: bench.ProducerOptions{Acks: -1, Compression: "lz4", BatchSize: 16 << 10, LingerMs: 5}, group: "g1"},
+		{opts: bench.ProducerOptions{Acks: 0, Compression: "snappy", BatchSize: 1 << 20, LingerMs: 1}},
+	} {
+		tc.opts.Topic = fmt.Sprintf("t-acks%d-%s", tc.opts.Acks, tc.opts.Compression)
+		t.Run(tc.opts.Topic, func(t *testing.T) { roundTrip(t, d, tc.opts, tc.group) })
+	}
+	// Creating an existing topic is not an error.
+	if err := d.CreateTopic(ctx, "t-acks1-none", 1); err != nil {
+		t.Fatalf("CreateTopic again: %v", err)
+	}
+}
+
+func TestJetStreamRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	d, err := StartJetStream(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Name() != "jetstream" {
+		t.Fatalf("Name = %q", d.Name())
+	}
+	for _, tc := range []struct {
+		opts  bench.ProducerOptions
+		group string
+	}{
+		{opts: bench.ProducerOptions{Topic: "js.acks1", Acks: 1, Compression: "none"}},
+		{opts: bench.ProducerOptions{Topic: "js-acksall", Acks: -1, Compression: "zstd"}, group: "g.1"},
+		{opts: bench.ProducerOptions{Topic: "js-acks0", Acks: 0}},
+	} {
+		t.Run(StreamName(tc.opts.Topic), func(t *testing.T) { roundTrip(t, d, tc.opts, tc.group) })
+	}
+}
+
+// TestExternalDrivers connects NewKafka and NewJetStream to in-process peers, as --driver does.
+func TestExternalDrivers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kf, err := StartKfake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kf.Close()
+	k, err := NewKafka(ctx, kf.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if k.Name() != "kafka" {
+		t.Fatalf("Name = %q", k.Name())
+	}
+	if err := k.CreateTopic(ctx, "ext", 3); err != nil {
+		t.Fatal(err)
+	}
+
+	js, err := StartJetStream(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	n, err := NewJetStream(ctx, js.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.Name() != "nats" {
+		t.Fatalf("Name = %q", n.Name())
+	}
+	if err := n.CreateTopic(ctx, "ext", 1); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := NewKafka(ctx, " , "); err == nil {
+		t.Fatal("NewKafka with no address: no error")
+	}
+}
+
+func TestKafkaProducerOptsErrors(t *testing.T) {
+	for _, o := range []bench.ProducerOptions{
+		{Acks: 2},
+		{Acks: 1, Compression: "brotli"},
+		{Acks: 1, LingerMs: -1},
+	} {
+		if _, err := kafkaProducerOpts(o); err == nil {
+			t.Errorf("kafkaProducerOpts(%+v): no error", o)
+		}
+	}
+	if _, err := kafkaProducerOpts(bench.ProducerOptions{Acks: -1, Compression: "ZSTD"}); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
+func TestStreamName(t *testing.T) {
+	if got := StreamName("a.b*c>d/e f"); got != "a_b_c_d_e_f" {
+		t.Fatalf("StreamName = %q", got)
+	}
+}

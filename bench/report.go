@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+)
+
+// Result is the outcome of one run; its JSON form is what `sluice bench --json` prints.
+type Result struct {
+	Name          string  `json:"name,omitempty"` // workload name
+	Driver        string  `json:"driver"`
+	Mode          string  `json:"mode"` // produce, consume, e2e
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	Errors        int64   `json:"errors"`
+	FirstError    string  `json:"first_error,omitempty"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	// TargetRate is the open-loop rate asked for (records/s, all producers); 0 flat out.
+	TargetRate float64 `json:"target_rate,omitempty"`
+	// LatencyMs: produce, send (scheduled, open-loop) to acknowledgement; e2e, scheduled send
+	// to receipt; consume, zero.
+	LatencyMs Latency `json:"latency_ms"`
+	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
+	LatencyClamped int64   `json:"latency_clamped,omitempty"`
+	RSSPeakMB      float64 `json:"rss_peak_mb"`
+	HeapInuseMB    float64 `json:"heap_inuse_mb"`
+}
+
+// finish fills the rates and the memory figures.
+func (r *Result) finish(seconds float64) {
+	r.Seconds = seconds
+	if seconds > 0 {
+		r.RecordsPerSec = float64(r.Records) / seconds
+		r.MBPerSec = float64(r.Bytes) / seconds / 1e6
+	}
+	r.RSSPeakMB, r.HeapInuseMB = MemoryMB()
+}
+
+// WriteSummary prints r for people.
+func (r Result) WriteSummary(w io.Writer) {
+	name := r.Driver
+	if r.Name != "" {
+		name = r.Name + " on " + r.Driver
+	}
+	fmt.Fprintf(w, "%s %s: %d records, %.1f MB in %.2f s: %.0f records/s, %.2f MB/s",
+		name, r.Mode, r.Records, float64(r.Bytes)/1e6, r.Seconds, r.RecordsPerSec, r.MBPerSec)
+	if r.TargetRate > 0 {
+		fmt.Fprintf(w, " (target %.0f records/s)", r.TargetRate)
+	}
+	fmt.Fprintln(w)
+	if r.Mode != ModeConsume {
+		l := r.LatencyMs
+		fmt.Fprintf(w, "latency ms: p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P95, l.P99, l.P999, l.Max)
+	}
+	if r.Errors > 0 {
+		fmt.Fprintf(w, "errors: %d (first: %s)\n", r.Errors, r.FirstError)
+	}
+	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
+}
+
+// WriteJSON writes v as one JSON object and a newline.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// MemoryMB returns the process's peak resident set (VmHWM in /proc/self/status; 0 where
+// there is none) and the Go heap in use, in MB (10^6 bytes). In-process brokers count.
+func MemoryMB() (rssPeak, heapInuse float64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heapInuse = float64(ms.HeapInuse) / 1e6
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		rssPeak = float64(parseVmHWM(b)) * 1024 / 1e6
+	}
+	return rssPeak, heapInuse
+}
+
+// parseVmHWM returns the VmHWM line's value in kB, 0 if absent.
+func parseVmHWM(status []byte) int64 {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmHWM:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) == 0 {
+			return 0
+		}
+		kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
+		return kb
+	}
+	return 0
+}

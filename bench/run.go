@@ -1,0 +1,594 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Run modes.
+const (
+	ModeProduce = "produce"
+	ModeConsume = "consume"
+	ModeE2E     = "e2e"
+)
+
+// e2eHeader is what an e2e producer writes at the front of each value: the scheduled send time
+// (ns since the run's base, big-endian) and the run's nonce, so that records of other runs in
+// the same topic are ignored.
+const e2eHeader = 16
+
+// Config describes a run. Zero values take the defaults noted.
+type Config struct {
+	Name        string // workload name, for reports
+	Topic       string // topic name; with Topics > 1, the prefix of "<Topic>-<i>" (default "bench")
+	Topics      int    // default 1
+	Partitions  int    // per topic, default 1
+	CreateTopic bool   // create the topics first (an existing topic is used as is)
+
+	Records  int64         // measured records in all; 0: run for Duration
+	Duration time.Duration // measured time when Records is 0 (default 10 s)
+	Warmup   time.Duration // before the measurement; records due in it are not counted
+
+	RecordSize  int    // default 1024
+	Payload     string // random (default), text or file
+	PayloadFile string
+
+	Producers   int     // default 1
+	Rate        float64 // records/s for all producers together; 0 flat out (produce only)
+	Acks        int     // -1 all, 1 leader (default when zero: see AcksSet), 0 none
+	AcksSet     bool    // Acks was given (so that 0 means acks=0)
+	Compression string  // none (default), gzip, snappy, lz4, zstd
+	BatchSize   int     // default 16384
+	LingerMs    int     // default 5 (negative: 0)
+
+	Group string // consumer group for consume runs (none by default)
+	// IdleTimeout ends a consume run that asked for all records (Records 0) when nothing has
+	// arrived for this long, and fails an e2e or counted consume run that waits longer than
+	// this for the records it expects (default 5 s).
+	IdleTimeout time.Duration
+
+	Clock            Clock         // default the real clock
+	Progress         io.Writer     // a progress line per ProgressInterval; nil for none
+	ProgressInterval time.Duration // default 1 s
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Topic == "" {
+		c.Topic = "bench"
+	}
+	if c.Topics <= 0 {
+		c.Topics = 1
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 1
+	}
+	if c.Records <= 0 && c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.RecordSize == 0 {
+		c.RecordSize = 1024
+	}
+	if c.Producers <= 0 {
+		c.Producers = 1
+	}
+	if !c.AcksSet && c.Acks == 0 {
+		c.Acks = 1
+	}
+	if c.Compression == "" {
+		c.Compression = "none"
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 16384
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 5 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = time.Second
+	}
+	switch {
+	case c.RecordSize < 0:
+		return c, fmt.Errorf("bench: record size %d: must be positive", c.RecordSize)
+	case c.Rate < 0:
+		return c, fmt.Errorf("bench: rate %v: cannot be negative", c.Rate)
+	case c.Acks != -1 && c.Acks != 0 && c.Acks != 1:
+		return c, fmt.Errorf("bench: acks %d: want -1 (all), 0 or 1", c.Acks)
+	case c.Warmup < 0:
+		return c, errors.New("bench: warm-up cannot be negative")
+	}
+	return c, nil
+}
+
+// TopicName is the name of topic i of the run.
+func (c Config) TopicName(i int) string {
+	if c.Topics <= 1 {
+		return c.Topic
+	}
+	return c.Topic + "-" + strconv.Itoa(i)
+}
+
+func (c Config) producerOptions(topic string) ProducerOptions {
+	return ProducerOptions{Topic: topic, Acks: c.Acks, Compression: c.Compression, BatchSize: c.BatchSize, LingerMs: c.LingerMs}
+}
+
+func createTopics(ctx context.Context, d Driver, c Config) error {
+	if !c.CreateTopic {
+		return nil
+	}
+	for i := range c.Topics {
+		if err := d.CreateTopic(ctx, c.TopicName(i), c.Partitions); err != nil {
+			return fmt.Errorf("create topic %s: %w", c.TopicName(i), err)
+		}
+	}
+	return nil
+}
+
+// stats is what one producer or consumer measures; callbacks update it from any goroutine.
+type stats struct {
+	records, bytes atomic.Int64 // measured
+	errs           atomic.Int64
+	tickRecords    atomic.Int64 // since the last progress line, warm-up included
+	tickBytes      atomic.Int64
+	mu             struct {
+		sync.Mutex
+		hist     *Histogram // measured latencies
+		tick     *Histogram // since the last progress line
+		firstErr error
+	}
+}
+
+func newStats() *stats {
+	s := &stats{}
+	s.mu.hist, s.mu.tick = NewHistogram(), NewHistogram()
+	return s
+}
+
+// record counts one record of n bytes with latency lat (lat < 0: none).
+func (s *stats) record(measured bool, n int, lat time.Duration, err error) {
+	if err != nil {
+		s.errs.Add(1)
+		s.mu.Lock()
+		if s.mu.firstErr == nil {
+			s.mu.firstErr = err
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.tickRecords.Add(1)
+	s.tickBytes.Add(int64(n))
+	if measured {
+		s.records.Add(1)
+		s.bytes.Add(int64(n))
+	}
+	if lat < 0 {
+		return
+	}
+	s.mu.Lock()
+	s.mu.tick.Record(lat)
+	if measured {
+		s.mu.hist.Record(lat)
+	}
+	s.mu.Unlock()
+}
+
+// merge sums every stats into a Result and its histogram.
+func merge(all []*stats) (Result, *Histogram) {
+	var r Result
+	h := NewHistogram()
+	for _, s := range all {
+		r.Records += s.records.Load()
+		r.Bytes += s.bytes.Load()
+		r.Errors += s.errs.Load()
+		s.mu.Lock()
+		h.Merge(s.mu.hist)
+		if r.FirstError == "" && s.mu.firstErr != nil {
+			r.FirstError = s.mu.firstErr.Error()
+		}
+		s.mu.Unlock()
+	}
+	r.LatencyMs = h.Latency()
+	r.LatencyClamped = h.Clamped()
+	return r, h
+}
+
+// progress prints a line per interval until stop is closed.
+func progress(c Config, all func() []*stats, start, measureStart time.Time, latency bool, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	if c.Progress == nil {
+		return
+	}
+	t := time.NewTicker(c.ProgressInterval)
+	defer t.Stop()
+	last := c.Clock.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := c.Clock.Now()
+		secs := now.Sub(last).Seconds()
+		last = now
+		var n, b int64
+		h := NewHistogram()
+		for _, s := range all() {
+			n += s.tickRecords.Swap(0)
+			b += s.tickBytes.Swap(0)
+			s.mu.Lock()
+			h.Merge(s.mu.tick)
+			s.mu.tick.Reset()
+			s.mu.Unlock()
+		}
+		phase := ""
+		if now.Before(measureStart) {
+			phase = " (warm-up)"
+		}
+		line := fmt.Sprintf("%6.1fs %10.0f records/s %9.2f MB/s", now.Sub(start).Seconds(), float64(n)/secs, float64(b)/secs/1e6)
+		if latency {
+			line += fmt.Sprintf("  p50 %.3f ms  p99 %.3f ms", float64(h.Quantile(50))/1e6, float64(h.Quantile(99))/1e6)
+		}
+		fmt.Fprintln(c.Progress, line+phase)
+	}
+}
+
+// schedule is what the producers of a run share: when the measurement starts and ends.
+type schedule struct {
+	start, measureStart, end time.Time // end is zero in Records mode
+	records                  int64
+	measuredSent             atomic.Int64
+}
+
+// stop reports whether a producer should stop before sending a record due at due.
+func (s *schedule) stop(due time.Time) bool {
+	if due.Before(s.measureStart) {
+		return false
+	}
+	if s.records > 0 {
+		return s.measuredSent.Add(1) > s.records
+	}
+	return !due.Before(s.end)
+}
+
+func newSchedule(c Config) *schedule {
+	s := &schedule{start: c.Clock.Now(), records: c.Records}
+	s.measureStart = s.start.Add(c.Warmup)
+	if c.Records <= 0 {
+		s.end = s.measureStart.Add(c.Duration)
+	}
+	return s
+}
+
+// producerLoop sends one producer's records. value returns the value of record i, due at due.
+func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer, st *stats,
+	value func(i int64, due time.Time) []byte) error {
+	clock := c.Clock
+	_, err := Pace(ctx, clock, pacer, func(_ int64, due time.Time) bool { return sc.stop(due) },
+		func(i int64, due time.Time) {
+			v := value(i, due)
+			n := len(v)
+			measured := !due.Before(sc.measureStart)
+			p.Send(ctx, nil, v, func(err error) { st.record(measured, n, clock.Now().Sub(due), err) })
+		})
+	if ferr := p.Flush(ctx); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// startProducers opens c.Producers producers (producer k on topic k % Topics) and runs their
+// loops; wait returns when all have flushed, with the first error.
+func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value func(k int) func(int64, time.Time) []byte) (all []*stats, wait func() error, err error) {
+	prods := make([]Producer, 0, c.Producers)
+	closeAll := func() {
+		for _, p := range prods {
+			p.Close()
+		}
+	}
+	for k := range c.Producers {
+		p, err := d.NewProducer(ctx, c.producerOptions(c.TopicName(k%c.Topics)))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("new producer: %w", err)
+		}
+		prods = append(prods, p)
+		all = append(all, newStats())
+	}
+	perRate := c.Rate / float64(c.Producers)
+	errs := make(chan error, c.Producers)
+	for k, p := range prods {
+		pacer := NewPacer(sc.start, perRate)
+		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / time.Duration(c.Producers)) // spread the producers' schedules
+		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, all[k], value(k)) }()
+	}
+	wait = func() error {
+		var first error
+		for range prods {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		for _, p := range prods {
+			if err := p.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	return all, wait, nil
+}
+
+// Produce runs producers against d and reports the measured part of the run.
+func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	payload, err := NewPayload(c.Payload, c.RecordSize, c.PayloadFile)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := createTopics(ctx, d, c); err != nil {
+		return Result{}, err
+	}
+	sc := newSchedule(c)
+	all, wait, err := startProducers(ctx, d, c, sc, func(k int) func(int64, time.Time) []byte {
+		pl := payload.Clone(k)
+		return func(int64, time.Time) []byte { return pl.Next() }
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go progress(c, func() []*stats { return all }, sc.start, sc.measureStart, true, stop, &wg)
+	err = wait()
+	end := c.Clock.Now()
+	close(stop)
+	wg.Wait()
+	r, _ := merge(all)
+	r.Name, r.Driver, r.Mode, r.TargetRate = c.Name, d.Name(), ModeProduce, c.Rate
+	r.finish(end.Sub(sc.measureStart).Seconds())
+	return r, err
+}
+
+// Consume reads c.Records records (all there are, if 0: until nothing arrives for
+// c.IdleTimeout) from every topic of the run, one consumer per topic, from the beginning.
+// Throughput runs from the first record received to the last.
+func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var consumers []Consumer
+	defer func() {
+		for _, cs := range consumers {
+			cs.Close()
+		}
+	}()
+	for i := range c.Topics {
+		cs, err := d.NewConsumer(ctx, ConsumerOptions{Topic: c.TopicName(i), Group: c.Group})
+		if err != nil {
+			return Result{}, fmt.Errorf("new consumer: %w", err)
+		}
+		consumers = append(consumers, cs)
+	}
+	var (
+		received    atomic.Int64
+		first, last atomic.Int64 // ns since start
+	)
+	start := c.Clock.Now()
+	first.Store(-1)
+	all := make([]*stats, len(consumers))
+	errs := make(chan error, len(consumers))
+	for i, cs := range consumers {
+		all[i] = newStats()
+		go func() {
+			st := all[i]
+			for {
+				pctx, pcancel := context.WithTimeout(ctx, c.IdleTimeout)
+				msgs, err := cs.Poll(pctx)
+				pcancel()
+				if err != nil {
+					if ctx.Err() != nil {
+						errs <- nil
+						return
+					}
+					if errors.Is(err, context.DeadlineExceeded) {
+						if c.Records > 0 {
+							errs <- fmt.Errorf("bench: nothing received for %v, %d of %d records", c.IdleTimeout, received.Load(), c.Records)
+						} else {
+							errs <- nil // idle: everything there was has been read
+						}
+						return
+					}
+					errs <- err
+					return
+				}
+				if len(msgs) == 0 {
+					continue
+				}
+				now := int64(c.Clock.Now().Sub(start))
+				first.CompareAndSwap(-1, now)
+				last.Store(now)
+				for _, m := range msgs {
+					st.record(true, len(m.Value), -1, nil)
+				}
+				if n := received.Add(int64(len(msgs))); c.Records > 0 && n >= c.Records {
+					cancel()
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go progress(c, func() []*stats { return all }, start, start, false, stop, &wg)
+	var firstErr error
+	for range consumers {
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+	}
+	close(stop)
+	wg.Wait()
+	r, _ := merge(all)
+	r.Name, r.Driver, r.Mode = c.Name, d.Name(), ModeConsume
+	secs := 0.0
+	if f := first.Load(); f >= 0 {
+		secs = time.Duration(last.Load() - f).Seconds()
+	}
+	r.finish(secs)
+	if r.Records == 0 && firstErr == nil {
+		firstErr = errors.New("bench: no records to consume")
+	}
+	return r, firstErr
+}
+
+// E2E runs producers at c.Rate and one consumer per topic in the same process; each value
+// carries its scheduled send time, and latency runs from it to the record's receipt.
+// Throughput counts the measured records received, from the end of the warm-up to the last.
+func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	if c.Rate <= 0 {
+		return Result{}, errors.New("bench: e2e needs a rate (records/s)")
+	}
+	if c.RecordSize < e2eHeader {
+		return Result{}, fmt.Errorf("bench: e2e records must be at least %d bytes", e2eHeader)
+	}
+	payload, err := NewPayload(c.Payload, c.RecordSize, c.PayloadFile)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := createTopics(ctx, d, c); err != nil {
+		return Result{}, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var consumers []Consumer
+	defer func() {
+		for _, cs := range consumers {
+			cs.Close()
+		}
+	}()
+	for i := range c.Topics {
+		cs, err := d.NewConsumer(cctx, ConsumerOptions{Topic: c.TopicName(i)})
+		if err != nil {
+			return Result{}, fmt.Errorf("new consumer: %w", err)
+		}
+		consumers = append(consumers, cs)
+	}
+	nonce := rand.Uint64()
+	sc := newSchedule(c)
+	base := sc.start
+	var (
+		received atomic.Int64 // measured records received
+		lastRecv atomic.Int64 // ns since base
+		all      []*stats     // consumers' stats: e2e latency
+	)
+	cerrs := make(chan error, len(consumers))
+	for range consumers {
+		st := newStats()
+		all = append(all, st)
+	}
+	for i, cs := range consumers {
+		st := all[i]
+		go func() {
+			for {
+				msgs, err := cs.Poll(cctx)
+				if err != nil {
+					if cctx.Err() != nil {
+						err = nil
+					}
+					cerrs <- err
+					return
+				}
+				now := c.Clock.Now().Sub(base)
+				for _, m := range msgs {
+					if len(m.Value) < e2eHeader || binary.BigEndian.Uint64(m.Value[8:]) != nonce {
+						continue // another run's record
+					}
+					due := time.Duration(binary.BigEndian.Uint64(m.Value))
+					measured := !base.Add(due).Before(sc.measureStart)
+					st.record(measured, len(m.Value), now-due, nil)
+					if measured {
+						received.Add(1)
+						lastRecv.Store(int64(now))
+					}
+				}
+			}
+		}()
+	}
+	pstats, wait, err := startProducers(ctx, d, c, sc, func(int) func(int64, time.Time) []byte {
+		buf := make([]byte, c.RecordSize)
+		pl := payload.Clone(0)
+		return func(_ int64, due time.Time) []byte {
+			copy(buf[e2eHeader:], pl.Next()[e2eHeader:])
+			binary.BigEndian.PutUint64(buf, uint64(due.Sub(base)))
+			binary.BigEndian.PutUint64(buf[8:], nonce)
+			return buf
+		}
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	consumerStats := all
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go progress(c, func() []*stats { return consumerStats }, sc.start, sc.measureStart, true, stop, &wg)
+	perr := wait()
+	var sent int64
+	var perrs int64
+	for _, s := range pstats {
+		sent += s.records.Load()
+		perrs += s.errs.Load()
+	}
+	// Wait for every acknowledged measured record to arrive, or until nothing arrives for
+	// IdleTimeout.
+	var werr error
+	for lastCount, idleSince := int64(-1), time.Now(); received.Load() < sent && ctx.Err() == nil; {
+		if n := received.Load(); n != lastCount {
+			lastCount, idleSince = n, time.Now()
+		} else if time.Since(idleSince) > c.IdleTimeout {
+			werr = fmt.Errorf("bench: e2e: %d of %d records received", n, sent)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	var cerr error
+	for range consumers {
+		if err := <-cerrs; err != nil && cerr == nil {
+			cerr = err
+		}
+	}
+	close(stop)
+	wg.Wait()
+	r, _ := merge(consumerStats)
+	pr, _ := merge(pstats)
+	r.Errors += perrs
+	if r.FirstError == "" {
+		r.FirstError = pr.FirstError
+	}
+	r.Name, r.Driver, r.Mode, r.TargetRate = c.Name, d.Name(), ModeE2E, c.Rate
+	r.finish((time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())
+	return r, errors.Join(perr, werr, cerr)
+}

@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestPacerSchedulesFixedIntervals(t *testing.T) {
+	clock := newFakeClock()
+	start := clock.Now()
+	p := NewPacer(start, 1000) // 1 ms apart
+	var dues []time.Time
+	n, err := Pace(context.Background(), clock, p, func(i int64, _ time.Time) bool { return i == 50 },
+		func(i int64, due time.Time) {
+			dues = append(dues, due)
+			if i == 10 {
+				clock.Advance(30 * time.Millisecond) // a slow send must not shift the schedule
+			}
+		})
+	if err != nil || n != 50 {
+		t.Fatalf("Pace: %d, %v; want 50, nil", n, err)
+	}
+	for i, due := range dues {
+		if want := start.Add(time.Duration(i) * time.Millisecond); !due.Equal(want) {
+			t.Fatalf("record %d due at +%v, want +%v", i, due.Sub(start), want.Sub(start))
+		}
+	}
+	if NewPacer(start, 0).OpenLoop() {
+		t.Error("rate 0 must be flat out")
+	}
+}
+
+// TestOpenLoopLatencyShowsStalls: a sender that stalls for 100 ms once, at 1000 records/s.
+// Measured from the scheduled time, every record due during the stall is late (about 100 of
+// them, from 100 ms down to 1 ms); measured from the actual send, only one record would be.
+func TestOpenLoopLatencyShowsStalls(t *testing.T) {
+	clock := newFakeClock()
+	d := newMemDriver()
+	const stall = 100 * time.Millisecond
+	d.sendHook = func(n int64) {
+		if n == 11 { // the 11th send (record 10) takes 100 ms to be acknowledged
+			clock.Advance(stall)
+		}
+	}
+	r, err := Produce(context.Background(), d, Config{Records: 1000, Rate: 1000, RecordSize: 10, Clock: clock, CreateTopic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != 1000 || r.Bytes != 10_000 {
+		t.Fatalf("records %d bytes %d, want 1000 and 10000", r.Records, r.Bytes)
+	}
+	if !near(r.LatencyMs.Max, 100, 0.01) {
+		t.Errorf("max %v ms, want 100 (the stall)", r.LatencyMs.Max)
+	}
+	// 10% of the records (due during the stall) are late: p95 must show it.
+	if r.LatencyMs.P95 < 40 || r.LatencyMs.P50 != 0 {
+		t.Errorf("p50 %v ms, p95 %v ms: want 0 and >= 40 (the records due during the stall)", r.LatencyMs.P50, r.LatencyMs.P95)
+	}
+	// The schedule still fits 1000 records/s: 1000 records due over 1 s.
+	if !near(r.Seconds, 1, 0.01) {
+		t.Errorf("seconds %v, want 1", r.Seconds)
+	}
+}
+
+func TestProduceWarmupExcluded(t *testing.T) {
+	clock := newFakeClock()
+	d := newMemDriver()
+	d.sendHook = func(int64) { clock.Advance(time.Millisecond) } // flat out: 1 ms per record
+	r, err := Produce(context.Background(), d, Config{Records: 100, Warmup: 20 * time.Millisecond, RecordSize: 8, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != 100 || r.Bytes != 800 {
+		t.Errorf("measured %d records, %d bytes; want 100, 800", r.Records, r.Bytes)
+	}
+	if got := len(d.mu.topics["bench"]); got != 120 {
+		t.Errorf("%d records sent, want 120 (20 in the warm-up)", got)
+	}
+	if !near(r.Seconds, 0.1, 0.01) || !near(r.RecordsPerSec, 1000, 0.01) {
+		t.Errorf("%v s, %v records/s; want 0.1 s and 1000 records/s", r.Seconds, r.RecordsPerSec)
+	}
+	if !near(r.LatencyMs.P50, 1, 0.01) {
+		t.Errorf("p50 %v ms, want 1 (send to ack)", r.LatencyMs.P50)
+	}
+}
+
+func TestConsumeAndE2EInMemory(t *testing.T) {
+	ctx := context.Background()
+	d := newMemDriver()
+	if _, err := Produce(ctx, d, Config{Records: 500, RecordSize: 32, Producers: 2, Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Consume(ctx, d, Config{Records: 500, Topic: "t", IdleTimeout: time.Second})
+	if err != nil || r.Records != 500 || r.Bytes != 500*32 {
+		t.Fatalf("consume: %+v, %v; want 500 records", r, err)
+	}
+	if _, err := Consume(ctx, d, Config{Records: 501, Topic: "t", IdleTimeout: 50 * time.Millisecond}); err == nil {
+		t.Error("consume of more records than there are: want an error")
+	}
+	r, err = Consume(ctx, d, Config{Topic: "t", IdleTimeout: 50 * time.Millisecond}) // all
+	if err != nil || r.Records != 500 {
+		t.Fatalf("consume all: %d records, %v", r.Records, err)
+	}
+
+	e, err := E2E(ctx, d, Config{Topic: "e", Duration: 100 * time.Millisecond, Warmup: 20 * time.Millisecond, Rate: 1000, RecordSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Records < 95 || e.Records > 101 || e.Mode != ModeE2E {
+		t.Errorf("e2e: %d records, want about 100 (warm-up excluded)", e.Records)
+	}
+	if e.LatencyMs.Max <= 0 || e.LatencyMs.P99 > 1000 {
+		t.Errorf("e2e latency %+v", e.LatencyMs)
+	}
+	if _, err := E2E(ctx, d, Config{Topic: "e", Records: 10}); err == nil {
+		t.Error("e2e without a rate: want an error")
+	}
+}

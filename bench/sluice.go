@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Transports of the Sluice driver.
+const (
+	TransportTCP  = "tcp"
+	TransportUnix = "unix"
+)
+
+// SluiceDriver is the Driver for Sluice through its Go client, over TCP or the unix socket
+// (whichever the address names).
+type SluiceDriver struct {
+	name   string
+	addr   string
+	logger *slog.Logger
+	admin  *client.Admin
+}
+
+// NewSluiceDriver connects to the broker at addr ("host:port" or "unix:///path"); name labels
+// the reports.
+func NewSluiceDriver(ctx context.Context, name, addr string, logger *slog.Logger) (*SluiceDriver, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	a, err := client.NewAdmin(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect to %s: %w", addr, err)
+	}
+	return &SluiceDriver{name: name, addr: addr, logger: logger, admin: a}, nil
+}
+
+// Name implements Driver.
+func (d *SluiceDriver) Name() string { return d.name }
+
+// CreateTopic implements Driver; a topic that exists already is used as is.
+func (d *SluiceDriver) CreateTopic(ctx context.Context, topic string, partitions int) error {
+	err := d.admin.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: int32(partitions)})
+	if errors.Is(err, wire.ErrTopicAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+func (d *SluiceDriver) config(id string) client.Config {
+	return client.Config{Brokers: []string{d.addr}, ClientID: id, Logger: d.logger}
+}
+
+// NewProducer implements Driver.
+func (d *SluiceDriver) NewProducer(ctx context.Context, o ProducerOptions) (Producer, error) {
+	var acks client.Acks
+	switch o.Acks {
+	case -1:
+		acks = client.AcksAll
+	case 1:
+		acks = client.AcksLeader
+	case 0:
+		acks = client.AcksNone
+	default:
+		return nil, fmt.Errorf("bench: acks %d: want -1, 0 or 1", o.Acks)
+	}
+	codec, err := batch.ParseCodec(o.Compression)
+	if err != nil {
+		return nil, err
+	}
+	linger := time.Duration(o.LingerMs) * time.Millisecond
+	if linger <= 0 {
+		linger = -1 // linger.ms=0 (zero would take the default)
+	}
+	p, err := client.NewProducer(ctx, client.ProducerConfig{
+		Config: d.config("sluice-bench-producer"),
+		Acks:   acks, Compression: codec, BatchSize: o.BatchSize, Linger: linger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sluiceProducer{p: p, topic: o.Topic}, nil
+}
+
+type sluiceProducer struct {
+	p     *client.Producer
+	topic string
+}
+
+func (p *sluiceProducer) Send(ctx context.Context, key, value []byte, done func(error)) {
+	rec := client.Record{Topic: p.topic, Partition: client.PartitionAny, Key: key, Value: value}
+	p.p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) { done(err) })
+}
+
+func (p *sluiceProducer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
+
+func (p *sluiceProducer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return p.p.Close(ctx)
+}
+
+// NewConsumer implements Driver: every partition of the topic, from the beginning (a group
+// resumes from its committed offsets).
+func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Consumer, error) {
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{
+		Config: d.config("sluice-bench-consumer"), GroupID: o.Group, AutoOffsetReset: client.OffsetResetEarliest,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tps, err := c.PartitionsFor(ctx, o.Topic)
+	if err == nil {
+		err = c.Assign(tps)
+	}
+	if err != nil {
+		c.Close(context.Background())
+		return nil, err
+	}
+	return &sluiceConsumer{c: c}, nil
+}
+
+type sluiceConsumer struct {
+	c   *client.Consumer
+	out []Message
+}
+
+func (c *sluiceConsumer) Poll(ctx context.Context) ([]Message, error) {
+	recs, err := c.c.Poll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.out = c.out[:0]
+	for i := range recs {
+		c.out = append(c.out, Message{Value: recs[i].Value, Timestamp: recs[i].Timestamp.UnixMilli()})
+	}
+	return c.out, nil
+}
+
+func (c *sluiceConsumer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.c.Close(ctx)
+}
+
+// Close implements Driver.
+func (d *SluiceDriver) Close() error { return d.admin.Close() }
+
+// Embedded is an in-process broker on a temporary data directory, listening on a loopback
+// TCP port and a unix socket.
+type Embedded struct {
+	b   *broker.Broker
+	dir string
+}
+
+// StartEmbedded opens a broker in a new temporary directory (under dir, or the system's
+// temporary directory if dir is empty). Close stops it and removes the directory.
+func StartEmbedded(dir string, logger *slog.Logger) (*Embedded, error) {
+	tmp, err := os.MkdirTemp(dir, "sluice-bench-")
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := broker.DefaultConfig()
+	cfg.DataDir, cfg.Listen, cfg.Logger = tmp, "127.0.0.1:0", logger
+	b, err := broker.Open(cfg)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("bench: embedded broker: %w", err)
+	}
+	return &Embedded{b: b, dir: tmp}, nil
+}
+
+// Dir is the broker's data directory.
+func (e *Embedded) Dir() string { return e.dir }
+
+// Addr is the address clients use over transport (TransportTCP or TransportUnix).
+func (e *Embedded) Addr(transport string) (string, error) {
+	switch transport {
+	case TransportTCP, "":
+		return e.b.Addr().String(), nil
+	case TransportUnix:
+		if e.b.UnixAddr() == nil {
+			return "", errors.New("bench: embedded broker has no unix socket")
+		}
+		return "unix://" + e.b.UnixAddr().String(), nil
+	}
+	return "", fmt.Errorf("bench: unknown transport %q (want tcp or unix)", transport)
+}
+
+// Close stops the broker and removes its data directory.
+func (e *Embedded) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := e.b.Close(ctx)
+	return errors.Join(err, os.RemoveAll(e.dir))
+}
+
+// EmbeddedSluice starts an embedded broker and returns a driver for it over transport, named
+// "sluice-<transport>"; closing the driver stops the broker and removes its data.
+func EmbeddedSluice(ctx context.Context, dir, transport string, logger *slog.Logger) (Driver, error) {
+	e, err := StartEmbedded(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := e.Addr(transport)
+	if err == nil {
+		var d *SluiceDriver
+		if d, err = NewSluiceDriver(ctx, "sluice-"+transport, addr, logger); err == nil {
+			return &ownedDriver{Driver: d, close: e.Close}, nil
+		}
+	}
+	return nil, errors.Join(err, e.Close())
+}
+
+// ownedDriver is a driver that owns something to close after it (an embedded broker).
+type ownedDriver struct {
+	Driver
+	close func() error
+}
+
+func (d *ownedDriver) Close() error { return errors.Join(d.Driver.Close(), d.close()) }
+
+// WithClose returns d with close run after d.Close: for a driver whose system (an in-process
+// peer, its data directory) must be cleaned up with it.
+func WithClose(d Driver, close func() error) Driver { return &ownedDriver{Driver: d, close: close} }

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestShippedWorkloadsParse(t *testing.T) {
+	files, err := filepath.Glob("workloads/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("workloads/*.yaml: %v, %v", files, err)
+	}
+	for _, f := range files {
+		w, err := LoadWorkload(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		c, _ := w.Config()
+		if c.Duration+c.Warmup > 10*time.Second {
+			t.Errorf("%s: %v + %v warm-up: keep shipped workloads within 10 s", f, c.Duration, c.Warmup)
+		}
+	}
+}
+
+func TestParseWorkload(t *testing.T) {
+	w, err := ParseWorkload([]byte(`
+name: e2e
+topics: 2
+partitionsPerTopic: 3
+messageSize: 100
+payload: text
+producers: 4
+consumers: 2
+producerRate: 5000
+duration: 2s
+warmup: 500ms
+acks: all
+compression: zstd
+batchSize: 1000
+lingerMs: 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := w.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Mode() != ModeE2E || c.Topics != 2 || c.Partitions != 3 || c.RecordSize != 100 || c.Payload != PayloadText ||
+		c.Producers != 4 || c.Rate != 5000 || c.Duration != 2*time.Second || c.Warmup != 500*time.Millisecond ||
+		c.Acks != -1 || c.Compression != "zstd" || c.BatchSize != 1000 || c.LingerMs != 0 || !c.CreateTopic {
+		t.Errorf("config %+v", c)
+	}
+	if c.TopicName(1) != "bench-e2e-1" {
+		t.Errorf("topic 1: %q", c.TopicName(1))
+	}
+	// Defaults: acks 1, linger 5 ms, a produce run.
+	w, err = ParseWorkload([]byte("name: p\nmessageSize: 10\nrecords: 100\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := w.Config(); w.Mode() != ModeProduce || c.Acks != 1 || c.LingerMs != 5 || c.Records != 100 {
+		t.Errorf("defaults: mode %s, %+v", w.Mode(), c)
+	}
+}
+
+func TestParseWorkloadErrors(t *testing.T) {
+	const ok = "name: w\nmessageSize: 100\nduration: 1s\n"
+	for _, c := range []struct{ name, yaml, want string }{
+		{"not yaml", "name: [", "yaml"},
+		{"unknown key", ok + "messagesize: 10\n", "messagesize"},
+		{"no name", "messageSize: 100\nduration: 1s\n", "no name"},
+		{"no size", "name: w\nduration: 1s\n", "messageSize"},
+		{"neither duration nor records", "name: w\nmessageSize: 100\n", "exactly one"},
+		{"both duration and records", ok + "records: 10\n", "exactly one"},
+		{"bad duration", "name: w\nmessageSize: 100\nduration: soon\n", "duration"},
+		{"bad warmup", ok + "warmup: -1s\n", "warmup"},
+		{"bad acks", ok + "acks: 2\n", "acks"},
+		{"bad compression", ok + "compression: brotli\n", "compression"},
+		{"bad payload", ok + "payload: zeros\n", "payload"},
+		{"file without name", ok + "payload: file\n", "payloadFile"},
+		{"negative rate", ok + "producerRate: -1\n", "producerRate"},
+		{"e2e without rate", ok + "consumers: 1\n", "producerRate"},
+		{"two consumers on a topic", ok + "consumers: 2\nproducerRate: 10\n", "one consumer per topic"},
+		{"e2e record too small", "name: w\nmessageSize: 8\nduration: 1s\nconsumers: 1\nproducerRate: 10\n", "at least"},
+		{"wrong type", ok + "producers: many\n", "yaml"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseWorkload([]byte(c.yaml))
+			if !errors.Is(err, ErrWorkload) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v: want ErrWorkload mentioning %q", err, c.want)
+			}
+		})
+	}
+}

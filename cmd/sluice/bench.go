@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/bench"
+)
+
+// externalDrivers are the peer drivers for --driver NAME against a running system at --broker
+// (registered from bench_peers.go: "kafka", "nats").
+var externalDrivers = map[string]func(ctx context.Context, addr string) (bench.Driver, error){}
+
+// embeddedPeers are the peers that --driver NAME --embedded and `bench compare` start
+// in-process on a fresh data directory (registered from bench_peers.go: "kfake", "jetstream").
+var embeddedPeers = map[string]func(ctx context.Context, dataDir string) (bench.Driver, error){}
+
+// benchOptions are the flags of every `sluice bench` subcommand that runs a workload.
+type benchOptions struct {
+	broker    string
+	embedded  bool
+	transport string
+	driver    string
+	dataDir   string
+	json      bool
+	cpuProf   string
+
+	topic       string
+	partitions  int
+	records     int64
+	duration    time.Duration
+	warmup      time.Duration
+	recordSize  int
+	payload     string
+	payloadFile string
+	producers   int
+	rate        float64
+	acks        string
+	compression string
+	batchSize   int
+	lingerMs    int
+	group       string
+	idleTimeout time.Duration
+}
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark Sluice (or a peer) and the machine it runs on",
+		Long: `Benchmark runs: produce, consume and e2e (kafka-producer-perf-test, kafka-consumer-perf-test
+and EndToEndLatency in one tool), workload files (run), the machine's limits, and compare, which
+runs one workload against Sluice over TCP and over its unix socket and against every peer that
+can be started in-process.
+
+--embedded starts a broker in this process on a temporary data directory (removed afterwards)
+and --transport says how the client reaches it; otherwise --broker names a running one.
+--driver selects the system under test: sluice (the default) or a registered peer.
+
+With --rate a run is open-loop: records are due at fixed intervals and latency is measured
+from when each was due, so stalls are not hidden (no coordinated omission). Progress goes to
+stderr each second; with --json one JSON object goes to stdout at the end and the summary to
+stderr. MB/s is 10^6 bytes/s; the limits' gbps figures are GB/s (10^9 bytes/s).`,
+	}
+	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchE2ECmd(), benchRunCmd(), benchCompareCmd(), benchLimitsCmd())
+	return cmd
+}
+
+// addConnFlags adds the flags that say which system to run against.
+func addConnFlags(cmd *cobra.Command, o *benchOptions) {
+	f := cmd.Flags()
+	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
+	f.BoolVar(&o.embedded, "embedded", false, "start an in-process broker on a temporary data directory")
+	f.StringVar(&o.transport, "transport", bench.TransportTCP, "with --embedded: tcp or unix")
+	f.StringVar(&o.driver, "driver", "sluice", "system under test: sluice or a registered peer ("+strings.Join(peerNames(), ", ")+")")
+	f.StringVar(&o.dataDir, "data-dir", "", "with --embedded: where to make the temporary data directory (default: the system's temporary directory)")
+	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
+	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file")
+}
+
+// addRunFlags adds the flags that describe a run.
+func addRunFlags(cmd *cobra.Command, o *benchOptions) {
+	f := cmd.Flags()
+	f.StringVar(&o.topic, "topic", "bench", "topic (created if missing)")
+	f.IntVar(&o.partitions, "partitions", 1, "partitions of the topic when it is created")
+	f.Int64Var(&o.records, "records", 0, "measured records (default: run for --duration)")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "measured time, when --records is not given")
+	f.DurationVar(&o.warmup, "warmup", 0, "warm-up before the measurement (its records are not counted)")
+	f.IntVar(&o.recordSize, "record-size", 1024, "record value size in bytes")
+	f.StringVar(&o.payload, "payload", bench.PayloadRandom, "payload: random, text (JSON-like log lines) or file (with --payload-file)")
+	f.StringVar(&o.payloadFile, "payload-file", "", "values are cut from this file's bytes (implies --payload file)")
+	f.IntVar(&o.producers, "producers", 1, "producers (each with its own client)")
+	f.Float64Var(&o.rate, "rate", 0, "records/s for all producers together, open-loop (default: flat out)")
+	f.StringVar(&o.acks, "acks", "1", "acks: all (-1), 1 or 0")
+	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
+	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
+	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms")
+}
+
+func peerNames() []string {
+	var names []string
+	for n := range externalDrivers {
+		names = append(names, n)
+	}
+	for n := range embeddedPeers {
+		names = append(names, n+" (embedded)")
+	}
+	sort.Strings(names)
+	return names
+}
+
+// config is the run the flags describe.
+func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
+	acks, err := bench.ParseAcks(o.acks)
+	if err != nil {
+		return bench.Config{}, err
+	}
+	payload := o.payload
+	if o.payloadFile != "" {
+		payload = bench.PayloadFile
+	}
+	if o.records < 0 || o.duration <= 0 && o.records == 0 {
+		return bench.Config{}, errors.New("--records cannot be negative and --duration must be positive")
+	}
+	return bench.Config{
+		Topic: o.topic, Partitions: o.partitions, CreateTopic: true,
+		Records: o.records, Duration: o.duration, Warmup: o.warmup,
+		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
+		Producers: o.producers, Rate: o.rate, Acks: acks, AcksSet: true, Compression: o.compression,
+		BatchSize: o.batchSize, LingerMs: o.lingerMs, Group: o.group, IdleTimeout: o.idleTimeout,
+		Progress: progress,
+	}, nil
+}
+
+func benchLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// openDriver opens the system the flags name.
+func openDriver(ctx context.Context, o *benchOptions, stderr io.Writer) (bench.Driver, error) {
+	if o.transport != bench.TransportTCP && o.transport != bench.TransportUnix {
+		return nil, fmt.Errorf("--transport %q: want tcp or unix", o.transport)
+	}
+	if o.driver == "sluice" {
+		if o.embedded {
+			return bench.EmbeddedSluice(ctx, o.dataDir, o.transport, benchLogger(stderr))
+		}
+		return bench.NewSluiceDriver(ctx, "sluice", o.broker, benchLogger(stderr))
+	}
+	if o.embedded {
+		open, ok := embeddedPeers[o.driver]
+		if !ok {
+			return nil, fmt.Errorf("--driver %q: no such embedded peer (have: sluice %s)", o.driver, strings.Join(peerNames(), " "))
+		}
+		return openEmbeddedPeer(ctx, o.driver, open, o.dataDir)
+	}
+	open, ok := externalDrivers[o.driver]
+	if !ok {
+		return nil, fmt.Errorf("--driver %q: no such driver (have: sluice %s)", o.driver, strings.Join(peerNames(), " "))
+	}
+	return open(ctx, o.broker)
+}
+
+// openEmbeddedPeer starts a peer on a new temporary directory, removed when the driver closes.
+func openEmbeddedPeer(ctx context.Context, name string, open func(context.Context, string) (bench.Driver, error), parent string) (bench.Driver, error) {
+	dir, err := os.MkdirTemp(parent, "sluice-bench-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return bench.WithClose(d, func() error { return os.RemoveAll(dir) }), nil
+}
+
+// benchRunE wraps a run: signals, the driver, and the output (JSON on stdout with --json,
+// else the summary on stdout).
+func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+		d, err := openDriver(ctx, o, stderr)
+		if err != nil {
+			return err
+		}
+		stopProfile, err := startCPUProfile(o.cpuProf)
+		if err != nil {
+			d.Close()
+			return err
+		}
+		r, err := run(ctx, d, stderr)
+		err = errors.Join(err, stopProfile())
+		if cerr := d.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close %s: %w", d.Name(), cerr)
+		}
+		if r.Driver == "" { // the run did not start
+			return err
+		}
+		return errors.Join(err, writeResult(o.json, stdout, stderr, r, r.WriteSummary))
+	}
+}
+
+// startCPUProfile starts a CPU profile to file ("" for none); stop ends it.
+func startCPUProfile(file string) (stop func() error, err error) {
+	if file == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// writeResult writes the summary (stderr with --json, else stdout) and the JSON object.
+func writeResult(asJSON bool, stdout, stderr io.Writer, v any, summary func(io.Writer)) error {
+	if !asJSON {
+		summary(stdout)
+		return nil
+	}
+	summary(stderr)
+	return bench.WriteJSON(stdout, v)
+}
+
+func benchProduceCmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "produce",
+		Short: "Produce records flat out, or open-loop at --rate, and report throughput and ack latency",
+		Args:  cobra.NoArgs,
+		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
+			c, err := o.config(stderr)
+			if err != nil {
+				return bench.Result{}, err
+			}
+			return bench.Produce(ctx, d, c)
+		}),
+	}
+	addConnFlags(cmd, &o)
+	addRunFlags(cmd, &o)
+	return cmd
+}
+
+func benchConsumeCmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Read --records records (or all there are) from a topic and report throughput",
+		Long: `Read --records records (or, without it, everything until nothing arrives for
+--idle-timeout) from every partition of --topic, from the beginning (or from --group's
+committed offsets). With --embedded the fresh broker's topic is first filled with --records
+records (default 100000) of --record-size bytes by a producer, reported on stderr.`,
+		Args: cobra.NoArgs,
+		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
+			c, err := o.config(stderr)
+			if err != nil {
+				return bench.Result{}, err
+			}
+			if o.embedded {
+				if c.Records == 0 {
+					c.Records = 100000
+				}
+				fill := c
+				fill.Warmup, fill.Progress, fill.Rate = 0, nil, 0
+				fr, err := bench.Produce(ctx, d, fill)
+				if err != nil {
+					return bench.Result{}, fmt.Errorf("fill the topic: %w", err)
+				}
+				fmt.Fprintf(stderr, "filled %s: ", c.Topic)
+				fr.WriteSummary(stderr)
+			}
+			return bench.Consume(ctx, d, c)
+		}),
+	}
+	addConnFlags(cmd, &o)
+	addRunFlags(cmd, &o)
+	cmd.Flags().StringVar(&o.group, "group", "", "consumer group (resume from and commit to its offsets)")
+	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Second, "stop (all records) or fail (--records) when nothing arrives for this long")
+	return cmd
+}
+
+func benchE2ECmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "e2e",
+		Short: "Produce at --rate and consume in the same process; latency from scheduled send to receipt",
+		Long: `Producers send at --rate records/s (open-loop), each value starting with its scheduled
+send time; a consumer per topic in the same process measures latency from that time to the
+record's receipt. --record-size must be at least 16 bytes.`,
+		Args: cobra.NoArgs,
+		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
+			c, err := o.config(stderr)
+			if err != nil {
+				return bench.Result{}, err
+			}
+			return bench.E2E(ctx, d, c)
+		}),
+	}
+	addConnFlags(cmd, &o)
+	addRunFlags(cmd, &o)
+	cmd.Flags().Lookup("rate").DefValue = "10000"
+	_ = cmd.Flags().Set("rate", "10000")
+	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Second, "fail when records stop arriving for this long")
+	return cmd
+}
+
+func benchRunCmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a workload file (YAML, as in bench/workloads/)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := bench.LoadWorkload(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), w)
+			return benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
+				return bench.RunWorkload(ctx, d, w, stderr)
+			})(cmd, nil)
+		},
+	}
+	addConnFlags(cmd, &o)
+	return cmd
+}
+
+// compareSystems are Sluice embedded over TCP and over unix, then every embedded peer.
+func compareSystems(dataDir string, stderr io.Writer) []bench.System {
+	systems := []bench.System{}
+	for _, t := range []string{bench.TransportTCP, bench.TransportUnix} {
+		systems = append(systems, bench.System{Name: "sluice-" + t, Open: func(ctx context.Context) (bench.Driver, error) {
+			return bench.EmbeddedSluice(ctx, dataDir, t, benchLogger(stderr))
+		}})
+	}
+	names := make([]string, 0, len(embeddedPeers))
+	for n := range embeddedPeers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		open := embeddedPeers[n]
+		systems = append(systems, bench.System{Name: n, Open: func(ctx context.Context) (bench.Driver, error) {
+			return openEmbeddedPeer(ctx, n, open, dataDir)
+		}})
+	}
+	return systems
+}
+
+func benchCompareCmd() *cobra.Command {
+	var (
+		o        benchOptions
+		workload string
+		mode     string
+	)
+	cmd := &cobra.Command{
+		Use:   "compare [--workload FILE | run flags]",
+		Short: "Run one workload against Sluice (TCP and unix) and every in-process peer; print ratios",
+		Long: `Run the same workload, one system after another, against Sluice embedded over TCP and over
+its unix socket and against every peer that can be started in-process, then print each one's
+records/s, MB/s, p99 latency and its ratio to Sluice over TCP. The workload is --workload FILE,
+or the run flags (a produce run, or an e2e run with --mode e2e).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var run func(ctx context.Context, d bench.Driver) (bench.Result, error)
+			if workload != "" {
+				w, err := bench.LoadWorkload(workload)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stderr, w)
+				run = func(ctx context.Context, d bench.Driver) (bench.Result, error) {
+					return bench.RunWorkload(ctx, d, w, stderr)
+				}
+			} else {
+				c, err := o.config(stderr)
+				if err != nil {
+					return err
+				}
+				switch mode {
+				case bench.ModeProduce:
+					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) { return bench.Produce(ctx, d, c) }
+				case bench.ModeE2E:
+					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) { return bench.E2E(ctx, d, c) }
+				default:
+					return fmt.Errorf("--mode %q: want produce or e2e", mode)
+				}
+			}
+			rows := bench.Compare(ctx, compareSystems(o.dataDir, stderr), run, stderr)
+			var failed []string
+			for _, r := range rows {
+				if r.Error != "" {
+					failed = append(failed, r.System)
+				}
+			}
+			err := writeResult(o.json, stdout, stderr, map[string]any{"results": rows}, func(w io.Writer) { bench.WriteCompareTable(w, rows) })
+			if len(failed) > 0 {
+				err = errors.Join(err, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
+			}
+			return errors.Join(err, ctx.Err())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&workload, "workload", "", "workload file (default: the run flags)")
+	f.StringVar(&mode, "mode", bench.ModeProduce, "without --workload: produce or e2e")
+	f.StringVar(&o.dataDir, "data-dir", "", "where to make the systems' temporary data directories")
+	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the table goes to stderr)")
+	addRunFlags(cmd, &o)
+	return cmd
+}
+
+func benchLimitsCmd() *cobra.Command {
+	var (
+		c      bench.LimitsConfig
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "limits",
+		Short: "Probe the machine: loopback TCP and unix streams, sendfile over each, disk write and fdatasync",
+		Long: `Probe what the machine can do, in this process, each probe bounded by --probe-duration and
+--max-bytes: loopback TCP and unix stream throughput, a page-cached file sent with sendfile(2)
+over TCP and over a unix socket (4 MiB send buffer, as the broker sets), sequential writes, and
+writes with fdatasync every 1 MiB in --dir (give the broker's data directory: the disk probes
+measure its filesystem). Figures are GB/s (10^9 bytes/s).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if c.Dir == "" {
+				if fi, err := os.Stat("data"); err == nil && fi.IsDir() {
+					c.Dir = "data"
+				}
+			}
+			r, err := bench.Limits(ctx, c)
+			if err != nil {
+				return err
+			}
+			return writeResult(asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr(), r, r.WriteSummary)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Dir, "dir", "", "directory for the disk probes (default ./data if it exists, else the system's temporary directory)")
+	f.DurationVar(&c.Duration, "probe-duration", time.Second, "time bound of each probe")
+	f.Int64Var(&c.MaxBytes, "max-bytes", 4<<30, "byte bound of each socket probe (a quarter of it for the disk probes)")
+	f.Int64Var(&c.FileSize, "file-size", 64<<20, "size of the page-cached file the sendfile probes send")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout (the summary goes to stderr)")
+	return cmd
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicemq/sluice/bench"
+)
+
+// runBench runs `sluice bench args...` in process and returns stdout and stderr.
+func runBench(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := rootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(append([]string{"bench"}, args...))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+// benchJSON runs a bench command with --json and decodes the one object it prints.
+func benchJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	out, errOut, err := runBench(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("sluice bench %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("stdout %q: %v", out, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("stdout holds more than one JSON object: %q", out)
+	}
+	return m
+}
+
+func checkRun(t *testing.T, m map[string]any, mode string, records float64) {
+	t.Helper()
+	if m["mode"] != mode || m["errors"].(float64) != 0 {
+		t.Errorf("mode %v errors %v (%v), want %s and 0", m["mode"], m["errors"], m["first_error"], mode)
+	}
+	if records > 0 && m["records"].(float64) != records {
+		t.Errorf("records %v, want %v", m["records"], records)
+	}
+	for _, k := range []string{"bytes", "seconds", "records_per_sec", "mb_per_sec", "rss_peak_mb", "heap_inuse_mb"} {
+		if v, _ := m[k].(float64); v <= 0 {
+			t.Errorf("%s = %v, want > 0", k, m[k])
+		}
+	}
+	if _, ok := m["latency_ms"].(map[string]any)["p999"]; !ok {
+		t.Errorf("latency_ms: %v", m["latency_ms"])
+	}
+}
+
+func TestBenchProduceSmoke(t *testing.T) {
+	m := benchJSON(t, "produce", "--embedded", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100", "--payload", "text", "--compression", "lz4")
+	checkRun(t, m, "produce", 3000)
+	if m["driver"] != "sluice-tcp" {
+		t.Errorf("driver %v", m["driver"])
+	}
+	// Without --json the summary goes to stdout.
+	out, _, err := runBench(t, "produce", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--records", "1000", "--record-size", "64", "--rate", "20000")
+	if err != nil || !strings.Contains(out, "sluice-unix produce: 1000 records") || !strings.Contains(out, "p99.9") {
+		t.Errorf("summary %q, %v", out, err)
+	}
+}
+
+func TestBenchConsumeSmoke(t *testing.T) {
+	m := benchJSON(t, "consume", "--embedded", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100")
+	checkRun(t, m, "consume", 3000)
+}
+
+func TestBenchE2ESmoke(t *testing.T) {
+	m := benchJSON(t, "e2e", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--rate", "2000", "--duration", "400ms", "--warmup", "100ms", "--record-size", "64")
+	checkRun(t, m, "e2e", 0)
+	if n := m["records"].(float64); n < 700 || n > 801 {
+		t.Errorf("records %v, want about 800", n)
+	}
+}
+
+func TestBenchLimitsSmoke(t *testing.T) {
+	m := benchJSON(t, "limits", "--dir", t.TempDir(), "--probe-duration", "20ms", "--max-bytes", "8388608", "--file-size", "1048576")
+	for _, k := range []string{"tcp_stream_gbps", "unix_stream_gbps", "sendfile_tcp_gbps", "sendfile_unix_gbps", "disk_write_gbps", "fdatasync_1mib_gbps"} {
+		if v, _ := m[k].(float64); v <= 0 {
+			t.Errorf("%s = %v, want > 0", k, m[k])
+		}
+	}
+}
+
+func TestBenchRunWorkloadSmoke(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "w.yaml")
+	if err := os.WriteFile(file, []byte("name: smoke\nmessageSize: 200\npayload: text\nrecords: 2000\nacks: all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := benchJSON(t, "run", file, "--embedded", "--data-dir", dir)
+	checkRun(t, m, "produce", 2000)
+	if m["name"] != "smoke" {
+		t.Errorf("name %v", m["name"])
+	}
+	if _, _, err := runBench(t, "run", filepath.Join(dir, "missing.yaml"), "--embedded"); err == nil {
+		t.Error("missing workload file: want an error")
+	}
+}
+
+func TestBenchCompareSluiceOnly(t *testing.T) {
+	saved := embeddedPeers // the peers may be registered; this test compares Sluice alone
+	embeddedPeers = map[string]func(context.Context, string) (bench.Driver, error){}
+	defer func() { embeddedPeers = saved }()
+	m := benchJSON(t, "compare", "--data-dir", t.TempDir(), "--records", "2000", "--record-size", "100")
+	rows, _ := m["results"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("results %v, want sluice-tcp and sluice-unix", m["results"])
+	}
+	for i, want := range []string{"sluice-tcp", "sluice-unix"} {
+		row := rows[i].(map[string]any)
+		if row["system"] != want || row["error"] != nil || row["ratio"].(float64) <= 0 {
+			t.Errorf("row %d: %v", i, row)
+		}
+	}
+	if rows[0].(map[string]any)["ratio"].(float64) != 1 {
+		t.Errorf("baseline ratio %v, want 1", rows[0].(map[string]any)["ratio"])
+	}
+	out, _, err := runBench(t, "compare", "--data-dir", t.TempDir(), "--records", "500", "--record-size", "16", "--mode", "produce")
+	if err != nil || !strings.Contains(out, "sluice-unix") || !strings.Contains(out, "1.00x") {
+		t.Errorf("table %q, %v", out, err)
+	}
+}
+
+func TestBenchBadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"produce", "--embedded", "--driver", "nope", "--records", "1"},
+		{"produce", "--embedded", "--transport", "udp", "--records", "1"},
+		{"produce", "--embedded", "--acks", "2", "--records", "1"},
+		{"e2e", "--embedded", "--record-size", "8", "--records", "1"},
+		{"compare", "--mode", "consume"},
+	} {
+		if _, _, err := runBench(t, args...); err == nil {
+			t.Errorf("sluice bench %s: want an error", strings.Join(args, " "))
+		}
+	}
+}
