@@ -53,10 +53,12 @@ type Conn struct {
 	nc       net.Conn
 	clientID string
 
-	wmu    sync.Mutex // guards w, nextID, buf: request order on the wire
+	wmu    sync.Mutex // guards w, nextID, buf, cuts, parts: request order on the wire
 	w      *bufio.Writer
 	nextID int32
 	buf    []byte
+	cuts   []int
+	parts  [][]byte
 
 	mu      sync.Mutex // guards pending and err
 	pending map[int32]chan []byte
@@ -123,16 +125,54 @@ func (c *Conn) send(req wire.Request, ch chan []byte) error {
 		c.mu.Unlock()
 	}
 	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: id, ClientID: c.clientID}
-	c.buf = wire.AppendRequestFrame(c.buf[:0], &h, req)
-	_, err := c.w.Write(c.buf)
-	if err == nil {
-		err = c.w.Flush()
+	var err error
+	if pr, ok := req.(*wire.ProduceRequest); ok {
+		err = c.writeProduceLocked(&h, pr)
+	} else {
+		c.buf = wire.AppendRequestFrame(c.buf[:0], &h, req)
+		if _, err = c.w.Write(c.buf); err == nil {
+			err = c.w.Flush()
+		}
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("client: write: %w", err))
 		return c.closedErr()
 	}
 	return nil
+}
+
+// writeProduceLocked writes a Produce request without copying its records: the encoded parts
+// and the batches' own bytes go out together in one writev. Records are most of a Produce
+// request, so this saves a copy of every produced byte. Called with wmu held.
+func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceRequest) error {
+	buf, start := wire.BeginFrame(c.buf[:0])
+	buf = h.AppendTo(buf)
+	buf, cuts, recordBytes := req.AppendSegments(buf, c.cuts[:0])
+	c.buf, c.cuts = buf, cuts
+	if err := wire.FinishFrame(buf, start, recordBytes); err != nil {
+		return err
+	}
+	parts := c.parts[:0]
+	prev, i := 0, 0
+	for t := range req.Topics {
+		for _, p := range req.Topics[t].Partitions {
+			parts = append(parts, buf[prev:cuts[i]])
+			if len(p.Records) > 0 {
+				parts = append(parts, p.Records)
+			}
+			prev = cuts[i]
+			i++
+		}
+	}
+	parts = append(parts, buf[prev:])
+	c.parts = parts
+	if err := c.w.Flush(); err != nil { // nothing is buffered between requests; keep it so
+		return err
+	}
+	bufs := net.Buffers(parts) // WriteTo consumes its receiver, not c.parts' backing array
+	_, err := bufs.WriteTo(c.nc)
+	clear(c.parts) // drop references to the batches until the next request
+	return err
 }
 
 func (c *Conn) readLoop() {

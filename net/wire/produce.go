@@ -174,3 +174,33 @@ func (p *ProduceResponsePartition) readFrom(r *reader) {
 	p.LogStartOffset = r.int64()
 	p.ErrorMessage = r.nullableString()
 }
+
+// AppendSegments appends the request's encoding without the record bytes, so a client can
+// write the records from the batches where they already are (writev) instead of copying them
+// into the frame. cuts gets one position per partition, in request order: the full encoding is
+// buf[:cuts[0]] + Records₀ + buf[cuts[0]:cuts[1]] + Records₁ + ... + buf[cuts[n-1]:]. It returns
+// the number of record bytes left out, for the frame size. The result is byte for byte what
+// AppendTo writes, with the records cut out.
+func (p *ProduceRequest) AppendSegments(dst []byte, cuts []int) (buf []byte, cutsOut []int, recordBytes int64) {
+	dst = appendNullableString(dst, p.TransactionalID)
+	dst = appendInt16(dst, p.Acks)
+	dst = appendInt32(dst, p.TimeoutMs)
+	dst = appendArrayLen(dst, len(p.Topics))
+	for i := range p.Topics {
+		t := &p.Topics[i]
+		dst = appendString(dst, t.Topic)
+		dst = appendArrayLen(dst, len(t.Partitions))
+		for j := range t.Partitions {
+			part := &t.Partitions[j]
+			dst = appendInt32(dst, part.Partition)
+			if part.Records == nil {
+				dst = appendInt32(dst, -1)
+			} else {
+				dst = appendArrayLen(dst, len(part.Records))
+			}
+			cuts = append(cuts, len(dst))
+			recordBytes += int64(len(part.Records))
+		}
+	}
+	return dst, cuts, recordBytes
+}
