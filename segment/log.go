@@ -394,7 +394,9 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		firstSize, _ := batch.SizeOf(h) // checked by locate
 		stop := limit
 		if j+1 >= len(segs) || upTo < segs[j+1].base {
-			// upTo may fall inside this segment: stop at the batch that holds it.
+			// upTo may fall inside this segment: stop at the batch that holds it. This holds even
+			// when upTo was the log end: limit may already include batches appended since, and a
+			// consumer bounded by the high watermark must not see them.
 			if p, _, ok, err := s.locate(upTo, limit, hdr); err != nil {
 				s.release()
 				return Slice{}, false, err
