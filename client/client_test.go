@@ -3,13 +3,11 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 )
 
@@ -42,20 +40,8 @@ func TestParseAddress(t *testing.T) {
 	}
 }
 
-// StartBroker runs an in-process broker for client tests.
-func startBroker(t *testing.T) *broker.Broker {
-	t.Helper()
-	dir := t.TempDir()
-	b, err := broker.Open(broker.Config{
-		DataDir: dir, Listen: "127.0.0.1:0", UnixPath: filepath.Join(dir, "c.sock"),
-		OffsetsTopicPartitions: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	return b
-}
+// startBroker runs an in-process broker for client tests.
+func startBroker(t *testing.T) *broker.Broker { return brokertest.Start(t) }
 
 func TestClientMetadataBothTransports(t *testing.T) {
 	b := startBroker(t)

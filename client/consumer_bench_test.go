@@ -6,13 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
-	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -34,15 +33,7 @@ func consumerBenchValue(rng *rand.Rand) []byte {
 // decompression, record decoding. The data is 16-record (16 KiB) batches, Kafka's default
 // batch.size; the consumer seeks back to the start when it reaches the end.
 func BenchmarkConsumer(b *testing.B) {
-	dir := b.TempDir()
-	br, err := broker.Open(broker.Config{
-		DataDir: dir, Listen: "127.0.0.1:0", UnixPath: filepath.Join(dir, "c.sock"),
-		OffsetsTopicPartitions: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close(context.Background())
+	br := brokertest.Start(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	conn, err := client.Dial(ctx, br.Addr().String(), "bench")

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -26,22 +26,9 @@ import (
 
 func prodLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func prodBrokerConfig(dir, listen string) broker.Config {
-	return broker.Config{
-		DataDir: dir, Listen: listen, UnixPath: filepath.Join(dir, "p.sock"),
-		OffsetsTopicPartitions: 1, Logger: prodLogger(),
-	}
-}
+func prodBrokerConfig(dir, listen string) broker.Config { return brokertest.Config(dir, listen) }
 
-func prodOpenBroker(t testing.TB, cfg broker.Config) *broker.Broker {
-	t.Helper()
-	b, err := broker.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	return b
-}
+func prodOpenBroker(t testing.TB, cfg broker.Config) *broker.Broker { return brokertest.Open(t, cfg) }
 
 func prodCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

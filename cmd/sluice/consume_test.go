@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -29,15 +28,7 @@ type consumeEnv struct {
 
 func newConsumeEnv(t *testing.T) *consumeEnv {
 	t.Helper()
-	dir := t.TempDir()
-	b, err := broker.Open(broker.Config{
-		DataDir: dir, Listen: "127.0.0.1:0", UnixPath: filepath.Join(dir, "c.sock"),
-		OffsetsTopicPartitions: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	t.Cleanup(cancel)
 	conn, err := client.Dial(ctx, b.Addr().String(), "consume-test")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
-	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -21,15 +20,7 @@ import (
 // and returns its unix socket address.
 func produceTestBroker(t *testing.T, topics ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	b, err := broker.Open(broker.Config{
-		DataDir: dir, Listen: "127.0.0.1:0", UnixPath: filepath.Join(dir, "p.sock"),
-		OffsetsTopicPartitions: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	b := brokertest.Start(t)
 	addr := "unix://" + b.UnixAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
