@@ -127,67 +127,49 @@ func addrString(a net.Addr) string {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.NodeID == 0 {
-		c.NodeID = d.NodeID
-	}
-	if c.DataDir == "" {
-		c.DataDir = d.DataDir
-	}
 	if c.Listen == "" && c.UnixPath == "" {
 		c.Listen = d.Listen
 	}
-	if c.NumPartitions <= 0 {
-		c.NumPartitions = d.NumPartitions
-	}
-	if c.DefaultReplication <= 0 {
-		c.DefaultReplication = d.DefaultReplication
-	}
-	if c.MessageMaxBytes <= 0 {
-		c.MessageMaxBytes = d.MessageMaxBytes
-	}
-	if c.SocketRequestMaxBytes <= 0 {
-		c.SocketRequestMaxBytes = d.SocketRequestMaxBytes
-	}
-	if c.OffsetsTopicPartitions <= 0 {
-		c.OffsetsTopicPartitions = d.OffsetsTopicPartitions
-	}
-	if c.SegmentBytes <= 0 {
-		c.SegmentBytes = d.SegmentBytes
-	}
-	if c.SegmentMs <= 0 {
-		c.SegmentMs = d.SegmentMs
-	}
-	if c.RetentionMs == 0 {
-		c.RetentionMs = d.RetentionMs
-	}
-	if c.RetentionBytes == 0 {
-		c.RetentionBytes = d.RetentionBytes
-	}
-	if c.RetentionCheck <= 0 {
-		c.RetentionCheck = d.RetentionCheck
-	}
-	if c.FlushMessages <= 0 {
-		c.FlushMessages = d.FlushMessages
-	}
-	if c.FlushMs == 0 {
-		c.FlushMs = d.FlushMs
-	}
-	if c.IndexIntervalBytes <= 0 {
-		c.IndexIntervalBytes = d.IndexIntervalBytes
-	}
-	if c.IndexMaxBytes <= 0 {
-		c.IndexMaxBytes = d.IndexMaxBytes
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = d.IdleTimeout
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = d.ShutdownTimeout
-	}
+	c.NodeID = nonZero(c.NodeID, d.NodeID)
+	c.DataDir = nonZero(c.DataDir, d.DataDir)
+	c.NumPartitions = positive(c.NumPartitions, d.NumPartitions)
+	c.DefaultReplication = positive(c.DefaultReplication, d.DefaultReplication)
+	c.MessageMaxBytes = positive(c.MessageMaxBytes, d.MessageMaxBytes)
+	c.SocketRequestMaxBytes = positive(c.SocketRequestMaxBytes, d.SocketRequestMaxBytes)
+	c.OffsetsTopicPartitions = positive(c.OffsetsTopicPartitions, d.OffsetsTopicPartitions)
+	c.SegmentBytes = positive(c.SegmentBytes, d.SegmentBytes)
+	c.SegmentMs = positive(c.SegmentMs, d.SegmentMs)
+	c.RetentionCheck = positive(c.RetentionCheck, d.RetentionCheck)
+	c.FlushMessages = positive(c.FlushMessages, d.FlushMessages)
+	c.IndexIntervalBytes = positive(c.IndexIntervalBytes, d.IndexIntervalBytes)
+	c.IndexMaxBytes = positive(c.IndexMaxBytes, d.IndexMaxBytes)
+	c.ShutdownTimeout = positive(c.ShutdownTimeout, d.ShutdownTimeout)
+	// Negative means "never" or "unlimited" for these, so only zero takes the default.
+	c.RetentionMs = nonZero(c.RetentionMs, d.RetentionMs)
+	c.RetentionBytes = nonZero(c.RetentionBytes, d.RetentionBytes)
+	c.FlushMs = nonZero(c.FlushMs, d.FlushMs)
+	c.IdleTimeout = nonZero(c.IdleTimeout, d.IdleTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// positive returns v, or d when v is zero or negative.
+func positive[T ~int | ~int32 | ~int64](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// nonZero returns v, or d when v is the zero value.
+func nonZero[T comparable](v, d T) T {
+	var zero T
+	if v == zero {
+		return d
+	}
+	return v
 }
 
 // register records this broker's endpoints in the cluster metadata.
