@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -487,5 +488,73 @@ func TestSlowFetchDoesNotBlockProduce(t *testing.T) {
 		if res := produce(t, c, "slow", 0, wire.AcksAll, records(t, fmt.Sprint(i))); res.ErrorCode != wire.NoError {
 			t.Fatalf("produce %d while a fetch is stuck: %v", i, res.ErrorCode)
 		}
+	}
+}
+
+// A topic deleted and created again under the same name starts empty: no byte of the old
+// topic is served.
+func TestRecreatedTopicStartsEmpty(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "again", 1)
+	for range 3 {
+		produce(t, c, "again", 0, wire.AcksAll, records(t, "old"))
+	}
+	var dr wire.DeleteTopicsResponse
+	call(t, c, &wire.DeleteTopicsRequest{Topics: []string{"again"}, TimeoutMs: 5000}, &dr)
+	if dr.Topics[0].ErrorCode != wire.NoError {
+		t.Fatal(dr.Topics[0].ErrorCode)
+	}
+	createTopic(t, c, "again", 1)
+	if got := fetchP(t, c, "again", 0, 0, 0, 1); got.ErrorCode != wire.NoError || got.HighWatermark != 0 || len(got.Records) != 0 {
+		t.Fatalf("re-created topic: %+v", got)
+	}
+	if res := produce(t, c, "again", 0, wire.AcksLeader, records(t, "new")); res.BaseOffset != 0 {
+		t.Fatalf("first record of the re-created topic at offset %d", res.BaseOffset)
+	}
+}
+
+func TestAutoCreateTopics(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.AutoCreateTopics, cfg.NumPartitions = true, 3
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	var md wire.MetadataResponse
+	call(t, c, &wire.MetadataRequest{Topics: []string{"auto"}, AllowAutoTopicCreation: true}, &md)
+	if md.Topics[0].ErrorCode != wire.NoError || len(md.Topics[0].Partitions) != 3 {
+		t.Fatalf("auto-created topic: %+v", md.Topics[0])
+	}
+	call(t, c, &wire.MetadataRequest{Topics: []string{"not-allowed"}, AllowAutoTopicCreation: false}, &md)
+	if md.Topics[0].ErrorCode != wire.ErrUnknownTopicOrPartition {
+		t.Fatalf("client did not allow creation: %v", md.Topics[0].ErrorCode)
+	}
+	// Off by default.
+	b2 := startBroker(t, testConfig(t, t.TempDir()))
+	call(t, dial(t, b2.Addr().String()), &wire.MetadataRequest{Topics: []string{"auto"}, AllowAutoTopicCreation: true}, &md)
+	if md.Topics[0].ErrorCode != wire.ErrUnknownTopicOrPartition {
+		t.Fatalf("auto.create.topics.enable is off by default: %v", md.Topics[0].ErrorCode)
+	}
+}
+
+func TestOffsetCommitErrors(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "oe", 1)
+	long := string(bytes.Repeat([]byte("m"), 5000))
+	var cr wire.OffsetCommitResponse
+	call(t, c, &wire.OffsetCommitRequest{GroupID: "g", GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+		{Topic: "oe", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1, Metadata: &long}, {Partition: 7, Offset: 1, LeaderEpoch: -1}}},
+		{Topic: "missing", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}},
+	}}, &cr)
+	want := []wire.ErrorCode{wire.ErrOffsetMetadataTooLarge, wire.ErrUnknownTopicOrPartition, wire.ErrUnknownTopicOrPartition}
+	got := []wire.ErrorCode{cr.Topics[0].Partitions[0].ErrorCode, cr.Topics[0].Partitions[1].ErrorCode, cr.Topics[1].Partitions[0].ErrorCode}
+	if !slices.Equal(got, want) {
+		t.Fatalf("commit errors %v, want %v", got, want)
+	}
+	call(t, c, &wire.OffsetCommitRequest{GroupID: "", GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+		{Topic: "oe", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}},
+	}}, &cr)
+	if code := cr.Topics[0].Partitions[0].ErrorCode; code != wire.ErrInvalidGroupID {
+		t.Fatalf("empty group id: %v", code)
 	}
 }
