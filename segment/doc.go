@@ -12,16 +12,18 @@
 //	  recovery-point                  checkpoint, below
 //	  *.deleted                       segments retired while readers held them; removed at open
 //
-// The recovery-point file (24 bytes, written to a temporary file, fsynced, renamed, directory
-// fsynced):
+// The recovery-point file (40 bytes, big-endian, written to a temporary file, fsynced, renamed,
+// directory fsynced):
 //
-//	+----------+---------+-----+------------------+----------------+------------+------------+
-//	| "SLRP"   | version | pad | recovery offset  | segment base   | position   | CRC-32C    |
-//	| 4 bytes  | u8 = 1  | 3   | i64              | i64            | u32        | of [0, 28) |
-//	+----------+---------+-----+------------------+----------------+------------+------------+
+//	 0        4         5     8                  16               24         28              36           40
+//	+--------+---------+-----+------------------+----------------+----------+---------------+------------+
+//	| "SLRP" | version | pad | recovery offset  | segment base   | position | max timestamp | CRC-32C    |
+//	|        | u8 = 1  |     | i64              | i64            | u32      | i64           | of [0, 36) |
+//	+--------+---------+-----+------------------+----------------+----------+---------------+------------+
 //
 // It says: every batch below recovery offset is durable, and ends at byte position in the
-// segment with that base; the index entries for those batches are durable too. Recovery scans
+// segment with that base, whose largest timestamp up to there is max timestamp; the index
+// entries for those batches are durable too. Recovery scans
 // only what lies past that point, so an open after a clean close (checkpoint at the log end)
 // reads no record data at all, and an open after a crash reads only the unsynced tail.
 //
