@@ -19,6 +19,7 @@
 //
 // Invariants: entries are strictly increasing in both fields (offset index) or in timestamp and
 // non-decreasing in offset (time index); entries [0, Len()) are immutable once published, so
-// lookups run concurrently with one appender without locks; Truncate, Trim and Close need the
-// caller to exclude lookups (the segment's reference count and lock do).
+// lookups run concurrently with one appender; the index's own read-write lock keeps lookups off
+// a mapping that Truncate, Trim or MakeWritable replace; Close must follow the last lookup (the
+// segment's reference count sees to it). Appends come from one goroutine at a time.
 package index

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -334,7 +335,7 @@ func (s *Slice) AppendTo(dst []byte) ([]byte, error) {
 		return dst, nil
 	}
 	n := len(dst)
-	dst = append(dst, make([]byte, s.Len)...)
+	dst = slices.Grow(dst, s.Len)[:n+s.Len] // no temporary slice: the read fills it
 	if _, err := s.File.ReadAt(dst[n:], s.Pos); err != nil && err != io.EOF {
 		return dst[:n], err
 	}
