@@ -232,7 +232,12 @@ func TestIterDoesNotAllocate(t *testing.T) {
 				}
 			}
 			run() // warm: decoder state, buffers, headers slice
-			if allocs := testing.AllocsPerRun(20, run); allocs != 0 {
+			allocs := testing.AllocsPerRun(20, run)
+			// The race detector makes sync.Pool drop a quarter of its Puts
+			// on purpose, and klauspost's zstd decoder keeps its history
+			// buffers in one, so under -race zstd allocates now and then.
+			// .ci/run repeats the allocation tests without -race.
+			if allocs != 0 && !(raceEnabled && c == Zstd) {
 				t.Fatalf("%v allocs per 100-record batch", allocs)
 			}
 		})
