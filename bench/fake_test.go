@@ -67,7 +67,7 @@ func (d *memDriver) CreateTopic(_ context.Context, topic string, _ int) error {
 }
 
 func (d *memDriver) NewProducer(_ context.Context, o ProducerOptions) (Producer, error) {
-	return &memProducer{d: d, topic: o.Topic}, nil
+	return &memProducer{d: d, topic: o.Topic, ack: o.Ack}, nil
 }
 
 func (d *memDriver) NewConsumer(_ context.Context, o ConsumerOptions) (Consumer, error) {
@@ -79,9 +79,10 @@ func (d *memDriver) Close() error { return nil }
 type memProducer struct {
 	d     *memDriver
 	topic string
+	ack   AckFunc
 }
 
-func (p *memProducer) Send(_ context.Context, _, value []byte, done func(error)) {
+func (p *memProducer) Send(_ context.Context, _, value []byte, sent time.Time) {
 	d := p.d
 	d.mu.Lock()
 	d.mu.topics[p.topic] = append(d.mu.topics[p.topic], append([]byte(nil), value...))
@@ -93,7 +94,7 @@ func (p *memProducer) Send(_ context.Context, _, value []byte, done func(error))
 	if d.sendHook != nil {
 		d.sendHook(n)
 	}
-	done(nil)
+	p.ack(sent, len(value), nil)
 }
 
 func (p *memProducer) Flush(context.Context) error { return nil }

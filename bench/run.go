@@ -92,7 +92,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.IdleTimeout = 5 * time.Second
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = newRealClock()
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = time.Second
@@ -134,52 +134,60 @@ func createTopics(ctx context.Context, d Driver, c Config) error {
 	return nil
 }
 
-// stats is what one producer or consumer measures; callbacks update it from any goroutine.
+// stats is what one producer or consumer measures. Acknowledgement callbacks update it from
+// any goroutine; mu guards every field (one lock per record, not a lock and four atomics).
 type stats struct {
-	records, bytes atomic.Int64 // measured
-	errs           atomic.Int64
-	tickRecords    atomic.Int64 // since the last progress line, warm-up included
-	tickBytes      atomic.Int64
-	mu             struct {
-		sync.Mutex
-		hist     *Histogram // measured latencies
-		tick     *Histogram // since the last progress line
-		firstErr error
-	}
+	mu                     sync.Mutex
+	records, bytes, errs   int64      // measured
+	tickRecords, tickBytes int64      // since the last progress line, warm-up included
+	hist                   *Histogram // measured latencies
+	tick                   *Histogram // since the last progress line
+	firstErr               error
 }
 
-func newStats() *stats {
-	s := &stats{}
-	s.mu.hist, s.mu.tick = NewHistogram(), NewHistogram()
-	return s
-}
+func newStats() *stats { return &stats{hist: NewHistogram(), tick: NewHistogram()} }
 
 // record counts one record of n bytes with latency lat (lat < 0: none).
 func (s *stats) record(measured bool, n int, lat time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
-		s.errs.Add(1)
-		s.mu.Lock()
-		if s.mu.firstErr == nil {
-			s.mu.firstErr = err
+		s.errs++
+		if s.firstErr == nil {
+			s.firstErr = err
 		}
-		s.mu.Unlock()
 		return
 	}
-	s.tickRecords.Add(1)
-	s.tickBytes.Add(int64(n))
+	s.tickRecords++
+	s.tickBytes += int64(n)
 	if measured {
-		s.records.Add(1)
-		s.bytes.Add(int64(n))
+		s.records++
+		s.bytes += int64(n)
 	}
 	if lat < 0 {
 		return
 	}
-	s.mu.Lock()
-	s.mu.tick.Record(lat)
+	s.tick.Record(lat)
 	if measured {
-		s.mu.hist.Record(lat)
+		s.hist.Record(lat)
 	}
-	s.mu.Unlock()
+}
+
+// add counts n measured records of b bytes in all, without latencies.
+func (s *stats) add(n, b int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records += n
+	s.bytes += b
+	s.tickRecords += n
+	s.tickBytes += b
+}
+
+// counts returns the measured records and errors so far.
+func (s *stats) counts() (records, errs int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.records, s.errs
 }
 
 // merge sums every stats into a Result and its histogram.
@@ -187,13 +195,13 @@ func merge(all []*stats) (Result, *Histogram) {
 	var r Result
 	h := NewHistogram()
 	for _, s := range all {
-		r.Records += s.records.Load()
-		r.Bytes += s.bytes.Load()
-		r.Errors += s.errs.Load()
 		s.mu.Lock()
-		h.Merge(s.mu.hist)
-		if r.FirstError == "" && s.mu.firstErr != nil {
-			r.FirstError = s.mu.firstErr.Error()
+		r.Records += s.records
+		r.Bytes += s.bytes
+		r.Errors += s.errs
+		h.Merge(s.hist)
+		if r.FirstError == "" && s.firstErr != nil {
+			r.FirstError = s.firstErr.Error()
 		}
 		s.mu.Unlock()
 	}
@@ -223,11 +231,12 @@ func progress(c Config, all func() []*stats, start, measureStart time.Time, late
 		var n, b int64
 		h := NewHistogram()
 		for _, s := range all() {
-			n += s.tickRecords.Swap(0)
-			b += s.tickBytes.Swap(0)
 			s.mu.Lock()
-			h.Merge(s.mu.tick)
-			s.mu.tick.Reset()
+			n += s.tickRecords
+			b += s.tickBytes
+			s.tickRecords, s.tickBytes = 0, 0
+			h.Merge(s.tick)
+			s.tick.Reset()
 			s.mu.Unlock()
 		}
 		phase := ""
@@ -270,16 +279,11 @@ func newSchedule(c Config) *schedule {
 }
 
 // producerLoop sends one producer's records. value returns the value of record i, due at due.
-func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer, st *stats,
+// Acknowledgements go to the Ack of the producer's options.
+func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer,
 	value func(i int64, due time.Time) []byte) error {
-	clock := c.Clock
-	_, err := Pace(ctx, clock, pacer, func(_ int64, due time.Time) bool { return sc.stop(due) },
-		func(i int64, due time.Time) {
-			v := value(i, due)
-			n := len(v)
-			measured := !due.Before(sc.measureStart)
-			p.Send(ctx, nil, v, func(err error) { st.record(measured, n, clock.Now().Sub(due), err) })
-		})
+	_, err := Pace(ctx, c.Clock, pacer, func(_ int64, due time.Time) bool { return sc.stop(due) },
+		func(i int64, due time.Time) { p.Send(ctx, nil, value(i, due), due) })
 	if ferr := p.Flush(ctx); err == nil {
 		err = ferr
 	}
@@ -296,20 +300,25 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 		}
 	}
 	for k := range c.Producers {
-		p, err := d.NewProducer(ctx, c.producerOptions(c.TopicName(k%c.Topics)))
+		st := newStats()
+		opts := c.producerOptions(c.TopicName(k % c.Topics))
+		opts.Ack = func(sent time.Time, n int, err error) {
+			st.record(!sent.Before(sc.measureStart), n, c.Clock.Now().Sub(sent), err)
+		}
+		p, err := d.NewProducer(ctx, opts)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("new producer: %w", err)
 		}
 		prods = append(prods, p)
-		all = append(all, newStats())
+		all = append(all, st)
 	}
 	perRate := c.Rate / float64(c.Producers)
 	errs := make(chan error, c.Producers)
 	for k, p := range prods {
 		pacer := NewPacer(sc.start, perRate)
 		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / time.Duration(c.Producers)) // spread the producers' schedules
-		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, all[k], value(k)) }()
+		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, value(k)) }()
 	}
 	wait = func() error {
 		var first error
@@ -424,9 +433,11 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 				now := int64(c.Clock.Now().Sub(start))
 				first.CompareAndSwap(-1, now)
 				last.Store(now)
+				var b int64
 				for _, m := range msgs {
-					st.record(true, len(m.Value), -1, nil)
+					b += int64(len(m.Value))
 				}
+				st.add(int64(len(msgs)), b)
 				if n := received.Add(int64(len(msgs))); c.Records > 0 && n >= c.Records {
 					cancel()
 				}
@@ -558,8 +569,9 @@ func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
 	var sent int64
 	var perrs int64
 	for _, s := range pstats {
-		sent += s.records.Load()
-		perrs += s.errs.Load()
+		n, errs := s.counts()
+		sent += n
+		perrs += errs
 	}
 	// Wait for every acknowledged measured record to arrive, or until nothing arrives for
 	// IdleTimeout.

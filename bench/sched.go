@@ -12,10 +12,19 @@ type Clock interface {
 	SleepUntil(ctx context.Context, t time.Time) error
 }
 
-// realClock is the wall (monotonic) clock.
-type realClock struct{}
+// realClock is the monotonic clock, read as an offset from a base time.
+//
+// time.Now reads two clocks (wall and monotonic, two vDSO calls of about 25 ns each on a
+// kvm-clock VM); time.Since on a time with a monotonic reading reads only the monotonic one.
+// At millions of records a second the harness reads the clock twice per record, so this
+// halves the cost of its own timekeeping. The times it returns are base's wall time plus
+// elapsed monotonic time: right for intervals, which is all the harness measures, and at most
+// a run's worth of clock drift away from the wall clock.
+type realClock struct{ base time.Time }
 
-func (realClock) Now() time.Time { return time.Now() }
+func newRealClock() realClock { return realClock{base: time.Now()} }
+
+func (c realClock) Now() time.Time { return c.base.Add(time.Since(c.base)) }
 
 func (realClock) SleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)

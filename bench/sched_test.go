@@ -117,3 +117,21 @@ func TestConsumeAndE2EInMemory(t *testing.T) {
 		t.Error("e2e without a rate: want an error")
 	}
 }
+
+func TestRealClockIsMonotonicAndNearWallTime(t *testing.T) {
+	c := newRealClock()
+	prev := c.Now()
+	for range 10000 {
+		now := c.Now()
+		if now.Before(prev) {
+			t.Fatalf("clock went back: %v after %v", now, prev)
+		}
+		prev = now
+	}
+	if d := time.Since(prev); d < 0 || d > time.Second {
+		t.Fatalf("realClock is %v away from time.Now", d)
+	}
+	if prev.Sub(c.base) <= 0 {
+		t.Fatal("realClock did not advance over 10,000 readings")
+	}
+}

@@ -87,17 +87,21 @@ func (d *SluiceDriver) NewProducer(ctx context.Context, o ProducerOptions) (Prod
 	if err != nil {
 		return nil, err
 	}
-	return &sluiceProducer{p: p, topic: o.Topic}, nil
+	ack := o.Ack
+	return &sluiceProducer{p: p, topic: o.Topic, cb: func(md client.RecordMetadata, err error) {
+		ack(md.Timestamp, max(md.ValueSize, 0), err)
+	}}, nil
 }
 
 type sluiceProducer struct {
 	p     *client.Producer
 	topic string
+	cb    func(client.RecordMetadata, error) // one for every record: md.Timestamp is sent
 }
 
-func (p *sluiceProducer) Send(ctx context.Context, key, value []byte, done func(error)) {
-	rec := client.Record{Topic: p.topic, Partition: client.PartitionAny, Key: key, Value: value}
-	p.p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) { done(err) })
+func (p *sluiceProducer) Send(ctx context.Context, key, value []byte, sent time.Time) {
+	rec := client.Record{Topic: p.topic, Partition: client.PartitionAny, Key: key, Value: value, Timestamp: sent}
+	p.p.Send(ctx, &rec, p.cb)
 }
 
 func (p *sluiceProducer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }

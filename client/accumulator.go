@@ -79,8 +79,17 @@ type accPartition struct {
 
 // pendingRecord is what a batch keeps of each record to complete it.
 type pendingRecord struct {
-	cb func(RecordMetadata, error)
-	ts int64 // ms
+	cb                 func(RecordMetadata, error)
+	ts                 time.Time // as Send took it; the batch has it in ms
+	keySize, valueSize int32     // -1: null
+}
+
+// nullableLen is len(b), or -1 for a nil slice (a null key or value).
+func nullableLen(b []byte) int {
+	if b == nil {
+		return -1
+	}
+	return len(b)
 }
 
 // accBatch is one batch of one partition: open (accepting records), ready (closed, waiting for
@@ -104,7 +113,7 @@ type accBatch struct {
 // with that reservation; with reserved == 0 it returns false so the caller can reserve memory
 // outside the lock (or move a keyless record to another partition). A reservation that is not
 // used is released.
-func (ap *accPartition) tryAppend(r *Record, ms int64, cb func(RecordMetadata, error), reserved int64) (bool, error) {
+func (ap *accPartition) tryAppend(r *Record, ts time.Time, cb func(RecordMetadata, error), reserved int64) (bool, error) {
 	p := ap.p
 	ap.mu.Lock()
 	if p.closed.Load() {
@@ -112,11 +121,11 @@ func (ap *accPartition) tryAppend(r *Record, ms int64, cb func(RecordMetadata, e
 		p.mem.release(reserved)
 		return false, ErrProducerClosed
 	}
-	br := batch.Record{Timestamp: ms, Key: r.Key, Value: r.Value, Headers: ap.headersLocked(r.Headers)}
+	br := batch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: ap.headersLocked(r.Headers)}
 	var wake *brokerSender
 	if b := ap.mu.open; b != nil {
 		if b.builder.EstimatedSize()+b.builder.RecordSize(&br)+appendSlack <= p.cfg.BatchSize {
-			b.append(&br, cb)
+			b.append(&br, ts, cb)
 			if b.builder.EstimatedSize() >= p.cfg.BatchSize {
 				ap.closeOpenLocked()
 				wake = ap.owner.Load()
@@ -140,7 +149,7 @@ func (ap *accPartition) tryAppend(r *Record, ms int64, cb func(RecordMetadata, e
 	b.part, b.seq, b.created, b.reserved = ap, ap.mu.nextSeq, time.Now(), reserved
 	ap.mu.nextSeq++
 	ap.mu.incomplete = append(ap.mu.incomplete, b.seq)
-	b.append(&br, cb)
+	b.append(&br, ts, cb)
 	clear(br.Headers)
 	ap.mu.open = b
 	if b.builder.EstimatedSize() >= p.cfg.BatchSize {
@@ -173,9 +182,11 @@ func (ap *accPartition) headersLocked(hs []Header) []batch.Header {
 	return out
 }
 
-func (b *accBatch) append(br *batch.Record, cb func(RecordMetadata, error)) {
+func (b *accBatch) append(br *batch.Record, ts time.Time, cb func(RecordMetadata, error)) {
 	b.builder.Append(br)
-	b.recs = append(b.recs, pendingRecord{cb: cb, ts: br.Timestamp})
+	// Record sizes are bounded by max.request.size (an int32 on the wire).
+	b.recs = append(b.recs, pendingRecord{cb: cb, ts: ts,
+		keySize: int32(nullableLen(br.Key)), valueSize: int32(nullableLen(br.Value))})
 }
 
 // detachOpenLocked takes the open batch out of the accumulator, shrinking its memory
@@ -308,11 +319,11 @@ func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasI
 		if err == nil && base >= 0 {
 			md.Offset = base + int64(i)
 		}
-		ts := rec.ts
+		md.Timestamp = rec.ts
 		if err == nil && appendTime >= 0 {
-			ts = appendTime
+			md.Timestamp = time.UnixMilli(appendTime)
 		}
-		md.Timestamp = time.UnixMilli(ts)
+		md.KeySize, md.ValueSize = int(rec.keySize), int(rec.valueSize)
 		rec.cb(md, err)
 	}
 	ap.mu.Lock()

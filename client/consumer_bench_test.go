@@ -29,7 +29,7 @@ func consumerBenchValue(rng *rand.Rand) []byte {
 }
 
 // BenchmarkConsumer measures Poll decoding 1 KiB records with each codec, end to end against an
-// in-process broker over TCP: fetch (sendfile on the broker), frame read, CRC check,
+// in-process broker over TCP and the unix socket: fetch (sendfile on the broker), frame read, CRC check,
 // decompression, record decoding. The data is 16-record (16 KiB) batches, Kafka's default
 // batch.size; the consumer seeks back to the start when it reaches the end.
 func BenchmarkConsumer(b *testing.B) {
@@ -73,37 +73,53 @@ func BenchmarkConsumer(b *testing.B) {
 		}
 	}
 
-	for _, codec := range consumerCodecs {
-		b.Run(codec.String(), func(b *testing.B) {
-			tp := client.TopicPartition{Topic: "bench-" + codec.String()}
-			c, err := client.NewConsumer(ctx, client.ConsumerConfig{
-				Config:          client.Config{Brokers: []string{br.Addr().String()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-				AutoOffsetReset: client.OffsetResetEarliest,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close(ctx)
-			if err := c.Assign([]client.TopicPartition{tp}); err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			n := 0
-			for n < b.N {
-				recs, err := c.Poll(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n += len(recs)
-				if recs[len(recs)-1].Offset == records-1 {
-					if err := c.Seek(tp, 0); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
-		})
+	transports := []struct{ name, addr string }{
+		{"tcp", br.Addr().String()},
+		{"unix", "unix://" + br.UnixAddr().String()},
 	}
+	modes := []struct {
+		name  string
+		reuse bool
+	}{{"default", false}}
+	for _, codec := range consumerCodecs {
+		for _, tr := range transports {
+			for _, mode := range modes {
+				b.Run(codec.String()+"/"+tr.name+"/"+mode.name, func(b *testing.B) {
+					benchmarkConsume(b, ctx, client.ConsumerConfig{
+						Config:          client.Config{Brokers: []string{tr.addr}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+						AutoOffsetReset: client.OffsetResetEarliest,
+					}, client.TopicPartition{Topic: "bench-" + codec.String()}, records)
+				})
+			}
+		}
+	}
+}
+
+// benchmarkConsume polls tp, which holds records records, over and over from the start.
+func benchmarkConsume(b *testing.B, ctx context.Context, cfg client.ConsumerConfig, tp client.TopicPartition, records int64) {
+	c, err := client.NewConsumer(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for n < b.N {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(recs)
+		if recs[len(recs)-1].Offset == records-1 {
+			if err := c.Seek(tp, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
 }

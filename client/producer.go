@@ -231,9 +231,14 @@ type RecordMetadata struct {
 	Partition int32
 	// Offset is the record's offset, or -1 when unknown (acks=0, or the send failed).
 	Offset int64
-	// Timestamp is the record's create time, or the broker's append time for a topic with
-	// message.timestamp.type=LogAppendTime; millisecond precision.
+	// Timestamp is the record's create time exactly as Send took it (Record.Timestamp, or the
+	// time Send stamped on a record without one; the log keeps it to the millisecond), or the
+	// broker's append time, in milliseconds, for a topic with
+	// message.timestamp.type=LogAppendTime.
 	Timestamp time.Time
+	// KeySize and ValueSize are the lengths of the record's key and value, -1 for a null one
+	// (Kafka's serializedKeySize and serializedValueSize).
+	KeySize, ValueSize int
 }
 
 // Producer sends records to a cluster. It is safe for concurrent use; see the Producer section
@@ -321,7 +326,8 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 // before Send returns.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(RecordMetadata, error)) {
 	if err := p.send(ctx, r, cb); err != nil && cb != nil {
-		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Timestamp: r.Timestamp}, err)
+		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Timestamp: r.Timestamp,
+			KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value)}, err)
 	}
 }
 
@@ -376,7 +382,6 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 	if ts.IsZero() {
 		ts = time.Now()
 	}
-	ms := ts.UnixMilli()
 
 	part, sticky := r.Partition, false
 	if part == PartitionAny {
@@ -389,7 +394,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		return fmt.Errorf("%w: %s has %d partitions, record has %d", ErrInvalidPartition, r.Topic, n, part)
 	}
 	ap := parts[part]
-	if ok, err := ap.tryAppend(r, ms, cb, 0); ok || err != nil {
+	if ok, err := ap.tryAppend(r, ts, cb, 0); ok || err != nil {
 		return err
 	}
 	if sticky {
@@ -397,7 +402,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		// the topic to another partition first.
 		part = t.sticky.next(part, n, func(c int32) bool { return p.hasLeader(t.name, c) })
 		ap = parts[part]
-		if ok, err := ap.tryAppend(r, ms, cb, 0); ok || err != nil {
+		if ok, err := ap.tryAppend(r, ts, cb, 0); ok || err != nil {
 			return err
 		}
 	}
@@ -405,7 +410,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 	if err := p.mem.reserve(ctx, need, budget.until(p), p.cfg.MaxBlock, p.closing); err != nil {
 		return err
 	}
-	_, err := ap.tryAppend(r, ms, cb, need)
+	_, err := ap.tryAppend(r, ts, cb, need)
 	return err
 }
 

@@ -215,7 +215,7 @@ func prodRoundTrip(t *testing.T, addr, topic string, codec batch.Codec, acks cli
 		Acks:   acks, Compression: codec, Linger: 2 * time.Millisecond, BatchSize: 2048,
 	})
 	const n = 80
-	base := time.UnixMilli(1_700_000_000_000)
+	base := time.Unix(1_700_000_000, 123_456_789) // sub-millisecond: the callback returns it exactly, the log in ms
 	sent := make([]client.Record, n)
 	before := time.Now().UnixMilli()
 	out := newProdOutcomes()
@@ -293,6 +293,19 @@ func prodRoundTrip(t *testing.T, addr, topic string, codec batch.Codec, acks cli
 			}
 			if got := out.md[i].Timestamp.UnixMilli(); got != rec.Timestamp {
 				t.Fatalf("record %d: callback timestamp %d, stored %d", i, got, rec.Timestamp)
+			}
+			if !want.Timestamp.IsZero() && !out.md[i].Timestamp.Equal(want.Timestamp) {
+				t.Fatalf("record %d: callback timestamp %v, want the record's own %v", i, out.md[i].Timestamp, want.Timestamp)
+			}
+			wantKey, wantValue := len(want.Key), len(want.Value)
+			if want.Key == nil {
+				wantKey = -1
+			}
+			if want.Value == nil {
+				wantValue = -1
+			}
+			if out.md[i].KeySize != wantKey || out.md[i].ValueSize != wantValue {
+				t.Fatalf("record %d: callback sizes key %d value %d, want %d %d", i, out.md[i].KeySize, out.md[i].ValueSize, wantKey, wantValue)
 			}
 		}
 	}

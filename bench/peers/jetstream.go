@@ -178,7 +178,7 @@ func (d *JetStreamDriver) NewProducer(ctx context.Context, opts bench.ProducerOp
 	if err != nil {
 		return nil, err
 	}
-	p := &jsProducer{nc: nc, subject: opts.Topic, acks: opts.Acks, pending: make(map[*nats.Msg]func(error))}
+	p := &jsProducer{nc: nc, subject: opts.Topic, acks: opts.Acks, ack: opts.Ack, pending: make(map[*nats.Msg]time.Time)}
 	p.pubOpts = []jetstream.PublishOpt{jetstream.WithStallWait(time.Minute)}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(16384),
@@ -218,20 +218,18 @@ type jsProducer struct {
 	js      jetstream.JetStream
 	subject string
 	acks    int
+	ack     bench.AckFunc
 	pubOpts []jetstream.PublishOpt
 
 	mu      sync.Mutex
-	pending map[*nats.Msg]func(error) // sent, not yet acknowledged
-	n       int                       // sends whose done has not returned yet
-	idle    chan struct{}             // closed when n drops to 0; nil while nobody waits
+	pending map[*nats.Msg]time.Time // sent, not yet acknowledged: when
+	n       int                     // sends whose ack has not returned yet
+	idle    chan struct{}           // closed when n drops to 0; nil while nobody waits
 }
 
-func (p *jsProducer) Send(ctx context.Context, key, value []byte, done func(error)) {
-	if done == nil {
-		done = func(error) {}
-	}
+func (p *jsProducer) Send(ctx context.Context, key, value []byte, sent time.Time) {
 	if err := ctx.Err(); err != nil {
-		done(err)
+		p.ack(sent, len(value), err)
 		return
 	}
 	// nats.go writes the message into the connection's buffer before returning, so key and value
@@ -241,11 +239,11 @@ func (p *jsProducer) Send(ctx context.Context, key, value []byte, done func(erro
 		m.Header = nats.Header{keyHeader: []string{string(key)}}
 	}
 	if p.acks == 0 {
-		done(p.nc.PublishMsg(m))
+		p.ack(sent, len(value), p.nc.PublishMsg(m))
 		return
 	}
 	p.mu.Lock()
-	p.pending[m] = done // before publishing: the ack may arrive before PublishMsgAsync returns
+	p.pending[m] = sent // before publishing: the ack may arrive before PublishMsgAsync returns
 	p.n++
 	p.mu.Unlock()
 	if _, err := p.js.PublishMsgAsync(m, p.pubOpts...); err != nil {
@@ -253,19 +251,19 @@ func (p *jsProducer) Send(ctx context.Context, key, value []byte, done func(erro
 	}
 }
 
-// complete runs the done of m once (from the ack handler, the error handler or a failed publish).
+// complete acknowledges m once (from the ack handler, the error handler or a failed publish).
 func (p *jsProducer) complete(m *nats.Msg, err error) {
 	p.mu.Lock()
-	done, ok := p.pending[m]
+	sent, ok := p.pending[m]
 	delete(p.pending, m)
 	p.mu.Unlock()
 	if ok {
-		done(err)
+		p.ack(sent, len(m.Data), err)
 		p.finished(1)
 	}
 }
 
-// finished records that k dones have returned, waking Flush when none is left.
+// finished records that k acks have returned, waking Flush when none is left.
 func (p *jsProducer) finished(k int) {
 	p.mu.Lock()
 	p.n -= k
@@ -305,10 +303,10 @@ func (p *jsProducer) Close() error {
 	p.nc.Close()
 	p.mu.Lock()
 	left := p.pending
-	p.pending = make(map[*nats.Msg]func(error))
+	p.pending = make(map[*nats.Msg]time.Time)
 	p.mu.Unlock()
-	for _, done := range left {
-		done(nats.ErrConnectionClosed)
+	for m, sent := range left {
+		p.ack(sent, len(m.Data), nats.ErrConnectionClosed)
 	}
 	p.finished(len(left))
 	return nil

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -151,29 +152,39 @@ func (d *KafkaDriver) NewProducer(ctx context.Context, opts bench.ProducerOption
 	if err != nil {
 		return nil, fmt.Errorf("%s: producer: %w", d.name, err)
 	}
-	return &kafkaProducer{cl: cl, topic: opts.Topic}, nil
+	ack := opts.Ack
+	return &kafkaProducer{cl: cl, topic: opts.Topic, promise: func(r *kgo.Record, err error) {
+		sr := (*sentRecord)(unsafe.Pointer(r)) // Send produced it; see sentRecord
+		ack(sr.sent, len(r.Value), err)
+	}}, nil
 }
 
 type kafkaProducer struct {
-	cl    *kgo.Client
-	topic string
+	cl      *kgo.Client
+	topic   string
+	promise func(*kgo.Record, error) // one for every record; see sentRecord
+}
+
+// sentRecord is a kgo record with its send time. kgo hands the promise the very *kgo.Record
+// given to Produce, which is the first field of a sentRecord, so the promise can reach the
+// send time without a closure per record. (The record's own Timestamp will not do: kgo
+// truncates it to the millisecond.)
+type sentRecord struct {
+	kgo.Record
+	sent time.Time
 }
 
 // Send copies key and value (the caller may reuse them, as with the Sluice client) and produces
-// them asynchronously; done runs from kgo's promise.
-func (p *kafkaProducer) Send(ctx context.Context, key, value []byte, done func(error)) {
+// them asynchronously.
+func (p *kafkaProducer) Send(ctx context.Context, key, value []byte, sent time.Time) {
 	buf := make([]byte, len(key)+len(value))
 	copy(buf, key)
 	copy(buf[len(key):], value)
-	r := &kgo.Record{Topic: p.topic, Value: buf[len(key):]}
+	sr := &sentRecord{Record: kgo.Record{Topic: p.topic, Value: buf[len(key):], Timestamp: sent}, sent: sent}
 	if key != nil {
-		r.Key = buf[:len(key):len(key)]
+		sr.Key = buf[:len(key):len(key)]
 	}
-	p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-		if done != nil {
-			done(err)
-		}
-	})
+	p.cl.Produce(ctx, &sr.Record, p.promise)
 }
 
 func (p *kafkaProducer) Flush(ctx context.Context) error { return p.cl.Flush(ctx) }

@@ -32,26 +32,39 @@ func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, group 
 	if err := d.CreateTopic(ctx, popts.Topic, 1); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
 	}
+	// Every record is sent at its own instant; the acks must hand back exactly those instants
+	// (drivers carry them through the client, not through a closure per record).
+	base := time.Now()
+	var acked atomic.Int64
+	var errMu sync.Mutex
+	var firstErr error
+	seen := make([]bool, nRecords)
+	popts.Ack = func(sent time.Time, n int, err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		i := int(sent.Sub(base) / time.Microsecond)
+		switch {
+		case err != nil:
+			if firstErr == nil {
+				firstErr = err
+			}
+		case n != recordSize:
+			firstErr = fmt.Errorf("ack with n = %d, want %d", n, recordSize)
+		case i < 0 || i >= nRecords || !sent.Equal(base.Add(time.Duration(i)*time.Microsecond)) || seen[i]:
+			firstErr = fmt.Errorf("ack with sent = base%+v, not a send time or acknowledged twice", sent.Sub(base))
+		default:
+			seen[i] = true
+		}
+		acked.Add(1)
+	}
 	p, err := d.NewProducer(ctx, popts)
 	if err != nil {
 		t.Fatalf("NewProducer: %v", err)
 	}
-	var acked atomic.Int64
-	var errMu sync.Mutex
-	var firstErr error
 	buf := make([]byte, recordSize) // reused on purpose: Send must not retain it
 	for i := range nRecords {
 		copy(buf, record(i))
-		p.Send(ctx, nil, buf, func(err error) {
-			if err != nil {
-				errMu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				errMu.Unlock()
-			}
-			acked.Add(1)
-		})
+		p.Send(ctx, nil, buf, base.Add(time.Duration(i)*time.Microsecond))
 	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatalf("Flush: %v", err)
