@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +38,7 @@ type benchOptions struct {
 	dataDir   string
 	json      bool
 	cpuProf   string
+	traceFile string
 
 	topic       string
 	partitions  int
@@ -88,6 +90,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.dataDir, "data-dir", "", "with --embedded: where to make the temporary data directory (default: the system's temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file")
+	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: scheduling, GC and syscall stalls behind latency)")
 }
 
 // addRunFlags adds the flags that describe a run.
@@ -198,7 +201,7 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		if err != nil {
 			return err
 		}
-		stopProfile, err := startCPUProfile(o.cpuProf)
+		stopProfile, err := startProfiles(o.cpuProf, o.traceFile)
 		if err != nil {
 			d.Close()
 			return err
@@ -215,23 +218,40 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 	}
 }
 
-// startCPUProfile starts a CPU profile to file ("" for none); stop ends it.
-func startCPUProfile(file string) (stop func() error, err error) {
-	if file == "" {
-		return func() error { return nil }, nil
+// startProfiles starts a CPU profile and an execution trace, each to its file ("" for none);
+// stop ends both.
+func startProfiles(cpuFile, traceFile string) (stop func() error, err error) {
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for _, s := range stops {
+			errs = append(errs, s())
+		}
+		return errors.Join(errs...)
 	}
-	f, err := os.Create(file)
-	if err != nil {
-		return nil, err
+	if cpuFile != "" {
+		f, err := os.Create(cpuFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stops = append(stops, func() error { pprof.StopCPUProfile(); return f.Close() })
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
+	if traceFile != "" {
+		f, err := os.Create(traceFile)
+		if err != nil {
+			return nil, errors.Join(err, stopAll())
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return nil, errors.Join(err, stopAll())
+		}
+		stops = append(stops, func() error { trace.Stop(); return f.Close() })
 	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
-	}, nil
+	return stopAll, nil
 }
 
 // writeResult writes the summary (stderr with --json, else stdout) and the JSON object.

@@ -75,8 +75,17 @@ func TestBenchProduceSmoke(t *testing.T) {
 }
 
 func TestBenchConsumeSmoke(t *testing.T) {
-	m := benchJSON(t, "consume", "--embedded", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100")
+	dir := t.TempDir()
+	prof, tr := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "run.trace")
+	m := benchJSON(t, "consume", "--embedded", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100",
+		"--cpuprofile", prof, "--trace", tr)
 	checkRun(t, m, "consume", 3000)
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Errorf("CPU profile: %v, %v", fi, err)
+	}
+	if b, err := os.ReadFile(tr); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("execution trace: %d bytes, %v", len(b), err)
+	}
 }
 
 func TestBenchE2ESmoke(t *testing.T) {
