@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	ShutdownTimeout    time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	Logger *slog.Logger
+
+	// logFS does the partition logs' file operations; nil means the operating system. Tests
+	// set it to inject slow or failing disks.
+	logFS vfs.FS
 }
 
 // DefaultConfig returns the defaults: a single node with data in ./data, TCP on

@@ -89,6 +89,7 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		FlushMessages:      c.FlushMessages,
 		FlushMs:            flushMs,
 		Logger:             b.logger,
+		FS:                 b.cfg.logFS,
 	}
 }
 

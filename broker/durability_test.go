@@ -1,0 +1,150 @@
+package broker
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/internal/vfs"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// stallingSyncs is an injector that holds every fsync of files under a directory until
+// release is called: a disk that has stopped answering.
+type stallingSyncs struct {
+	dir     string
+	once    sync.Once
+	release chan struct{}
+	stalled chan struct{} // closed at the first stalled fsync
+	first   sync.Once
+}
+
+func newStallingSyncs(dir string) *stallingSyncs {
+	return &stallingSyncs{dir: dir, release: make(chan struct{}), stalled: make(chan struct{})}
+}
+
+func (s *stallingSyncs) inject(op vfs.Op, path string) error {
+	if op == vfs.OpSync && strings.HasPrefix(path, s.dir) {
+		s.first.Do(func() { close(s.stalled) })
+		<-s.release
+	}
+	return nil
+}
+
+func (s *stallingSyncs) Release() { s.once.Do(func() { close(s.release) }) }
+
+// TestAcksAllTimesOutOnStalledDisk: with write.caching=false an acks=all produce is answered
+// only after its fsync; when the fsync does not come back within the request's timeout the
+// partition answers REQUEST_TIMED_OUT (the records may still be in the log, as in Kafka), and
+// once the disk answers again acks=all produces succeed.
+func TestAcksAllTimesOutOnStalledDisk(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	stall := newStallingSyncs(filepath.Join(dir, "slow-0"))
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: stall.inject}
+	b := startBroker(t, cfg)
+	t.Cleanup(stall.Release) // before the broker's Close, which waits for its flushers
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "slow", 1)
+
+	produceAll := func(timeoutMs int32, v string) wire.ProduceResponsePartition {
+		var resp wire.ProduceResponse
+		call(t, c, &wire.ProduceRequest{Acks: wire.AcksAll, TimeoutMs: timeoutMs, Topics: []wire.ProduceRequestTopic{
+			{Topic: "slow", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, v)}}},
+		}}, &resp)
+		return resp.Topics[0].Partitions[0]
+	}
+	start := time.Now()
+	p := produceAll(200, "stuck")
+	select {
+	case <-stall.stalled:
+	default:
+		t.Fatal("the produce was answered without an fsync being attempted")
+	}
+	if p.ErrorCode != wire.ErrRequestTimedOut {
+		t.Fatalf("acks=all on a stalled disk: %v, want REQUEST_TIMED_OUT", p.ErrorCode)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("answered after %v, before the request's 200 ms timeout", waited)
+	}
+	// acks=1 does not wait for the disk.
+	if p := produce(t, c, "slow", 0, wire.AcksLeader, records(t, "leader")); p.ErrorCode != wire.NoError || p.BaseOffset != 1 {
+		t.Fatalf("acks=1 while the disk stalls: %+v", p)
+	}
+
+	stall.Release()
+	if p := produceAll(10000, "after"); p.ErrorCode != wire.NoError || p.BaseOffset != 2 {
+		t.Fatalf("acks=all after the disk recovered: %+v", p)
+	}
+	f := fetchP(t, c, "slow", 0, 0, 0, 1)
+	var got []string
+	for rest := f.Records; len(rest) > 0; {
+		bt, r, err := batch.Next(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := bt.Iter(batch.IterOptions{})
+		var rec batch.Record
+		for it.Next(&rec) {
+			got = append(got, string(rec.Value))
+		}
+		rest = r
+	}
+	if strings.Join(got, ",") != "stuck,leader,after" {
+		t.Fatalf("log holds %q, want the timed-out record too: stuck,leader,after", got)
+	}
+}
+
+// TestRetentionLoopDeletesExpiredSegments: the broker applies retention.ms on its own every
+// log.retention.check.interval.ms, deleting whole expired segments and advancing the log
+// start offset, and never the active segment.
+func TestRetentionLoopDeletesExpiredSegments(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.RetentionCheck = 20 * time.Millisecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "ret", 1,
+		wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("1024")},
+		wire.ConfigEntry{Name: "retention.ms", Value: strPtr("60000")})
+
+	// Ten batches of about 700 bytes, stamped two hours ago: every batch fills a segment.
+	old := time.Now().Add(-2 * time.Hour).UnixMilli()
+	for i := range 10 {
+		bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+		bl.Append(&batch.Record{Timestamp: old, Value: make([]byte, 600+i)})
+		recs, err := bl.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := produce(t, c, "ret", 0, wire.AcksLeader, append([]byte(nil), recs...)); p.ErrorCode != wire.NoError {
+			t.Fatalf("produce %d: %v", i, p.ErrorCode)
+		}
+	}
+	earliest := func() int64 {
+		var resp wire.ListOffsetsResponse
+		call(t, c, &wire.ListOffsetsRequest{ReplicaID: -1, Topics: []wire.ListOffsetsRequestTopic{{Topic: "ret",
+			Partitions: []wire.ListOffsetsRequestPartition{{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: wire.EarliestTimestamp}}}}}, &resp)
+		return resp.Topics[0].Partitions[0].Offset
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for earliest() < 9 {
+		if ctx.Err() != nil {
+			t.Fatalf("log start offset %d after 10 s, want 9 (every segment but the active one deleted)", earliest())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := earliest(); got != 9 {
+		t.Fatalf("log start offset %d, want 9: the active segment must stay", got)
+	}
+	if p := fetchP(t, c, "ret", 0, 0, 0, 1); p.ErrorCode != wire.ErrOffsetOutOfRange || p.LogStartOffset != 9 {
+		t.Fatalf("fetch at a deleted offset: %v, log start %d", p.ErrorCode, p.LogStartOffset)
+	}
+	if p := fetchP(t, c, "ret", 0, 9, 0, 1); p.ErrorCode != wire.NoError || len(p.Records) == 0 {
+		t.Fatalf("fetch of the active segment: %v, %d bytes", p.ErrorCode, len(p.Records))
+	}
+}
