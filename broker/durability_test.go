@@ -148,3 +148,72 @@ func TestRetentionLoopDeletesExpiredSegments(t *testing.T) {
 		t.Fatalf("fetch of the active segment: %v, %d bytes", p.ErrorCode, len(p.Records))
 	}
 }
+
+// TestAlterConfigsApplyToLiveLog: segment.bytes and retention.ms altered on a live topic take
+// effect on its open log, without a restart.
+func TestAlterConfigsApplyToLiveLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.RetentionCheck = 20 * time.Millisecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "live", 1)
+	old := time.Now().Add(-2 * time.Hour).UnixMilli()
+	produceOld := func(n int) {
+		for range n {
+			bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+			bl.Append(&batch.Record{Timestamp: old, Value: make([]byte, 700)})
+			recs, err := bl.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := produce(t, c, "live", 0, wire.AcksLeader, append([]byte(nil), recs...)); p.ErrorCode != wire.NoError {
+				t.Fatal(p.ErrorCode)
+			}
+		}
+	}
+	segments := func() int {
+		m, err := filepath.Glob(filepath.Join(dir, "live-0", "*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	produceOld(4)
+	if n := segments(); n != 1 {
+		t.Fatalf("%d segments with the default segment.bytes, want 1", n)
+	}
+
+	var ac wire.AlterConfigsResponse
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "live",
+		Configs: []wire.ConfigEntry{{Name: "segment.bytes", Value: strPtr("1024")}}}}}, &ac)
+	if code := ac.Resources[0].ErrorCode; code != wire.NoError {
+		t.Fatal(code)
+	}
+	// The broker applies metadata asynchronously: produce until the smaller segments show.
+	deadline := time.Now().Add(10 * time.Second)
+	for segments() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments 10 s after segment.bytes=1024, want rolls", segments())
+		}
+		produceOld(1)
+	}
+
+	// Nothing has expired under the default retention (7 days)... until retention.ms is cut.
+	time.Sleep(5 * cfg.RetentionCheck)
+	before := segments()
+	if before < 3 {
+		t.Fatalf("segments deleted under the default retention: %d left", before)
+	}
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "live",
+		Configs: []wire.ConfigEntry{{Name: "segment.bytes", Value: strPtr("1024")}, {Name: "retention.ms", Value: strPtr("60000")}}}}}, &ac)
+	if code := ac.Resources[0].ErrorCode; code != wire.NoError {
+		t.Fatal(code)
+	}
+	for segments() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments 10 s after retention.ms=60000, want only the active one", segments())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
