@@ -32,6 +32,8 @@ type Result struct {
 	LatencyClamped int64   `json:"latency_clamped,omitempty"`
 	RSSPeakMB      float64 `json:"rss_peak_mb"`
 	HeapInuseMB    float64 `json:"heap_inuse_mb"`
+	// Timeline is the run, interval by interval (warm-up included and marked).
+	Timeline []Interval `json:"timeline,omitempty"`
 }
 
 // finish fills the rates and the memory figures.

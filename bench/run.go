@@ -210,26 +210,33 @@ func merge(all []*stats) (Result, *Histogram) {
 	return r, h
 }
 
-// progress prints a line per interval until stop is closed.
-func progress(c Config, all func() []*stats, start, measureStart time.Time, latency bool, stop <-chan struct{}, wg *sync.WaitGroup) {
+// Interval is one progress interval of a run: the rates over it and, where the run measures
+// latency, the latency quantiles of the records completed in it.
+type Interval struct {
+	T             float64 `json:"t"` // seconds from the start of the run to the end of the interval
+	Warmup        bool    `json:"warmup,omitempty"` // the interval began in the warm-up
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	P50Ms         float64 `json:"p50_ms,omitempty"`
+	P99Ms         float64 `json:"p99_ms,omitempty"`
+	MaxMs         float64 `json:"max_ms,omitempty"`
+}
+
+// progress samples the run every c.ProgressInterval until stop is closed: it prints a line to
+// c.Progress (if set) and returns the intervals through *out when it ends, the last one
+// partial.
+func progress(c Config, all func() []*stats, start, measureStart time.Time, latency bool, stop <-chan struct{}, wg *sync.WaitGroup, out *[]Interval) {
 	defer wg.Done()
-	if c.Progress == nil {
-		return
-	}
 	t := time.NewTicker(c.ProgressInterval)
 	defer t.Stop()
 	last := c.Clock.Now()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	h := NewHistogram()
+	sample := func(final bool) {
 		now := c.Clock.Now()
-		secs := now.Sub(last).Seconds()
+		begin := last
 		last = now
 		var n, b int64
-		h := NewHistogram()
+		h.Reset()
 		for _, s := range all() {
 			s.mu.Lock()
 			n += s.tickRecords
@@ -239,15 +246,37 @@ func progress(c Config, all func() []*stats, start, measureStart time.Time, late
 			s.tick.Reset()
 			s.mu.Unlock()
 		}
-		phase := ""
-		if now.Before(measureStart) {
-			phase = " (warm-up)"
+		secs := now.Sub(begin).Seconds()
+		if final && (n == 0 || secs <= 0) {
+			return
 		}
-		line := fmt.Sprintf("%6.1fs %10.0f records/s %9.2f MB/s", now.Sub(start).Seconds(), float64(n)/secs, float64(b)/secs/1e6)
+		iv := Interval{T: now.Sub(start).Seconds(), Warmup: begin.Before(measureStart),
+			RecordsPerSec: float64(n) / secs, MBPerSec: float64(b) / secs / 1e6}
+		if latency && h.Count() > 0 {
+			iv.P50Ms, iv.P99Ms = float64(h.Quantile(50))/1e6, float64(h.Quantile(99))/1e6
+			iv.MaxMs = float64(h.Quantile(100)) / 1e6
+		}
+		*out = append(*out, iv)
+		if c.Progress == nil || final {
+			return
+		}
+		line := fmt.Sprintf("%6.1fs %10.0f records/s %9.2f MB/s", iv.T, iv.RecordsPerSec, iv.MBPerSec)
 		if latency {
-			line += fmt.Sprintf("  p50 %.3f ms  p99 %.3f ms", float64(h.Quantile(50))/1e6, float64(h.Quantile(99))/1e6)
+			line += fmt.Sprintf("  p50 %.3f ms  p99 %.3f ms", iv.P50Ms, iv.P99Ms)
 		}
-		fmt.Fprintln(c.Progress, line+phase)
+		if iv.Warmup {
+			line += " (warm-up)"
+		}
+		fmt.Fprintln(c.Progress, line)
+	}
+	for {
+		select {
+		case <-stop:
+			sample(true)
+			return
+		case <-t.C:
+			sample(false)
+		}
 	}
 }
 
@@ -360,14 +389,15 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var timeline []Interval // written by progress until wg.Wait
 	wg.Add(1)
-	go progress(c, func() []*stats { return all }, sc.start, sc.measureStart, true, stop, &wg)
+	go progress(c, func() []*stats { return all }, sc.start, sc.measureStart, true, stop, &wg, &timeline)
 	err = wait()
 	end := c.Clock.Now()
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
-	r.Name, r.Driver, r.Mode, r.TargetRate = c.Name, d.Name(), ModeProduce, c.Rate
+	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
 	r.finish(end.Sub(sc.measureStart).Seconds())
 	return r, err
 }
@@ -446,8 +476,9 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var timeline []Interval // written by progress until wg.Wait
 	wg.Add(1)
-	go progress(c, func() []*stats { return all }, start, start, false, stop, &wg)
+	go progress(c, func() []*stats { return all }, start, start, false, stop, &wg, &timeline)
 	var firstErr error
 	for range consumers {
 		if err := <-errs; err != nil && firstErr == nil {
@@ -458,7 +489,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
-	r.Name, r.Driver, r.Mode = c.Name, d.Name(), ModeConsume
+	r.Name, r.Driver, r.Mode, r.Timeline = c.Name, d.Name(), ModeConsume, timeline
 	secs := 0.0
 	if f := first.Load(); f >= 0 {
 		secs = time.Duration(last.Load() - f).Seconds()
@@ -563,8 +594,9 @@ func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
 	consumerStats := all
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var timeline []Interval // written by progress until wg.Wait
 	wg.Add(1)
-	go progress(c, func() []*stats { return consumerStats }, sc.start, sc.measureStart, true, stop, &wg)
+	go progress(c, func() []*stats { return consumerStats }, sc.start, sc.measureStart, true, stop, &wg, &timeline)
 	perr := wait()
 	var sent int64
 	var perrs int64
@@ -600,7 +632,7 @@ func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError
 	}
-	r.Name, r.Driver, r.Mode, r.TargetRate = c.Name, d.Name(), ModeE2E, c.Rate
+	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeE2E, c.Rate, timeline
 	r.finish((time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())
 	return r, errors.Join(perr, werr, cerr)
 }

@@ -39,6 +39,7 @@ type benchOptions struct {
 	json      bool
 	cpuProf   string
 	traceFile string
+	report    string
 
 	topic       string
 	partitions  int
@@ -91,6 +92,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file")
 	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: scheduling, GC and syscall stalls behind latency)")
+	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 }
 
 // addRunFlags adds the flags that describe a run.
@@ -214,6 +216,7 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		if r.Driver == "" { // the run did not start
 			return err
 		}
+		err = errors.Join(err, writeReport(o.report, []bench.Result{r}))
 		return errors.Join(err, writeResult(o.json, stdout, stderr, r, r.WriteSummary))
 	}
 }
@@ -252,6 +255,19 @@ func startProfiles(cpuFile, traceFile string) (stop func() error, err error) {
 		stops = append(stops, func() error { trace.Stop(); return f.Close() })
 	}
 	return stopAll, nil
+}
+
+// writeReport writes the HTML report of results to file ("" for none).
+func writeReport(file string, results []bench.Result) error {
+	if file == "" {
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	err = bench.WriteHTMLReport(f, "", results)
+	return errors.Join(err, f.Close())
 }
 
 // writeResult writes the summary (stderr with --json, else stdout) and the JSON object.
@@ -438,7 +454,14 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 					failed = append(failed, r.System)
 				}
 			}
-			err := writeResult(o.json, stdout, stderr, map[string]any{"results": rows}, func(w io.Writer) { bench.WriteCompareTable(w, rows) })
+			var results []bench.Result
+			for _, r := range rows {
+				if r.Error == "" {
+					results = append(results, r.Result)
+				}
+			}
+			err := writeReport(o.report, results)
+			err = errors.Join(err, writeResult(o.json, stdout, stderr, map[string]any{"results": rows}, func(w io.Writer) { bench.WriteCompareTable(w, rows) }))
 			if len(failed) > 0 {
 				err = errors.Join(err, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
 			}
@@ -450,6 +473,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.StringVar(&mode, "mode", bench.ModeProduce, "without --workload: produce or e2e")
 	f.StringVar(&o.dataDir, "data-dir", "", "where to make the systems' temporary data directories")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the table goes to stderr)")
+	f.StringVar(&o.report, "report", "", "write an HTML report (summary table, throughput and latency over time of every system) to this file")
 	addRunFlags(cmd, &o)
 	return cmd
 }

@@ -89,8 +89,16 @@ func TestBenchConsumeSmoke(t *testing.T) {
 }
 
 func TestBenchE2ESmoke(t *testing.T) {
-	m := benchJSON(t, "e2e", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--rate", "2000", "--duration", "400ms", "--warmup", "100ms", "--record-size", "64")
+	report := filepath.Join(t.TempDir(), "e2e.html")
+	m := benchJSON(t, "e2e", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--rate", "2000", "--duration", "400ms", "--warmup", "100ms", "--record-size", "64",
+		"--report", report)
 	checkRun(t, m, "e2e", 0)
+	if tl, _ := m["timeline"].([]any); len(tl) == 0 {
+		t.Errorf("no timeline in the JSON result: %v", m["timeline"])
+	}
+	if page, err := os.ReadFile(report); err != nil || bytes.Count(page, []byte("<svg")) != 2 || !bytes.Contains(page, []byte("sluice-unix")) {
+		t.Errorf("HTML report: %d bytes, %v", len(page), err)
+	}
 	if n := m["records"].(float64); n < 700 || n > 801 {
 		t.Errorf("records %v, want about 800", n)
 	}

@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestHTMLReport(t *testing.T) {
+	timeline := func(scale float64) []Interval {
+		return []Interval{
+			{T: 1, Warmup: true, RecordsPerSec: 1000 * scale, MBPerSec: 1 * scale, P50Ms: 1, P99Ms: 5, MaxMs: 9},
+			{T: 2, RecordsPerSec: 2000 * scale, MBPerSec: 2 * scale, P50Ms: 1.2, P99Ms: 4, MaxMs: 7},
+			{T: 3, RecordsPerSec: 1500 * scale, MBPerSec: 1.5 * scale, P50Ms: 0.9, P99Ms: 250, MaxMs: 400},
+		}
+	}
+	results := []Result{
+		{Driver: "sluice-tcp", Mode: ModeProduce, Records: 3000, RecordsPerSec: 1750, MBPerSec: 1.75, Timeline: timeline(1)},
+		{Driver: `<script>alert("x")</script>`, Mode: ModeProduce, Records: 300, Errors: 2, FirstError: "boom", Timeline: timeline(0.1)},
+	}
+	var buf bytes.Buffer
+	if err := WriteHTMLReport(&buf, "", results); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if strings.Contains(page, "<script>") {
+		t.Fatal("a driver name reached the page unescaped")
+	}
+	svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(page, -1)
+	if len(svgs) != 2 {
+		t.Fatalf("%d charts, want throughput and latency", len(svgs))
+	}
+	for i, svg := range svgs {
+		// Each chart is well-formed XML on its own (so it also renders when cut out of the page).
+		d := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			if _, err := d.Token(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("chart %d is not well-formed: %v", i, err)
+			}
+		}
+	}
+	// Throughput: one line per result. Latency: p99 and p50 per result, on decades 0.1..1000 ms.
+	if n := strings.Count(svgs[0], "<polyline"); n != 2 {
+		t.Errorf("throughput chart has %d lines, want 2", n)
+	}
+	if n := strings.Count(svgs[1], "<polyline"); n != 4 {
+		t.Errorf("latency chart has %d lines, want 4", n)
+	}
+	for _, tick := range []string{">0.1<", ">1<", ">10<", ">100<", ">1000<"} {
+		if !strings.Contains(svgs[1], tick) {
+			t.Errorf("latency chart lacks the %s tick", tick)
+		}
+	}
+	if !strings.Contains(svgs[0], "warm-up") {
+		t.Error("the warm-up is not marked")
+	}
+	if !strings.Contains(page, `title="boom"`) {
+		t.Error("the first error is not in the table")
+	}
+
+	// A consume run has no latency: no latency chart.
+	buf.Reset()
+	tl := timeline(1)
+	for i := range tl {
+		tl[i].P50Ms, tl[i].P99Ms, tl[i].MaxMs = 0, 0, 0
+	}
+	if err := WriteHTMLReport(&buf, "consume", []Result{{Driver: "sluice-unix", Mode: ModeConsume, Timeline: tl}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "<svg"); n != 1 {
+		t.Errorf("consume report has %d charts, want 1", n)
+	}
+}
+
+func TestNiceStep(t *testing.T) {
+	for _, c := range []struct {
+		span float64
+		n    int
+		want float64
+	}{{10, 5, 2}, {1, 4, 0.5}, {1700, 5, 500}, {3, 8, 0.5}, {0, 5, 1}} {
+		if got := niceStep(c.span, c.n); got != c.want {
+			t.Errorf("niceStep(%v, %d) = %v, want %v", c.span, c.n, got, c.want)
+		}
+	}
+}
