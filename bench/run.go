@@ -213,7 +213,7 @@ func merge(all []*stats) (Result, *Histogram) {
 // Interval is one progress interval of a run: the rates over it and, where the run measures
 // latency, the latency quantiles of the records completed in it.
 type Interval struct {
-	T             float64 `json:"t"` // seconds from the start of the run to the end of the interval
+	T             float64 `json:"t"`                // seconds from the start of the run to the end of the interval
 	Warmup        bool    `json:"warmup,omitempty"` // the interval began in the warm-up
 	RecordsPerSec float64 `json:"records_per_sec"`
 	MBPerSec      float64 `json:"mb_per_sec"`
