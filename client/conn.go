@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"context"
-
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +60,7 @@ type Conn struct {
 	parts  [][]byte
 
 	mu      sync.Mutex // guards pending and err
-	pending map[int32]chan []byte
+	pending map[int32]pendingCall
 	err     error
 
 	done chan struct{}
@@ -82,46 +81,115 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 		nc:       nc,
 		clientID: clientID,
 		w:        bufio.NewWriterSize(nc, 64<<10),
-		pending:  map[int32]chan []byte{},
+		pending:  map[int32]pendingCall{},
 		done:     make(chan struct{}),
 	}
 	go c.readLoop()
 	return c, nil
 }
 
+// pendingCall is a request waiting for its response.
+type pendingCall struct {
+	// ch receives the response body, and is closed if the connection fails first. Capacity 1:
+	// the reader never waits for a caller that gave up.
+	ch chan []byte
+	// into: read the body into buf if it fits, else into a new buffer with room to spare, for
+	// the caller to reuse (CallInto). Otherwise the body gets a buffer of its exact size.
+	into bool
+	buf  []byte
+}
+
 // Call sends req and decodes the response into resp. Calls from several goroutines are
-// pipelined on the connection.
+// pipelined on the connection. The response is read into a buffer of its own, which resp may
+// alias (a fetch response's records do) for as long as it likes.
 func (c *Conn) Call(ctx context.Context, req wire.Request, resp wire.Response) error {
 	ch := make(chan []byte, 1)
 	if err := c.send(req, ch); err != nil {
 		return err
 	}
 	select {
-	case frame, ok := <-ch:
+	case body, ok := <-ch:
 		if !ok {
 			return c.closedErr()
 		}
-		return resp.ReadFrom(frame)
+		return resp.ReadFrom(body)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// CallInto is Call with the response read into buf: straight from the socket, without
+// zeroing, so that a caller can reuse one buffer for response after response (a consumer's
+// fetches). If the response does not fit in cap(buf), a larger buffer is allocated instead.
+// CallInto returns the buffer that holds the response body (buf or its replacement, to pass
+// again next time), which resp may alias; on an error it returns buf unchanged.
+//
+// When CallInto returns, the connection no longer writes to buf, whatever happened: if ctx is
+// done before the response arrives, the response is read into a fresh buffer and dropped; if
+// ctx is done while the response is being read into buf, the connection is closed (the rest
+// of that frame cannot be skipped without reading it somewhere) and CallInto waits for its
+// reader to let go of buf. Other calls pipelined on the connection are unaffected in the first
+// case and fail with the connection in the second.
+func (c *Conn) CallInto(ctx context.Context, req wire.Request, resp wire.Response, buf []byte) ([]byte, error) {
+	ch := make(chan []byte, 1)
+	id, err := c.sendCall(req, pendingCall{ch: ch, into: true, buf: buf})
+	if err != nil {
+		return buf, err
+	}
+	select {
+	case body, ok := <-ch:
+		if !ok {
+			return buf, c.closedErr()
+		}
+		return body, resp.ReadFrom(body)
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if p, ok := c.pending[id]; ok {
+		// Not started: let the reader read the response into a buffer of its own and drop it.
+		p.into, p.buf = false, nil
+		c.pending[id] = p
+		c.mu.Unlock()
+		return buf, ctx.Err()
+	}
+	c.mu.Unlock()
+	// The reader has taken the call: it is reading the response into buf, or has done so.
+	select {
+	case body, ok := <-ch:
+		if ok {
+			return body, resp.ReadFrom(body)
+		}
+	default:
+		c.fail(fmt.Errorf("%w: call abandoned while its response was being read: %w", ErrClosed, ctx.Err()))
+		<-ch // sent or closed once the reader stops reading into buf
+	}
+	return buf, ctx.Err()
+}
+
 // Send sends a request that gets no response (a produce with acks=0).
 func (c *Conn) Send(req wire.Request) error { return c.send(req, nil) }
 
+// send writes req and, if ch is not nil, registers ch to receive the response body (in a
+// fresh buffer) or to be closed if the connection fails first. ch needs capacity 1.
 func (c *Conn) send(req wire.Request, ch chan []byte) error {
+	_, err := c.sendCall(req, pendingCall{ch: ch})
+	return err
+}
+
+// sendCall writes req and, if p.ch is set, registers p to receive the response. It returns
+// the request's correlation id.
+func (c *Conn) sendCall(req wire.Request, p pendingCall) (int32, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.nextID++
 	id := c.nextID
-	if ch != nil {
+	if p.ch != nil {
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
-			return c.err
+			return id, c.err
 		}
-		c.pending[id] = ch
+		c.pending[id] = p
 		c.mu.Unlock()
 	}
 	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: id, ClientID: c.clientID}
@@ -136,9 +204,9 @@ func (c *Conn) send(req wire.Request, ch chan []byte) error {
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("client: write: %w", err))
-		return c.closedErr()
+		return id, c.closedErr()
 	}
-	return nil
+	return id, nil
 }
 
 // writeProduceLocked writes a Produce request without copying its records: the encoded parts
@@ -175,40 +243,53 @@ func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceReques
 	return err
 }
 
+// readLoop reads response after response. It reads a frame's size and correlation id first,
+// so that it knows the waiting call, and then the body straight into the call's buffer
+// (CallInto) or a fresh one (Call). bufio.Reader hands reads of at least its size straight to
+// the socket, so of a large body only what was already buffered is copied.
 func (c *Conn) readLoop() {
 	defer close(c.done)
 	r := bufio.NewReaderSize(c.nc, 64<<10)
-	var hdr [wire.FrameSizeLen]byte
+	var hdr [wire.FrameSizeLen + wire.ResponseHeaderLen]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 			return
 		}
-		n, err := wire.ReadResponseFrameSize(hdr, MaxResponseBytes)
+		n, err := wire.ReadResponseFrameSize([wire.FrameSizeLen]byte(hdr[:wire.FrameSizeLen]), MaxResponseBytes)
 		if err != nil {
 			c.fail(fmt.Errorf("client: response frame: %w", err))
 			return
 		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(r, frame); err != nil {
-			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
-			return
-		}
 		var rh wire.ResponseHeader
-		body, err := rh.ReadFrom(frame)
-		if err != nil {
+		if _, err := rh.ReadFrom(hdr[wire.FrameSizeLen:]); err != nil {
 			c.fail(fmt.Errorf("client: response header: %w", err))
 			return
 		}
 		c.mu.Lock()
-		ch := c.pending[rh.CorrelationID]
+		p, ok := c.pending[rh.CorrelationID]
 		delete(c.pending, rh.CorrelationID)
 		c.mu.Unlock()
-		if ch == nil {
+		if !ok {
 			c.fail(fmt.Errorf("client: response to unknown correlation id %d", rh.CorrelationID))
 			return
 		}
-		ch <- body
+		n -= wire.ResponseHeaderLen
+		var body []byte
+		switch {
+		case !p.into:
+			body = make([]byte, n)
+		case cap(p.buf) >= n:
+			body = p.buf[:n]
+		default:
+			body = make([]byte, n, n+n/8) // room for a slightly larger response next time
+		}
+		if _, err := io.ReadFull(r, body); err != nil {
+			close(p.ch) // the call is no longer pending: fail would not close it
+			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
+			return
+		}
+		p.ch <- body
 	}
 }
 
@@ -219,11 +300,11 @@ func (c *Conn) fail(err error) {
 		c.err = err
 	}
 	pending := c.pending
-	c.pending = map[int32]chan []byte{}
+	c.pending = map[int32]pendingCall{}
 	c.mu.Unlock()
 	_ = c.nc.Close()
-	for _, ch := range pending {
-		close(ch)
+	for _, p := range pending {
+		close(p.ch)
 	}
 }
 

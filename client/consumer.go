@@ -62,6 +62,19 @@ type ConsumerConfig struct {
 	// MaxDecompressed caps the decompressed size of one batch's records (batch.IterOptions);
 	// 0 is batch.DefaultMaxDecompressed (64 MiB).
 	MaxDecompressed int
+
+	// ReuseRecordBuffers (Sluice only, default false) trades the records' lifetime for speed:
+	// the records a Poll returns, that is the []Record slice and every record's Key, Value,
+	// Headers slice and header values, are valid only until the next call to Poll (from any
+	// goroutine) or Close. Then their memory is reused for later records: copy what must
+	// outlive the next Poll. Header keys are strings and stay valid. In exchange the consumer
+	// reads fetch responses into a few reused buffers and decompresses into reused buffers,
+	// instead of allocating (and the garbage collector reclaiming) a buffer per response and
+	// per compressed batch. The next fetch is still in flight while the application
+	// processes the current records. See CONSUMER.md.
+	//
+	// With the default, records stay valid for as long as the application keeps them.
+	ReuseRecordBuffers bool
 }
 
 func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
@@ -150,9 +163,12 @@ type Consumer struct {
 	// maintenance; Poll waits on it.
 	ready chan struct{}
 
-	pollMu  sync.Mutex
-	scratch batch.Record // reused by the record iterator; guarded by pollMu
-	cur     *chunk       // the response Poll is draining; guarded by pollMu
+	pollMu     sync.Mutex
+	scratch    batch.Record      // reused by the record iterator; guarded by pollMu
+	cur        *chunk            // the response Poll is draining; guarded by pollMu
+	headerKeys map[string]string // interned header keys; guarded by pollMu
+	headers    []Header          // records' headers are carved from it; guarded by pollMu
+	bufs       *pollBufs         // ReuseRecordBuffers only; guarded by pollMu
 
 	maintMu sync.Mutex
 
@@ -205,10 +221,14 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{
-		cfg:      cfg,
-		cl:       cl,
-		iterOpts: batch.IterOptions{MaxDecompressed: cfg.MaxDecompressed},
-		ready:    make(chan struct{}, 1),
+		cfg:        cfg,
+		cl:         cl,
+		iterOpts:   batch.IterOptions{MaxDecompressed: cfg.MaxDecompressed},
+		ready:      make(chan struct{}, 1),
+		headerKeys: map[string]string{},
+	}
+	if cfg.ReuseRecordBuffers {
+		c.bufs = &pollBufs{}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.parts = map[TopicPartition]*partState{}
@@ -480,9 +500,15 @@ func (c *Consumer) backoff(ctx context.Context) error {
 // A partition error (AutoOffsetReset "none" with no valid offset, a corrupt batch, an error
 // code the consumer cannot handle) is returned naming the partition, after the records that
 // came before it, and again on every Poll until the partition is Seeked or unassigned.
+//
+// The records stay valid for as long as the application keeps them, unless
+// ReuseRecordBuffers is set: then they are valid until the next Poll or Close.
 func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
+	if c.bufs != nil {
+		c.recycle() // the previous Poll's records are dead
+	}
 	for {
 		c.mu.Lock()
 		closed, n := c.mu.closed, len(c.mu.parts)
@@ -556,12 +582,16 @@ func (c *Consumer) stickyErr() error {
 // take responses and to publish positions.
 func (c *Consumer) drain() []Record {
 	var out []Record
+	if c.bufs != nil {
+		out = c.bufs.recs[:0]
+		defer func() { c.bufs.recs = out[:0] }()
+	}
 	for len(out) < c.cfg.MaxPollRecords {
 		if c.cur == nil && !c.nextChunk() {
 			break
 		}
 		ch := c.cur
-		if out == nil {
+		if cap(out) == 0 {
 			out = make([]Record, 0, c.estimateRecords())
 		}
 		start := len(out)
@@ -573,6 +603,7 @@ func (c *Consumer) drain() []Record {
 		if ps == nil || ps.epoch != ch.epoch {
 			// Seeked or unassigned while we decoded: these records are not the position's.
 			out = out[:start]
+			c.retire(ch)
 			c.cur = nil
 			c.mu.Unlock()
 			continue
@@ -584,6 +615,7 @@ func (c *Consumer) drain() []Record {
 		if err != nil {
 			at := ps.position
 			ps.err = fmt.Errorf("client: %s at offset %d: %w", ch.tp, at, err)
+			c.retire(ch)
 			c.cur = nil
 			c.mu.Unlock()
 			break
@@ -591,6 +623,7 @@ func (c *Consumer) drain() []Record {
 		if done {
 			// Past the response's last batch, including skipped control records and gaps.
 			ps.position = max(ps.position, ch.nextOffset)
+			c.retire(ch)
 			c.cur = nil
 		}
 		c.mu.Unlock()
@@ -623,6 +656,10 @@ func (c *Consumer) nextChunk() bool {
 		c.mu.queue = c.mu.queue[1:]
 		ps := c.mu.parts[ch.tp]
 		if ps == nil || ps.epoch != ch.epoch {
+			if ch.buf != nil { // no Poll returned its records: reuse at once
+				c.unrefLocked(ch.buf)
+				ch.buf = nil
+			}
 			continue
 		}
 		ps.buffered = false
@@ -664,14 +701,19 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			if err := b.Validate(); err != nil {
 				return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
 			}
-			ch.it.Reset(b, c.iterOpts)
+			opts := c.iterOpts
+			if c.bufs != nil && b.Compression() != batch.None {
+				ch.dec = c.bufs.decompressor(len(b))
+				opts.Decompressor = ch.dec
+			}
+			ch.it.Reset(b, opts)
 			ch.inBatch, ch.batchEpoch = true, b.PartitionLeaderEpoch()
 		}
 		if !ch.it.Next(r) {
 			if err := ch.it.Err(); err != nil {
 				return out, true, err
 			}
-			ch.inBatch = false
+			ch.inBatch, ch.dec = false, nil
 			continue
 		}
 		if int64(r.Offset) < ch.fetchOffset {
@@ -687,14 +729,28 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			LeaderEpoch: ch.batchEpoch,
 		}
 		if len(r.Headers) > 0 {
-			rec.Headers = make([]Header, len(r.Headers))
-			for i, h := range r.Headers {
-				rec.Headers[i] = Header{Key: string(h.Key), Value: h.Value}
-			}
+			rec.Headers = c.appendHeaders(r.Headers)
 		}
 		out = append(out, rec)
 	}
 	return out, !ch.inBatch && len(ch.rest) == 0 && ch.err == nil, nil
+}
+
+// appendHeaders returns a record's headers, carved from c.headers so that a Poll allocates
+// per few dozen headers rather than per record. By default the records keep what they were
+// given: a full array is replaced, never reused. With ReuseRecordBuffers the array is refilled
+// by every Poll (recycle), and grows when a Poll needs more.
+func (c *Consumer) appendHeaders(src []batch.Header) []Header {
+	hs := c.headers
+	if c.bufs == nil && cap(hs)-len(hs) < len(src) {
+		hs = make([]Header, 0, max(64, len(src)))
+	}
+	start := len(hs)
+	for _, h := range src {
+		hs = append(hs, Header{Key: c.headerKey(h.Key), Value: h.Value})
+	}
+	c.headers = hs
+	return hs[start:len(hs):len(hs)]
 }
 
 // Close commits the positions of what Poll returned (with auto-commit enabled, as Kafka's

@@ -29,9 +29,12 @@ func consumerBenchValue(rng *rand.Rand) []byte {
 }
 
 // BenchmarkConsumer measures Poll decoding 1 KiB records with each codec, end to end against an
-// in-process broker over TCP and the unix socket: fetch (sendfile on the broker), frame read, CRC check,
-// decompression, record decoding. The data is 16-record (16 KiB) batches, Kafka's default
-// batch.size; the consumer seeks back to the start when it reaches the end.
+// in-process broker, over TCP and over the unix socket: fetch (sendfile on the broker), frame
+// read, CRC check, decompression, record decoding. Mode "default" returns records that stay
+// valid forever; "reuse" sets ConsumerConfig.ReuseRecordBuffers (valid until the next Poll).
+// The data is 16-record (16 KiB) batches, Kafka's default batch.size; the consumer seeks back
+// to the start when it reaches the end. Names are codec/transport/mode, so that
+// -bench='BenchmarkConsumer/none' still selects the uncompressed runs.
 func BenchmarkConsumer(b *testing.B) {
 	br := brokertest.Start(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -80,14 +83,15 @@ func BenchmarkConsumer(b *testing.B) {
 	modes := []struct {
 		name  string
 		reuse bool
-	}{{"default", false}}
+	}{{"default", false}, {"reuse", true}}
 	for _, codec := range consumerCodecs {
 		for _, tr := range transports {
 			for _, mode := range modes {
 				b.Run(codec.String()+"/"+tr.name+"/"+mode.name, func(b *testing.B) {
 					benchmarkConsume(b, ctx, client.ConsumerConfig{
-						Config:          client.Config{Brokers: []string{tr.addr}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-						AutoOffsetReset: client.OffsetResetEarliest,
+						Config:             client.Config{Brokers: []string{tr.addr}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+						AutoOffsetReset:    client.OffsetResetEarliest,
+						ReuseRecordBuffers: mode.reuse,
 					}, client.TopicPartition{Topic: "bench-" + codec.String()}, records)
 				})
 			}

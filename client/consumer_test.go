@@ -21,6 +21,13 @@ import (
 
 var consumerCodecs = []batch.Codec{batch.None, batch.Gzip, batch.Snappy, batch.LZ4, batch.Zstd}
 
+// consumerModes are the two record lifetimes: for as long as the application keeps them (the
+// default), and until the next Poll (ConsumerConfig.ReuseRecordBuffers).
+var consumerModes = []struct {
+	name  string
+	reuse bool
+}{{"default", false}, {"reuse", true}}
+
 // consumerFixture is an in-process broker, a raw connection to produce with (tests do not
 // depend on the Producer) and a deadline for the whole test.
 type consumerFixture struct {
@@ -121,7 +128,8 @@ func (f *consumerFixture) consumer(cfg client.ConsumerConfig, tps ...client.Topi
 	return c
 }
 
-// pollN polls until it has n records, failing the test on an error or the deadline.
+// pollN polls until it has n records, failing the test on an error or the deadline. It
+// returns copies, valid whatever the consumer's ReuseRecordBuffers.
 func (f *consumerFixture) pollN(c *client.Consumer, n int) []client.Record {
 	f.t.Helper()
 	var out []client.Record
@@ -130,12 +138,27 @@ func (f *consumerFixture) pollN(c *client.Consumer, n int) []client.Record {
 		if err != nil {
 			f.t.Fatalf("poll after %d of %d records: %v", len(out), n, err)
 		}
-		out = append(out, recs...)
+		for _, r := range recs {
+			out = append(out, cloneRecord(r))
+		}
 	}
 	if len(out) > n {
 		f.t.Fatalf("polled %d records, want %d", len(out), n)
 	}
 	return out
+}
+
+// cloneRecord copies r's bytes, keeping null and empty apart.
+func cloneRecord(r client.Record) client.Record {
+	r.Key, r.Value = bytes.Clone(r.Key), bytes.Clone(r.Value)
+	if r.Headers != nil {
+		hs := make([]client.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = client.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+		}
+		r.Headers = hs
+	}
+	return r
 }
 
 // pollNone checks that nothing arrives within a short wait.
@@ -299,69 +322,71 @@ func TestConsumerRoundTrip(t *testing.T) {
 // position yields only the records at and after it, compressed or not.
 func TestConsumerSeek(t *testing.T) {
 	f := newConsumerFixture(t)
-	for _, codec := range []batch.Codec{batch.None, batch.Zstd} {
-		t.Run(codec.String(), func(t *testing.T) {
-			topic := "seek-" + codec.String()
-			f.createTopic(topic, 1)
-			tp := client.TopicPartition{Topic: topic}
-			recs := make([]batch.Record, 10)
-			for i := range recs {
-				recs[i] = batch.Record{Timestamp: int64(1_000_000 + i*100), Value: []byte(fmt.Sprint(i))}
-			}
-			f.produce(topic, 0, codec, recs) // one batch: offsets 0-9, timestamps 1000000, 1000100, ...
+	for _, mode := range consumerModes {
+		for _, codec := range []batch.Codec{batch.None, batch.Zstd} {
+			t.Run(mode.name+"/"+codec.String(), func(t *testing.T) {
+				topic := "seek-" + mode.name + "-" + codec.String()
+				f.createTopic(topic, 1)
+				tp := client.TopicPartition{Topic: topic}
+				recs := make([]batch.Record, 10)
+				for i := range recs {
+					recs[i] = batch.Record{Timestamp: int64(1_000_000 + i*100), Value: []byte(fmt.Sprint(i))}
+				}
+				f.produce(topic, 0, codec, recs) // one batch: offsets 0-9, timestamps 1000000, 1000100, ...
 
-			c := f.consumer(client.ConsumerConfig{}, tp)
-			// No group and auto.offset.reset=latest (the default): the end.
-			if pos, err := c.Position(f.ctx, tp); err != nil || pos != 10 {
-				t.Fatalf("initial Position = %d, %v; want 10", pos, err)
-			}
-			check := func(what string, wantFrom int64) {
-				t.Helper()
-				got := f.pollN(c, int(10-wantFrom))
-				if !slices.Equal(consumerOffsets(got), consumerOffsetRange(wantFrom, 10)) {
-					t.Fatalf("%s: offsets %v, want %d..9", what, consumerOffsets(got), wantFrom)
+				c := f.consumer(client.ConsumerConfig{ReuseRecordBuffers: mode.reuse}, tp)
+				// No group and auto.offset.reset=latest (the default): the end.
+				if pos, err := c.Position(f.ctx, tp); err != nil || pos != 10 {
+					t.Fatalf("initial Position = %d, %v; want 10", pos, err)
 				}
-				if string(got[0].Value) != fmt.Sprint(wantFrom) {
-					t.Fatalf("%s: first value %q", what, got[0].Value)
+				check := func(what string, wantFrom int64) {
+					t.Helper()
+					got := f.pollN(c, int(10-wantFrom))
+					if !slices.Equal(consumerOffsets(got), consumerOffsetRange(wantFrom, 10)) {
+						t.Fatalf("%s: offsets %v, want %d..9", what, consumerOffsets(got), wantFrom)
+					}
+					if string(got[0].Value) != fmt.Sprint(wantFrom) {
+						t.Fatalf("%s: first value %q", what, got[0].Value)
+					}
 				}
-			}
-			if err := c.Seek(tp, 4); err != nil {
-				t.Fatal(err)
-			}
-			check("Seek(4) inside the batch", 4)
-			if err := c.SeekToBeginning(nil); err != nil {
-				t.Fatal(err)
-			}
-			check("SeekToBeginning", 0)
-			if err := c.SeekToTimestamp([]client.TopicPartition{tp}, time.UnixMilli(1_000_250)); err != nil {
-				t.Fatal(err)
-			}
-			check("SeekToTimestamp(1000250)", 3)
-			if err := c.SeekToTimestamp(nil, time.UnixMilli(1_000_000)); err != nil {
-				t.Fatal(err)
-			}
-			check("SeekToTimestamp(first)", 0)
-			if err := c.SeekToTimestamp(nil, time.UnixMilli(9_000_000)); err != nil {
-				t.Fatal(err)
-			}
-			if pos, err := c.Position(f.ctx, tp); err != nil || pos != 10 {
-				t.Fatalf("after SeekToTimestamp(past the last record) Position = %d, %v; want the end, 10", pos, err)
-			}
-			if err := c.Seek(tp, 2); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.SeekToEnd(nil); err != nil {
-				t.Fatal(err)
-			}
-			f.pollNone(c, 150*time.Millisecond)
-			f.produceValues(topic, 0, "new")
-			if got := f.pollN(c, 1); got[0].Offset != 10 || string(got[0].Value) != "new" {
-				t.Fatalf("after SeekToEnd: %d %q", got[0].Offset, got[0].Value)
-			}
-			if err := c.Seek(client.TopicPartition{Topic: topic, Partition: 5}, 0); !errors.Is(err, client.ErrNotAssigned) {
-				t.Fatalf("Seek of an unassigned partition: %v", err)
-			}
-		})
+				if err := c.Seek(tp, 4); err != nil {
+					t.Fatal(err)
+				}
+				check("Seek(4) inside the batch", 4)
+				if err := c.SeekToBeginning(nil); err != nil {
+					t.Fatal(err)
+				}
+				check("SeekToBeginning", 0)
+				if err := c.SeekToTimestamp([]client.TopicPartition{tp}, time.UnixMilli(1_000_250)); err != nil {
+					t.Fatal(err)
+				}
+				check("SeekToTimestamp(1000250)", 3)
+				if err := c.SeekToTimestamp(nil, time.UnixMilli(1_000_000)); err != nil {
+					t.Fatal(err)
+				}
+				check("SeekToTimestamp(first)", 0)
+				if err := c.SeekToTimestamp(nil, time.UnixMilli(9_000_000)); err != nil {
+					t.Fatal(err)
+				}
+				if pos, err := c.Position(f.ctx, tp); err != nil || pos != 10 {
+					t.Fatalf("after SeekToTimestamp(past the last record) Position = %d, %v; want the end, 10", pos, err)
+				}
+				if err := c.Seek(tp, 2); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.SeekToEnd(nil); err != nil {
+					t.Fatal(err)
+				}
+				f.pollNone(c, 150*time.Millisecond)
+				f.produceValues(topic, 0, "new")
+				if got := f.pollN(c, 1); got[0].Offset != 10 || string(got[0].Value) != "new" {
+					t.Fatalf("after SeekToEnd: %d %q", got[0].Offset, got[0].Value)
+				}
+				if err := c.Seek(client.TopicPartition{Topic: topic, Partition: 5}, 0); !errors.Is(err, client.ErrNotAssigned) {
+					t.Fatalf("Seek of an unassigned partition: %v", err)
+				}
+			})
+		}
 	}
 }
 
@@ -601,57 +626,59 @@ func TestConsumerOffsetOutOfRange(t *testing.T) {
 	f.produceValues("oor", 0, consumerValues(10, "v")...)
 	tp := client.TopicPartition{Topic: "oor"}
 
-	t.Run("earliest", func(t *testing.T) {
-		c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest}, tp)
-		if err := c.Seek(tp, 100); err != nil {
-			t.Fatal(err)
-		}
-		if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(0, 10)) {
-			t.Fatalf("offsets %v, want 0..9", consumerOffsets(got))
-		}
-	})
-	t.Run("latest", func(t *testing.T) {
-		c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetLatest}, tp)
-		if err := c.Seek(tp, 100); err != nil {
-			t.Fatal(err)
-		}
-		f.pollNone(c, 150*time.Millisecond) // fetched at 100, reset to the end (10)
-		if pos, err := c.Position(f.ctx, tp); err != nil || pos != 10 {
-			t.Fatalf("Position = %d, %v; want 10", pos, err)
-		}
-	})
-	t.Run("none", func(t *testing.T) {
-		c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetNone, GroupID: "g-none", EnableAutoCommit: new(false)}, tp)
-		_, err := c.Poll(f.ctx)
-		if !errors.Is(err, client.ErrNoOffset) || !strings.Contains(err.Error(), "oor-0") {
-			t.Fatalf("no committed offset with none: %v", err)
-		}
-		if err := c.Seek(tp, 100); err != nil {
-			t.Fatal(err)
-		}
-		for range 2 { // sticky until the next seek
-			if _, err := c.Poll(f.ctx); !errors.Is(err, wire.ErrOffsetOutOfRange) || !strings.Contains(err.Error(), "oor-0") {
-				t.Fatalf("out of range with none: %v", err)
+	for _, mode := range consumerModes {
+		t.Run(mode.name+"/earliest", func(t *testing.T) {
+			c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest, ReuseRecordBuffers: mode.reuse}, tp)
+			if err := c.Seek(tp, 100); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if err := c.Seek(tp, 8); err != nil {
-			t.Fatal(err)
-		}
-		if got := f.pollN(c, 2); !slices.Equal(consumerOffsets(got), []int64{8, 9}) {
-			t.Fatalf("after seeking back into range: %v", consumerOffsets(got))
-		}
-	})
-	t.Run("committed offset out of range", func(t *testing.T) {
-		cfg := client.ConsumerConfig{GroupID: "g-stale", AutoOffsetReset: client.OffsetResetEarliest}
-		c := f.consumer(cfg, tp)
-		if err := c.CommitOffsets(f.ctx, map[client.TopicPartition]int64{tp: 500}); err != nil {
-			t.Fatal(err)
-		}
-		d := f.consumer(cfg, tp)
-		if got := f.pollN(d, 10); got[0].Offset != 0 {
-			t.Fatalf("first offset %d, want 0", got[0].Offset)
-		}
-	})
+			if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(0, 10)) {
+				t.Fatalf("offsets %v, want 0..9", consumerOffsets(got))
+			}
+		})
+		t.Run(mode.name+"/latest", func(t *testing.T) {
+			c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetLatest, ReuseRecordBuffers: mode.reuse}, tp)
+			if err := c.Seek(tp, 100); err != nil {
+				t.Fatal(err)
+			}
+			f.pollNone(c, 150*time.Millisecond) // fetched at 100, reset to the end (10)
+			if pos, err := c.Position(f.ctx, tp); err != nil || pos != 10 {
+				t.Fatalf("Position = %d, %v; want 10", pos, err)
+			}
+		})
+		t.Run(mode.name+"/none", func(t *testing.T) {
+			c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetNone, GroupID: "g-none-" + mode.name, EnableAutoCommit: new(false), ReuseRecordBuffers: mode.reuse}, tp)
+			_, err := c.Poll(f.ctx)
+			if !errors.Is(err, client.ErrNoOffset) || !strings.Contains(err.Error(), "oor-0") {
+				t.Fatalf("no committed offset with none: %v", err)
+			}
+			if err := c.Seek(tp, 100); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // sticky until the next seek
+				if _, err := c.Poll(f.ctx); !errors.Is(err, wire.ErrOffsetOutOfRange) || !strings.Contains(err.Error(), "oor-0") {
+					t.Fatalf("out of range with none: %v", err)
+				}
+			}
+			if err := c.Seek(tp, 8); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.pollN(c, 2); !slices.Equal(consumerOffsets(got), []int64{8, 9}) {
+				t.Fatalf("after seeking back into range: %v", consumerOffsets(got))
+			}
+		})
+		t.Run(mode.name+"/committed offset out of range", func(t *testing.T) {
+			cfg := client.ConsumerConfig{GroupID: "g-stale-" + mode.name, AutoOffsetReset: client.OffsetResetEarliest, ReuseRecordBuffers: mode.reuse}
+			c := f.consumer(cfg, tp)
+			if err := c.CommitOffsets(f.ctx, map[client.TopicPartition]int64{tp: 500}); err != nil {
+				t.Fatal(err)
+			}
+			d := f.consumer(cfg, tp)
+			if got := f.pollN(d, 10); got[0].Offset != 0 {
+				t.Fatalf("first offset %d, want 0", got[0].Offset)
+			}
+		})
+	}
 }
 
 // Poll returns the context's error when nothing arrives, and wakes for records produced while

@@ -9,8 +9,9 @@
 //   - Producer (producer.go, accumulator.go, partitioner.go, sender.go): Kafka's partitioner,
 //     record accumulator (batch.size, linger.ms, buffer.memory, max.block.ms), one sender per
 //     broker, retries until delivery.timeout.ms. See PRODUCER.md for the ordering guarantee.
-//   - Consumer (consumer.go, fetcher.go, offsets.go): assign, seek, poll with the next fetch in
-//     flight, committed offsets (sync, async, auto). See CONSUMER.md for what each commit mode
+//   - Consumer (consumer.go, fetcher.go, fetchbuf.go, offsets.go): assign, seek, poll with the
+//     next fetch in flight, committed offsets (sync, async, auto), and optionally reused fetch
+//     and decompression buffers (ReuseRecordBuffers). See CONSUMER.md for what each commit mode
 //     guarantees across a crash.
 //   - Admin (admin.go): topics and their configs.
 //

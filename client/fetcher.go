@@ -23,12 +23,15 @@ type chunk struct {
 	records     []byte // whole batches, aliasing the response frame
 	err         error  // after the records: a corrupt batch; alone: the partition failed
 	reset       bool   // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
+	// buf is the reused response buffer records aliases (ReuseRecordBuffers), else nil.
+	buf *fetchBuf
 
 	// Decoding state, owned by Poll.
 	rest       []byte
 	it         batch.RecordIter
 	inBatch    bool
 	batchEpoch int32
+	dec        *batch.Decompressor // the current batch's (ReuseRecordBuffers), else nil
 }
 
 // fetchPart is one partition in a fetcher's outstanding request.
@@ -46,6 +49,8 @@ type fetcher struct {
 
 	// cancel aborts the outstanding request (a seek made it useless). Guarded by Consumer.mu.
 	cancel context.CancelFunc
+	// free are idle response buffers (ReuseRecordBuffers). Guarded by Consumer.mu.
+	free []*fetchBuf
 
 	// Owned by the fetcher goroutine.
 	conn  *Conn // dedicated to fetches; nil until dialled, or after a failure
@@ -54,6 +59,7 @@ type fetcher struct {
 	index map[TopicPartition]int
 	req   wire.FetchRequest
 	resp  wire.FetchResponse
+	buf   *fetchBuf // the outstanding request's response buffer (ReuseRecordBuffers)
 }
 
 // ensureFetcherLocked starts the fetcher for broker id if it is not running.
@@ -163,6 +169,9 @@ func (f *fetcher) prepare() (context.Context, context.CancelFunc, int) {
 	for _, p := range f.sent {
 		c.mu.parts[p.tp].inflight = true
 	}
+	if c.bufs != nil {
+		f.buf = f.takeBufLocked()
+	}
 	reqCtx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout+c.cfg.FetchMaxWait)
 	f.cancel = cancel
 	c.mu.Unlock()
@@ -231,7 +240,13 @@ func (f *fetcher) call(ctx context.Context) error {
 		f.conn = conn
 	}
 	f.resp = wire.FetchResponse{Topics: f.resp.Topics[:0]}
-	err := f.conn.Call(ctx, &f.req, &f.resp)
+	var err error
+	if f.buf != nil {
+		// CallInto has let go of the buffer when it returns, even on an error.
+		f.buf.b, err = f.conn.CallInto(ctx, &f.req, &f.resp, f.buf.b)
+	} else {
+		err = f.conn.Call(ctx, &f.req, &f.resp)
+	}
 	if err != nil {
 		// Cancelled, timed out or broken: a response may still be owed on this connection,
 		// and would delay the next one.
@@ -248,12 +263,23 @@ func (f *fetcher) release(lost bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f.cancel = nil
+	f.releaseBufLocked()
 	for _, p := range f.sent {
 		if ps := c.mu.parts[p.tp]; ps != nil && ps.inflight && ps.leader == f.broker {
 			ps.inflight = false
 			if lost {
 				ps.leader = -1
 			}
+		}
+	}
+}
+
+// releaseBufLocked gives the outstanding request's buffer back unless chunks alias it.
+func (f *fetcher) releaseBufLocked() {
+	if fb := f.buf; fb != nil {
+		f.buf = nil
+		if fb.refs == 0 {
+			f.putBufLocked(fb)
 		}
 	}
 }
@@ -298,6 +324,10 @@ func (f *fetcher) handle() (retry bool) {
 					err = fmt.Errorf("client: fetch %s: %w", tp, err)
 				}
 				ch.records, ch.rest, ch.nextOffset, ch.count, ch.err = whole, whole, next, count, err
+				if f.buf != nil && len(whole) > 0 {
+					ch.buf = f.buf
+					f.buf.refs++
+				}
 				if next > ps.fetchOffset {
 					ps.fetchOffset = next
 				}
@@ -327,6 +357,7 @@ func (f *fetcher) handle() (retry bool) {
 			}
 		}
 	}
+	f.releaseBufLocked()
 	if lost {
 		c.cl.InvalidateMetadata()
 	}

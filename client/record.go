@@ -24,9 +24,11 @@ type Header struct {
 // Timestamp) and what Consumer.Poll returns.
 //
 // Key, Value and header values alias the fetch response (uncompressed batches) or the batch's
-// own decompression buffer (compressed batches). Neither is ever reused by the consumer, so a
-// record stays valid for as long as the application keeps it; keeping one record keeps its
-// response (or decompressed batch) in memory.
+// own decompression buffer (compressed batches). By default neither is ever reused by the
+// consumer, so a record stays valid for as long as the application keeps it; keeping one
+// record keeps its response (or decompressed batch) in memory. With
+// ConsumerConfig.ReuseRecordBuffers the consumer reuses them: a record is valid only until the
+// next Poll or Close.
 type Record struct {
 	Topic     string
 	Partition int32

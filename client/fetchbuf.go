@@ -1,0 +1,188 @@
+package client
+
+import "github.com/sluicemq/sluice/batch"
+
+// Reused buffers for ConsumerConfig.ReuseRecordBuffers.
+//
+// The records a Poll returns alias three kinds of memory, each reused once that Poll's records
+// are dead, that is when the next Poll starts:
+//
+//   - fetch responses: each fetcher reads its responses into fetchBufs (Conn.CallInto). A
+//     response is split into one chunk per partition; the buffer goes back to its fetcher's
+//     free list when every chunk that aliases it has been drained (or dropped) and the Poll
+//     that returned their last records is over.
+//   - decompressed batches: each compressed batch is decompressed by a batch.Decompressor of
+//     its own, taken from a small set and returned at the next Poll (except the one whose
+//     batch Poll is still in the middle of).
+//   - the []Record slice and the records' []Header (Consumer.headers): one array each, refilled
+//     by every Poll.
+//
+// Lifetimes, with one partition and the fetcher's prefetch (at most one response in flight,
+// one queued, and the one Poll is draining):
+//
+//	Poll 1: A A A A           starts A (in buffer 1): B is fetched into buffer 2
+//	Poll 2: A A | B B         ends A, starts B: C is fetched into buffer 3, as Poll 2's
+//	                          records still alias buffer 1
+//	Poll 3: B B B B           Poll 2's records are dead: buffer 1 is free again
+//
+// so a fetcher needs three buffers in steady state, and more only while several partitions'
+// chunks share responses.
+//
+// Bounds: a fetcher keeps at most fetchBufsIdle idle buffers, and never pools one larger than
+// fetch.max.bytes plus slack (a larger response, possible when a partition's first batch
+// exceeds every limit, gets a buffer of its own that is dropped once used). A pooled buffer
+// that is four times larger than what it held for fetchBufShrinkAfter responses in a row is
+// dropped too, so one burst of large responses does not pin its memory forever. At most
+// maxPollDecompressors decompressors exist; past that, and for batches over
+// maxRingBatchBytes, a batch gets a fresh buffer (as in the default mode) that the garbage
+// collector reclaims.
+const (
+	fetchBufsIdle        = 3
+	fetchBufShrinkAfter  = 16
+	maxPollDecompressors = 64
+	maxRingBatchBytes    = 1 << 20
+	// maxHeaderKeys bounds the table of interned header keys (both modes).
+	maxHeaderKeys = 256
+)
+
+// fetchBuf is one reused fetch response buffer.
+type fetchBuf struct {
+	f *fetcher
+	b []byte // the last response's body; its capacity is what is reused
+	// refs counts the chunks that alias b and are not yet recycled. Guarded by Consumer.mu.
+	refs int
+	// small counts consecutive responses that used less than a quarter of b.
+	small int
+}
+
+// takeBufLocked returns a buffer for the fetcher's next response. Called with Consumer.mu
+// held.
+func (f *fetcher) takeBufLocked() *fetchBuf {
+	if n := len(f.free); n > 0 {
+		fb := f.free[n-1]
+		f.free[n-1] = nil
+		f.free = f.free[:n-1]
+		return fb
+	}
+	return &fetchBuf{f: f}
+}
+
+// putBufLocked takes back a buffer nothing aliases any more, unless it is too large to keep
+// or there are enough idle ones. Called with Consumer.mu held.
+func (f *fetcher) putBufLocked(fb *fetchBuf) {
+	if c := cap(fb.b); c > 0 {
+		if len(fb.b) < c/4 {
+			fb.small++
+		} else {
+			fb.small = 0
+		}
+		if c > f.c.maxPooledFetchBytes() || (fb.small >= fetchBufShrinkAfter && c > 1<<20) {
+			fb.b, fb.small = nil, 0 // the next response gets a buffer of its own size
+		}
+	}
+	if len(f.free) < fetchBufsIdle {
+		f.free = append(f.free, fb)
+	}
+}
+
+// maxPooledFetchBytes is the largest fetch buffer worth keeping: fetch.max.bytes, the
+// response's metadata, and the room Conn.CallInto leaves when it grows a buffer.
+func (c *Consumer) maxPooledFetchBytes() int {
+	return c.cfg.FetchMaxBytes + c.cfg.FetchMaxBytes/8 + 64<<10
+}
+
+// pollBufs is the memory a Poll's records alias that is not a fetch response. Guarded by
+// Consumer.pollMu.
+type pollBufs struct {
+	recs []Record
+	// retired are the fetch buffers of chunks finished (or dropped) by the current Poll,
+	// released at the next.
+	retired []*fetchBuf
+	// held are the decompressors whose output the current Poll's records alias; free are
+	// the others.
+	held, free []*batch.Decompressor
+	created    int
+}
+
+// recycle runs at the start of each Poll in ReuseRecordBuffers mode: the previous Poll's
+// records are dead, so what they alias can be reused, except what c.cur still needs (its
+// response buffer, and the decompressed batch it is in the middle of).
+func (c *Consumer) recycle() {
+	pb := c.bufs
+	pb.recs = pb.recs[:0]
+	c.headers = c.headers[:0]
+	if len(pb.retired) > 0 {
+		c.mu.Lock()
+		for _, fb := range pb.retired {
+			c.unrefLocked(fb)
+		}
+		c.mu.Unlock()
+		clear(pb.retired)
+		pb.retired = pb.retired[:0]
+	}
+	var keep *batch.Decompressor
+	if c.cur != nil && c.cur.inBatch {
+		keep = c.cur.dec
+	}
+	for _, d := range pb.held {
+		if d != keep {
+			pb.free = append(pb.free, d)
+		}
+	}
+	clear(pb.held)
+	pb.held = pb.held[:0]
+	if keep != nil {
+		pb.held = append(pb.held, keep)
+	}
+}
+
+// unrefLocked drops one chunk's reference to fb. Called with Consumer.mu held.
+func (c *Consumer) unrefLocked(fb *fetchBuf) {
+	if fb.refs--; fb.refs == 0 {
+		fb.f.putBufLocked(fb)
+	}
+}
+
+// retire notes that ch is done with: its response buffer can be reused once the records of
+// the current Poll are dead.
+func (c *Consumer) retire(ch *chunk) {
+	if ch.buf != nil && c.bufs != nil {
+		c.bufs.retired = append(c.bufs.retired, ch.buf)
+		ch.buf = nil
+	}
+	ch.dec = nil
+}
+
+// decompressor returns a decompressor for a compressed batch of n bytes whose records the
+// current Poll may return, or nil for the default (a buffer of the batch's own).
+func (pb *pollBufs) decompressor(n int) *batch.Decompressor {
+	if n > maxRingBatchBytes {
+		return nil
+	}
+	var d *batch.Decompressor
+	if k := len(pb.free); k > 0 {
+		d = pb.free[k-1]
+		pb.free[k-1] = nil
+		pb.free = pb.free[:k-1]
+	} else if pb.created < maxPollDecompressors {
+		d = new(batch.Decompressor)
+		pb.created++
+	} else {
+		return nil
+	}
+	pb.held = append(pb.held, d)
+	return d
+}
+
+// headerKey returns k as a string, interned: a consumer sees the same few header keys over
+// and over, and a lookup by []byte conversion does not allocate. Called with pollMu held.
+func (c *Consumer) headerKey(k []byte) string {
+	if s, ok := c.headerKeys[string(k)]; ok {
+		return s
+	}
+	s := string(k)
+	if len(c.headerKeys) < maxHeaderKeys {
+		c.headerKeys[s] = s
+	}
+	return s
+}
