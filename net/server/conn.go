@@ -23,6 +23,40 @@ const readBufSize = 16 << 10
 
 // Conn is one client connection. The handler sees it in Serve; its methods
 // are safe for concurrent use.
+//
+// # Who writes to the socket
+//
+// The socket's write side (nc's writes and the writer state w) has one
+// owner at a time. It is the writer goroutine's, except during a direct
+// write by the reader goroutine:
+//
+//   - The reader may take it when a request's Pending is already completed
+//     when Serve returns and raising outstanding takes it from 0 to 1. Only
+//     the reader raises outstanding, and the writer lowers it (in finish) as
+//     the last thing it does with w after writing a response. So 0 means
+//     every response queued so far has been written and released, the queue
+//     is empty, and the writer is waiting on the queue: it touches nothing
+//     until the reader sends it a Pending. (Or the writer has stopped on an
+//     error and set writer.failed; then the reader queues the Pending, to be
+//     abandoned, and writes nothing.)
+//   - The reader writes without waiting (writer.nonblock): when the socket
+//     takes the whole response, it releases the Pending itself, which lowers
+//     outstanding and gives the write side back. When the socket buffer is
+//     full it sends the partly written Pending on the queue, handing over the
+//     write side with the rest of the response (in w and in Pending.next);
+//     the writer goroutine finishes it, waiting on the socket as usual.
+//
+// The trade-off: a direct write saves the wake-up of the writer goroutine
+// (and, on a busy machine, its migration to another core) per response,
+// but delays reading the next request by one write system call: at most
+// a socket buffer's worth of bytes (SendBufferBytes), never a wait for the
+// client, so a slow client still stalls only itself and the reader keeps
+// reading pipelined requests. Only the reader writes directly: a Pending
+// completed later (a long poll, a produce waiting for its fsync) goes to
+// the writer goroutine, so no other goroutine, such as a log's flusher, is
+// ever held up by a socket. The reader also leaves a response to the writer
+// when it has more requests buffered, so that the writer batches a
+// pipelined run of small responses into one write.
 type Conn struct {
 	id        uint64
 	transport string
@@ -36,12 +70,16 @@ type Conn struct {
 	// MaxInFlight, so with slots the send never blocks.
 	queue chan *Pending
 	// slots is the in-flight semaphore: the reader takes a slot before
-	// reading a request and the writer gives it back once the response is
-	// written, so at most MaxInFlight requests are unanswered.
+	// reading a request and gives it back once the response is written
+	// (the writer, or the reader after a direct write), so at most
+	// MaxInFlight requests are unanswered.
 	slots chan struct{}
 	// wakeCh tells the writer that some Pending completed (capacity 1:
 	// wake-ups coalesce; the writer re-checks the head of the queue).
 	wakeCh chan struct{}
+	// direct: the reader may write responses itself (a socket with a
+	// descriptor, on a system with non-blocking writev).
+	direct bool
 
 	stop       chan struct{} // closed by Close: read no more requests
 	stopOnce   sync.Once
@@ -49,8 +87,10 @@ type Conn struct {
 	hardOnce   sync.Once
 	writerDone chan struct{} // closed when the writer has exited
 
-	// Invariant: outstanding counts the Pendings enqueued and not yet
-	// written; the idle timer never fires while it is above zero.
+	// Invariant: outstanding counts the Pendings read and not yet written
+	// (queued, being written by the writer, or being written directly);
+	// the idle timer never fires while it is above zero. Only the reader
+	// raises it, which makes 0 -> 1 the handover of the write side above.
 	outstanding atomic.Int32
 	// lastActive is the time of the last read or written byte, as
 	// nanoseconds since srv.epoch (monotonic).
@@ -61,7 +101,7 @@ type Conn struct {
 	sizeBuf [wire.FrameSizeLen]byte
 	hdr     wire.RequestHeader // reused so the client id decodes without allocating
 
-	// Writer goroutine only.
+	// Owner of the write side only (see above).
 	w writer
 }
 
@@ -81,6 +121,7 @@ func newConn(s *Server, nc net.Conn, transport string) *Conn {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.br = bufio.NewReaderSize((*connReader)(c), readBufSize)
 	c.w.init(c)
+	c.direct = directWriteSupported && c.w.rc != nil
 	c.touch()
 	if s.cfg.IdleTimeout > 0 {
 		nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
@@ -220,9 +261,40 @@ func (c *Conn) readRequests() error {
 			panic("server: Handler.Serve returned a Pending not from this Conn's NewPending")
 		}
 		p.frame = frame
-		c.outstanding.Add(1)
+		if c.outstanding.Add(1) == 1 && c.direct && p.completed() && c.br.Buffered() == 0 && !c.w.failed {
+			// The writer is idle and has nothing queued: write p here.
+			if err := c.writeDirect(p); err != nil {
+				return err
+			}
+			continue
+		}
 		c.queue <- p
 	}
+}
+
+// writeDirect writes p on the reader goroutine, which owns the write side
+// (see Conn), as far as the socket takes it without waiting. The rest goes
+// to the writer goroutine with p. An error is a failed write: the
+// connection must end.
+func (c *Conn) writeDirect(p *Pending) error {
+	w := &c.w
+	w.nonblock = true
+	err := w.writeResponse(p)
+	if err == nil {
+		err = w.flush()
+	}
+	w.nonblock = false
+	if err == errWouldBlock {
+		c.srv.stats.handedOff.Add(1)
+		c.queue <- p // hands the write side to the writer
+		return nil
+	}
+	if err == nil {
+		c.srv.stats.direct.Add(1)
+	}
+	w.done = append(w.done, p)
+	w.finish() // gives the write side back
+	return err
 }
 
 // connReader is the Conn seen as the bufio.Reader's source. It turns read

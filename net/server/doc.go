@@ -9,7 +9,9 @@
 // reader and one writer goroutine. All of them are started by New or by the
 // accept loop and are waited for by Close.
 //
-//	accept ──> Conn ──┬─ reader: size ─> frame ─> header ─> Handler.Serve ─> queue
+//	accept ──> Conn ──┬─ reader: size ─> frame ─> header ─> Handler.Serve ─┬─> queue
+//	                  │                                                      └─> direct write ─> release
+//	                  │                                                          (what would block ─> queue)
 //	                  └─ writer: queue ─> wait Complete ─> write parts ─> release
 //
 // The reader reads the 4-byte size, checks it with wire.ReadFrameSize
@@ -20,6 +22,15 @@
 // from the queue in request order, waits for each to be completed (possibly
 // out of order: a produce with acks=all waits for an fsync, a fetch long
 // polls), writes its parts, and releases it.
+//
+// A Pending that Serve returns completed, when nothing is queued or being
+// written ahead of it and no further request is already buffered, is written
+// by the reader itself, without waking the writer (a direct write): one
+// goroutine hand-off fewer per response, which is most of the server's own
+// cost for a consumer with one fetch in flight. The reader writes only what
+// the socket takes without waiting and hands the rest to the writer, so it
+// never waits for a client. Conn documents who owns the socket's write side
+// when.
 //
 // # Invariants
 //

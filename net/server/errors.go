@@ -30,6 +30,9 @@ var (
 	errWriterGone = errors.New("server: connection writer exited")
 	// errHardClosed ends a writer on a hard close.
 	errHardClosed = errors.New("server: connection closed hard")
+	// errWouldBlock stops a direct write at a full socket buffer; the
+	// writer goroutine sends the rest.
+	errWouldBlock = errors.New("server: socket buffer full")
 )
 
 // malformedError is a frame that cannot be parsed: the connection must

@@ -34,6 +34,7 @@ type Pending struct {
 	conn   *Conn
 	state  atomic.Uint32 // stateCompleted | stateAbandoned bits
 	parts  []part
+	next   int // index of the first part not yet taken by the writer (a direct write may stop early)
 	onDone []func()
 	frame  *[]byte // the request's frame buffer, returned to its pool on release
 }
@@ -88,8 +89,8 @@ func (p *Pending) AppendFile(f vfs.File, pos int64, n int) {
 // OnDone registers fn to run once the response has been written, or has
 // been dropped because the connection died (e.g. segment.Slice.Release,
 // returning an encode buffer to a pool). Hooks run in registration order,
-// on the writer goroutine, or inside Complete if the connection was already
-// gone.
+// on the connection's writer or reader goroutine (whichever wrote the
+// response), or inside Complete if the connection was already gone.
 func (p *Pending) OnDone(fn func()) {
 	p.onDone = append(p.onDone, fn)
 }
@@ -133,6 +134,7 @@ func (p *Pending) release() {
 	}
 	clear(p.parts) // drop references to files and buffers
 	p.parts = p.parts[:0]
+	p.next = 0
 	if cap(p.parts) > maxKeptParts {
 		p.parts = nil
 	}

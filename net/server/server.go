@@ -137,6 +137,8 @@ type Stats struct {
 	Open            int64 // connections open now
 	Requests        int64 // requests read and passed to the handler
 	Responses       int64 // responses written, empty ones included
+	DirectWrites    int64 // responses written whole by the connection's reader (see Conn)
+	HandedOff       int64 // direct writes that would have waited (full socket buffer, file part to copy), finished by the writer
 	Malformed       int64 // connections closed for a malformed frame
 	BytesRead       int64 // request bytes read, size fields included
 	BytesWritten    int64 // response bytes written from memory (byte parts)
@@ -146,6 +148,7 @@ type Stats struct {
 
 type counters struct {
 	accepted, open, requests, responses, malformed atomic.Int64
+	direct, handedOff                              atomic.Int64
 	bytesRead, bytesWritten, copiedFile, sendfile  atomic.Int64
 }
 
@@ -157,6 +160,8 @@ func (s *Server) Stats() Stats {
 		Open:            c.open.Load(),
 		Requests:        c.requests.Load(),
 		Responses:       c.responses.Load(),
+		DirectWrites:    c.direct.Load(),
+		HandedOff:       c.handedOff.Load(),
 		Malformed:       c.malformed.Load(),
 		BytesRead:       c.bytesRead.Load(),
 		BytesWritten:    c.bytesWritten.Load(),

@@ -21,11 +21,22 @@ const (
 	maxSendfileChunk = 1 << 30
 )
 
-// writer is a connection's output side, used by its writer goroutine only.
+// writer is a connection's output side. It belongs to whichever goroutine
+// owns the socket's write side (see Conn): the writer goroutine, or the
+// reader during a direct write.
 type writer struct {
 	c     *Conn
 	stats *counters
 	rc    syscall.RawConn // nil: no descriptor, file parts are copied
+
+	// nonblock is set during a direct write: flush and sendfile stop with
+	// errWouldBlock when the socket buffer is full instead of waiting for
+	// it to drain. What is left stays in iov and sf (and the Pending's
+	// next), and a blocking writeResponse of the same Pending picks it up.
+	nonblock bool
+	// failed: the writer goroutine stopped on an error (its state may be
+	// half way through a response); nothing more may be written.
+	failed bool
 
 	buf  []byte      // copied small parts; fixed capacity, never reallocated
 	iov  net.Buffers // what the next flush writes, in order: slices of buf and large parts
@@ -37,17 +48,24 @@ type writer struct {
 	// flush.
 	done []*Pending
 
+	// sf is the file part being sent. Invariant: iov is empty while
+	// sf.remain > 0 (a file part starts after a flush).
 	sf         sendfileState
 	sendfileFn func(fd uintptr) bool // w.sendfileStep, bound once so each call is allocation-free
+
+	wv       writevState           // a non-blocking flush's state
+	writevFn func(fd uintptr) bool // w.writevStep, bound like sendfileFn
+	iovecs   iovecs                // writevStep's system-call argument
 }
 
-// sendfileState is the state of one file part across RawConn.Write
-// callbacks.
+// sendfileState is what is left of one file part, across RawConn.Write
+// callbacks and across a direct write handed to the writer goroutine.
 type sendfileState struct {
-	in     int   // source descriptor
+	f      vfs.File
+	in     int   // f's descriptor
 	off    int64 // next file offset; sendfile advances it, never the file's own position
 	remain int
-	sent   int
+	sent   int // bytes sent by the current sendRest
 	err    error
 }
 
@@ -58,6 +76,7 @@ func (w *writer) init(c *Conn) {
 	w.buf = make([]byte, 0, writeBufSize)
 	w.tail = -1
 	w.sendfileFn = w.sendfileStep
+	w.writevFn = w.writevStep
 }
 
 // writeLoop is the writer goroutine: it takes Pendings in request order,
@@ -98,15 +117,12 @@ func (c *Conn) writeResponses() error {
 		}
 		if !c.await(p) {
 			p.abandon()
-			w.finish()
-			return errHardClosed
-		}
-		if err := w.writeResponse(p); err != nil {
-			w.done = append(w.done, p)
-			w.finish()
-			return err
+			return w.fail(errHardClosed)
 		}
 		w.done = append(w.done, p)
+		if err := w.writeResponse(p); err != nil {
+			return w.fail(err)
+		}
 		// Look ahead: if the next response is ready too, batch it into the
 		// same write instead of flushing now.
 		if open {
@@ -125,8 +141,7 @@ func (c *Conn) writeResponses() error {
 				if next != nil {
 					next.abandon()
 				}
-				w.finish()
-				return err
+				return w.fail(err)
 			}
 			w.finish()
 		}
@@ -145,38 +160,66 @@ func (c *Conn) await(p *Pending) bool {
 	return true
 }
 
+// fail ends the writer goroutine's work on a write error or a hard close:
+// it marks the write side failed, so that the reader, which may own it
+// again once finish lowers outstanding, writes nothing more, and releases
+// the responses in done.
+func (w *writer) fail(err error) error {
+	w.failed = true
+	w.finish()
+	return err
+}
+
 // finish releases the responses in done, written or not: their hooks run
-// and their slots go back to the reader.
+// and their slots go back to the reader. Lowering outstanding is the last
+// thing it does with the writer's state: once it reaches zero the reader may
+// take the write side for a direct write (see Conn).
 func (w *writer) finish() {
 	c := w.c
-	if len(w.done) > 0 {
-		c.touch() // before outstanding drops: see idleDeadline
+	n := len(w.done)
+	if n == 0 {
+		return
 	}
+	c.touch() // before outstanding drops: see idleDeadline
 	for i, p := range w.done {
 		w.done[i] = nil
 		p.release()
-		w.stats.responses.Add(1)
-		c.outstanding.Add(-1)
-		<-c.slots
 	}
 	w.done = w.done[:0]
+	c.outstanding.Add(-int32(n))
+	w.stats.responses.Add(int64(n)) // after: a client that saw it may count on a direct write
+	for range n {
+		<-c.slots
+	}
 }
 
-// writeResponse writes p's parts. Byte parts may stay buffered until the
-// next flush; file parts flush what is buffered and go out at once.
+// writeResponse writes p's parts from p.next on. Byte parts may stay
+// buffered until the next flush; file parts flush what is buffered and go
+// out at once. In non-blocking mode it returns errWouldBlock when the socket
+// is full, and a later call in blocking mode carries on from where it
+// stopped: the rest of a file part is in sf, unflushed bytes in iov, the
+// parts not yet taken from p.next on.
 func (w *writer) writeResponse(p *Pending) error {
-	for i := range p.parts {
-		pt := &p.parts[i]
+	if w.sf.remain > 0 { // iov is empty: see sf
+		if err := w.sendRest(); err != nil {
+			return err
+		}
+	}
+	for p.next < len(p.parts) {
+		pt := &p.parts[p.next]
 		if pt.file == nil {
 			if err := w.addBytes(pt.b); err != nil {
 				return err
 			}
+			p.next++
 			continue
 		}
 		if err := w.flush(); err != nil {
 			return err
 		}
-		if err := w.sendFile(pt.file, pt.pos, pt.n); err != nil {
+		p.next++ // from here on what is left of the part is in sf
+		w.sf = sendfileState{f: pt.file, off: pt.pos, remain: pt.n}
+		if err := w.sendRest(); err != nil {
 			return err
 		}
 	}
@@ -211,40 +254,98 @@ func (w *writer) addBytes(b []byte) error {
 }
 
 // flush writes the buffered parts with one writev (net.Buffers uses writev
-// on TCP and unix sockets, and loops over Write elsewhere).
+// on TCP and unix sockets, and loops over Write elsewhere). In non-blocking
+// mode it stops at a full socket buffer, leaving the rest in iov.
 func (w *writer) flush() error {
 	if len(w.iov) == 0 {
 		return nil
 	}
+	if w.nonblock {
+		return w.tryFlush()
+	}
 	w.bufs = w.iov
 	n, err := w.bufs.WriteTo(w.c.nc)
 	w.stats.bytesWritten.Add(n)
+	w.resetIov()
+	return err
+}
+
+func (w *writer) resetIov() {
 	clear(w.iov)
 	w.iov = w.iov[:0]
 	w.buf = w.buf[:0]
 	w.tail = -1
+}
+
+// writevState is a non-blocking flush's outcome.
+type writevState struct {
+	err error
+}
+
+// tryFlush writes what the socket takes at once of iov, with writev on the
+// descriptor (only called when rc is set). Written bytes are dropped from
+// iov; if some are left it reports errWouldBlock.
+func (w *writer) tryFlush() error {
+	w.wv = writevState{}
+	err := w.rc.Write(w.writevFn)
+	if err == nil {
+		err = w.wv.err
+	}
+	switch {
+	case len(w.iov) == 0:
+		w.resetIov()
+	case err == nil:
+		// The first entry may be cut: never extend it again (see addBytes).
+		w.tail = -1
+		err = errWouldBlock
+	}
 	return err
 }
 
-// sendFile sends n bytes of f at pos. With a descriptor on both sides it is
-// sendfile(2) at an explicit offset: the bytes never enter user space and
-// the file's shared position is untouched, so concurrent fetches of one
-// segment cannot race. Otherwise (MemFS, a non-socket connection, a file
-// system whose files sendfile refuses) the bytes are read with ReadAt and
-// written.
-func (w *writer) sendFile(f vfs.File, pos int64, n int) error {
-	if fd, ok := vfs.FdOf(f); ok && w.rc != nil && sendfileSupported {
-		w.sf = sendfileState{in: int(fd), off: pos, remain: n}
+// consume drops the first n bytes from iov.
+func (w *writer) consume(n int) {
+	k := 0
+	for k < len(w.iov) && n >= len(w.iov[k]) {
+		n -= len(w.iov[k])
+		k++
+	}
+	if k < len(w.iov) {
+		w.iov[k] = w.iov[k][n:]
+	}
+	m := copy(w.iov, w.iov[k:])
+	clear(w.iov[m:])
+	w.iov = w.iov[:m]
+}
+
+// sendRest sends what is left of the file part in sf. With a descriptor on
+// both sides it is sendfile(2) at an explicit offset: the bytes never enter
+// user space and the file's shared position is untouched, so concurrent
+// fetches of one segment cannot race. Otherwise (MemFS, a non-socket
+// connection, a file system whose files sendfile refuses) the bytes are read
+// with ReadAt and written, on the writer goroutine only: in non-blocking
+// mode that reports errWouldBlock.
+func (w *writer) sendRest() error {
+	sf := &w.sf
+	if fd, ok := vfs.FdOf(sf.f); ok && w.rc != nil && sendfileSupported {
+		sf.in, sf.sent, sf.err = int(fd), 0, nil
 		err := w.rc.Write(w.sendfileFn)
 		if err == nil {
-			err = w.sf.err
+			err = sf.err
 		}
-		if err == nil || w.sf.sent > 0 || !sendfileUnsupported(err) {
+		if err == nil {
+			*sf = sendfileState{}
+		}
+		if err == nil || sf.sent > 0 || !sendfileUnsupported(err) {
 			return err
 		}
 		// Nothing was sent: fall back to copying, as net's own sendfile does.
 	}
-	return w.copyFile(f, pos, n)
+	if w.nonblock {
+		return errWouldBlock
+	}
+	err := w.copyFile(sf.f, sf.off, sf.remain)
+	*sf = sendfileState{}
+	return err
 }
 
 func (w *writer) copyFile(f vfs.File, pos int64, n int) error {
