@@ -113,10 +113,13 @@ func (p *sluiceProducer) Close() error {
 }
 
 // NewConsumer implements Driver: every partition of the topic, from the beginning (a group
-// resumes from its committed offsets).
+// resumes from its committed offsets). The harness reads each Poll's values before the next
+// Poll, so the consumer reuses its fetch and decompression buffers (ReuseRecordBuffers), as an
+// application that processes records in place would.
 func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Consumer, error) {
 	c, err := client.NewConsumer(ctx, client.ConsumerConfig{
 		Config: d.config("sluice-bench-consumer"), GroupID: o.Group, AutoOffsetReset: client.OffsetResetEarliest,
+		ReuseRecordBuffers: true,
 	})
 	if err != nil {
 		return nil, err
