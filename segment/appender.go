@@ -21,6 +21,8 @@ type appender interface {
 	finish(size int64) error
 	// truncate discards bytes [from, to).
 	truncate(from, to int64) error
+	// writeback starts writing bytes [from, to) to the disk without waiting (advice only).
+	writeback(from, to int64) error
 }
 
 // pwriteAppender appends with positional writes and syncs with fdatasync.
@@ -32,6 +34,8 @@ func (a pwriteAppender) write(p []byte, pos int64) error {
 }
 
 func (a pwriteAppender) sync(_, _ int64) error { return a.f.Sync() }
+
+func (a pwriteAppender) writeback(from, to int64) error { return vfs.WriteBack(a.f, from, to-from) }
 
 func (a pwriteAppender) finish(size int64) error {
 	if err := a.f.Truncate(size); err != nil {
@@ -110,6 +114,10 @@ func (a *mmapAppender) sync(from, to int64) error {
 	}
 	return a.m.Flush(int(from), int(to-from))
 }
+
+// writeback does nothing: pages dirtied through a mapping are only found by msync (sync),
+// which waits. mmap'd appends are off by default (see Options.MmapAppend).
+func (a *mmapAppender) writeback(_, _ int64) error { return nil }
 
 func (a *mmapAppender) finish(size int64) error {
 	a.mu.Lock()

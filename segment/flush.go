@@ -107,6 +107,11 @@ func (l *Log) flushLoop() {
 		select {
 		case <-l.stop:
 			return
+		case <-l.writeback:
+			l.flushMu.Lock()
+			l.startWritebackLocked()
+			l.flushMu.Unlock()
+			continue
 		case <-l.kick:
 		case <-flushTick:
 		case <-checkpointTicker.C:
@@ -116,6 +121,33 @@ func (l *Log) flushLoop() {
 		_ = l.flushLocked(checkpointDue)
 		l.flushMu.Unlock()
 	}
+}
+
+// writebackPage is the unit of writeback: the partly written last page is left alone, since
+// it will be dirtied again by the next append.
+const writebackPage = 4096
+
+// startWritebackLocked starts writeback of the active segment's whole pages appended since the
+// last time (Options.WritebackBytes). Errors are ignored: writeback is advice, and an I/O
+// error surfaces at the next fsync, which fails the log. Called with flushMu held.
+func (l *Log) startWritebackLocked() {
+	if l.Err() != nil {
+		return
+	}
+	l.appendMu.Lock()
+	s := l.active
+	size := s.size.Load()
+	l.appendMu.Unlock()
+	if s.finished || !s.acquire() {
+		return
+	}
+	defer s.release()
+	to := size &^ (writebackPage - 1)
+	from := min(s.writebackFrom.Load(), to) // a truncation may have cut below it
+	if to > from {
+		_ = s.app.writeback(from, to)
+	}
+	s.writebackFrom.Store(to)
 }
 
 // flushLocked syncs everything appended so far, finishes rolled segments (sync, trim indexes,

@@ -49,6 +49,8 @@ type Log struct {
 	notifyCh chan struct{} // guarded by notifyMu; closed by the next append
 
 	kick chan struct{} // wakes the flusher (buffered 1)
+	// writeback wakes the flusher to start writeback of the active segment (buffered 1).
+	writeback chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
@@ -247,12 +249,20 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 		rest = r
 	}
 	s.nextOffset = info.LastOffset + 1
-	s.size.Store(pos + int64(len(buf)))
+	size := pos + int64(len(buf))
+	s.size.Store(size)
 	l.end.Store(int64(info.LastOffset + 1))
 	flushMessages := l.opts.FlushMessages
+	writeback := l.opts.WritebackBytes > 0 && size-s.writebackFrom.Load() >= l.opts.WritebackBytes
 	l.appendMu.Unlock()
 
 	l.notify()
+	if writeback {
+		select {
+		case l.writeback <- struct{}{}:
+		default:
+		}
+	}
 	if int64(info.LastOffset+1)-l.synced.Load() >= flushMessages {
 		l.kickFlusher()
 	}

@@ -463,7 +463,7 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 
 // One fsync serves many waiters.
 func TestGroupCommit(t *testing.T) {
-	var counts [vfs.OpFlush + 1]atomic.Int64
+	var counts [vfs.NumOps]atomic.Int64
 	fsys := &vfs.ErrorFS{FS: newMem(t), Inject: vfs.Count(&counts)}
 	l := mustOpen(t, "/p", testOptions(fsys))
 	defer l.Close()

@@ -34,6 +34,14 @@ type Options struct {
 	// CheckpointInterval is how often the flusher records the recovery point (Kafka's
 	// log.flush.offset.checkpoint.interval.ms, 60 s). Rolls and Close always record it.
 	CheckpointInterval time.Duration
+	// WritebackBytes starts writeback of the active segment every this many appended bytes
+	// (sync_file_range, without waiting), so that dirty pages reach the disk steadily rather
+	// than all at once when a rolled segment is fsynced: a 1 GiB fsync saturates the disk and
+	// stalls the appends made meanwhile for tens of milliseconds. RocksDB's and Pebble's
+	// bytes_per_sync. Default 64 MiB: on this project's test machine (ext4 on a virtio disk)
+	// 1 MiB steps sometimes stalled appends for 200 ms, 64 MiB never did (BENCHMARKS.md).
+	// Negative turns it off. Durability is unchanged: only an fsync makes data durable.
+	WritebackBytes int64
 	// MmapAppend writes through a memory mapping of a preallocated segment instead of pwrite.
 	// Off by default: see BENCHMARKS.md for why pwrite won.
 	MmapAppend bool
@@ -54,6 +62,7 @@ var Defaults = Options{
 	FlushMessages:      math.MaxInt64,
 	FlushMs:            -1,
 	CheckpointInterval: time.Minute,
+	WritebackBytes:     64 << 20,
 }
 
 func (o Options) withDefaults() Options {
@@ -88,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = d.CheckpointInterval
+	}
+	if o.WritebackBytes == 0 {
+		o.WritebackBytes = d.WritebackBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -232,7 +232,7 @@ func TestIndexRebuilt(t *testing.T) {
 func TestCleanOpenReadsNoData(t *testing.T) {
 	for _, mmap := range []bool{false, true} {
 		m := newMem(t)
-		var counts [vfs.OpFlush + 1]atomic.Int64
+		var counts [vfs.NumOps]atomic.Int64
 		var logReads atomic.Int64
 		fsys := &vfs.ErrorFS{FS: m, Inject: func(op vfs.Op, path string) error {
 			counts[op].Add(1)

@@ -30,7 +30,7 @@ func segmentPath(dir string, base batch.Offset, suffix string) string {
 //
 // Ownership: the fields under "appender" belong to whoever holds Log.appendMu; size, maxTs and
 // refs are atomics that readers use without a lock; syncedSize and finished belong to the
-// flusher (Log.flushMu).
+// flusher (Log.flushMu), and so does writebackFrom, which appenders read.
 type Segment struct {
 	base    batch.Offset
 	dir     string
@@ -59,6 +59,8 @@ type Segment struct {
 	// flusher state
 	syncedSize int64
 	finished   bool
+	// writebackFrom: writeback has been started for the bytes below (Options.WritebackBytes).
+	writebackFrom atomic.Int64
 }
 
 // Base is the offset of the segment's first batch (and its file name).

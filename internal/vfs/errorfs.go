@@ -23,10 +23,14 @@ const (
 	OpTruncate
 	OpMap
 	OpFlush
+	OpWriteBack
+
+	// NumOps is the number of operation kinds, for arrays indexed by Op.
+	NumOps
 )
 
 var opNames = [...]string{"create", "open", "remove", "rename", "mkdir", "readdir", "syncdir",
-	"read", "write", "sync", "truncate", "map", "flush"}
+	"read", "write", "sync", "truncate", "map", "flush", "writeback"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -58,7 +62,7 @@ func FailAfter(op Op, n int64, err error) Injector {
 }
 
 // Count returns an injector that fails nothing and counts operations of each kind.
-func Count(counts *[OpFlush + 1]atomic.Int64) Injector {
+func Count(counts *[NumOps]atomic.Int64) Injector {
 	return func(o Op, _ string) error {
 		counts[o].Add(1)
 		return nil
@@ -181,6 +185,13 @@ func (f *errorFile) Sync() error {
 		return err
 	}
 	return f.File.Sync()
+}
+
+func (f *errorFile) WriteBack(off, n int64) error {
+	if err := f.fs.check(OpWriteBack, f.name); err != nil {
+		return err
+	}
+	return WriteBack(f.File, off, n)
 }
 
 func (f *errorFile) Truncate(size int64) error {

@@ -78,6 +78,20 @@ func (f osFile) Sync() error {
 	}
 }
 
+// WriteBack starts writeback of bytes [off, off+n) with sync_file_range(SYNC_FILE_RANGE_WRITE):
+// the kernel queues the dirty pages for the disk and returns without waiting for them.
+func (f osFile) WriteBack(off, n int64) error {
+	for {
+		err := unix.SyncFileRange(int(f.File.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
+
 func (f osFile) Size() (int64, error) {
 	fi, err := f.File.Stat()
 	if err != nil {

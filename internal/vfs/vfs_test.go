@@ -222,7 +222,7 @@ func TestErrorFS(t *testing.T) {
 	if err := f.Sync(); !errors.Is(err, ENOSPC) {
 		t.Fatalf("second sync: %v, want ENOSPC", err)
 	}
-	var counts [OpFlush + 1]atomic.Int64
+	var counts [NumOps]atomic.Int64
 	cfs := &ErrorFS{FS: mem, Inject: Count(&counts)}
 	g, _ := cfs.OpenReadWrite("/d/f")
 	_, _ = g.WriteAt([]byte("abc"), 0)
