@@ -51,8 +51,8 @@ type Log struct {
 	kick chan struct{} // wakes the flusher (buffered 1)
 	// writeback wakes the flusher to start writeback of the active segment (buffered 1).
 	writeback chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // Dir is the log's directory.
