@@ -128,8 +128,10 @@ func (l *Log) flushLoop() {
 const writebackPage = 4096
 
 // startWritebackLocked starts writeback of the active segment's whole pages appended since the
-// last time (Options.WritebackBytes). Errors are ignored: writeback is advice, and an I/O
-// error surfaces at the next fsync, which fails the log. Called with flushMu held.
+// last time (Options.WritebackBytes), and extends its block reserve (Options.PreallocateBytes)
+// first, so that the writeback finds blocks allocated. Errors are ignored: both are advice,
+// and an I/O error surfaces at the next write or fsync, which fails the log. Called with
+// flushMu held.
 func (l *Log) startWritebackLocked() {
 	if l.Err() != nil {
 		return
@@ -142,12 +144,22 @@ func (l *Log) startWritebackLocked() {
 		return
 	}
 	defer s.release()
-	to := size &^ (writebackPage - 1)
-	from := min(s.writebackFrom.Load(), to) // a truncation may have cut below it
-	if to > from {
-		_ = s.app.writeback(from, to)
+	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
+		s.preallocate(&l.opts, size+pa)
 	}
-	s.writebackFrom.Store(to)
+	if l.opts.WritebackBytes <= 0 {
+		return
+	}
+	to := size &^ (writebackPage - 1)
+	from := s.writebackFrom.Load()
+	if from > to { // a truncation cut below it
+		from = to
+		s.writebackFrom.Store(to)
+	}
+	if to-from >= l.opts.WritebackBytes {
+		_ = s.app.writeback(from, to)
+		s.writebackFrom.Store(to)
+	}
 }
 
 // flushLocked syncs everything appended so far, finishes rolled segments (sync, trim indexes,

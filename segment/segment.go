@@ -61,6 +61,19 @@ type Segment struct {
 	finished   bool
 	// writebackFrom: writeback has been started for the bytes below (Options.WritebackBytes).
 	writebackFrom atomic.Int64
+	// preallocTo: disk blocks are reserved below this (Options.PreallocateBytes); set by
+	// activate, then by the flusher.
+	preallocTo atomic.Int64
+}
+
+// preallocate reserves blocks up to min(want, segment.bytes) if that is past what is reserved.
+// Errors are ignored: the reserve is advice, and a full disk surfaces at the next write.
+func (s *Segment) preallocate(o *Options, want int64) {
+	want = min(want, o.SegmentBytes)
+	if from := s.preallocTo.Load(); want > from {
+		_ = vfs.Preallocate(s.file, from, want-from)
+		s.preallocTo.Store(want)
+	}
 }
 
 // Base is the offset of the segment's first batch (and its file name).
@@ -186,6 +199,11 @@ func (s *Segment) activate(o *Options) error {
 		s.app = a
 	} else {
 		s.app = pwriteAppender{s.file}
+		if o.PreallocateBytes > 0 {
+			size := s.size.Load()
+			s.preallocTo.Store(size)
+			s.preallocate(o, size+o.PreallocateBytes)
+		}
 	}
 	if err := s.offsets.MakeWritable(o.SegmentIndexBytes); err != nil {
 		return err

@@ -2,8 +2,13 @@ package segment
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,4 +93,76 @@ func TestWritebackFollowsAppends(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPreallocateKeepsAheadOfAppends: the active segment's blocks are reserved ahead of its end
+// as it grows (never past segment.bytes), the file's size stays the data's size, and finishing
+// the segment releases the reserve.
+func TestPreallocateKeepsAheadOfAppends(t *testing.T) {
+	var counts [vfs.NumOps]atomic.Int64
+	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: vfs.Count(&counts)})
+	o.SegmentBytes = 8 << 20
+	o.PreallocateBytes = 1 << 20
+	o.WritebackBytes = -1
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	b := sizedBatch(t, 64<<10, 1)
+	for range 64 { // 4 MiB
+		mustAppend(t, l, b)
+	}
+	size := l.active.size.Load()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.active.preallocTo.Load() < size+o.PreallocateBytes/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("reserve ends at %d, %d bytes appended: not kept ahead", l.active.preallocTo.Load(), size)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := l.active.preallocTo.Load(); got > o.SegmentBytes {
+		t.Fatalf("reserved up to %d, past segment.bytes %d", got, o.SegmentBytes)
+	}
+	if counts[vfs.OpPreallocate].Load() < 2 {
+		t.Fatalf("%d fallocate calls for 4 MiB in 1 MiB steps", counts[vfs.OpPreallocate].Load())
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%020d.log", 0))
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != size {
+		t.Fatalf("file size %d, want the data's %d: the reserve must not change the size", st.Size(), size)
+	}
+	var sys syscall.Stat_t
+	if fallocateWorks(t, dir) {
+		if err := syscall.Stat(path, &sys); err != nil {
+			t.Fatal(err)
+		}
+		if allocated := sys.Blocks * 512; allocated < l.active.preallocTo.Load()-64<<10 {
+			t.Fatalf("%d bytes allocated, reserve said to end at %d", allocated, l.active.preallocTo.Load())
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(path, &sys); err != nil {
+		t.Fatal(err)
+	}
+	if allocated := sys.Blocks * 512; allocated > size+64<<10 {
+		t.Fatalf("%d bytes allocated for %d bytes of data after close: the reserve was not released", allocated, size)
+	}
+}
+
+// fallocateWorks reports whether dir's file system reserves blocks with fallocate.
+func fallocateWorks(t *testing.T, dir string) bool {
+	f, err := os.Create(filepath.Join(dir, "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Fallocate(int(f.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, 0, 1<<20); err != nil {
+		t.Logf("fallocate unsupported here (%v): not checking allocated blocks", err)
+		return false
+	}
+	return true
 }

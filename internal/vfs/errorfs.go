@@ -24,13 +24,14 @@ const (
 	OpMap
 	OpFlush
 	OpWriteBack
+	OpPreallocate
 
 	// NumOps is the number of operation kinds, for arrays indexed by Op.
 	NumOps
 )
 
 var opNames = [...]string{"create", "open", "remove", "rename", "mkdir", "readdir", "syncdir",
-	"read", "write", "sync", "truncate", "map", "flush", "writeback"}
+	"read", "write", "sync", "truncate", "map", "flush", "writeback", "preallocate"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -192,6 +193,13 @@ func (f *errorFile) WriteBack(off, n int64) error {
 		return err
 	}
 	return WriteBack(f.File, off, n)
+}
+
+func (f *errorFile) Preallocate(off, n int64) error {
+	if err := f.fs.check(OpPreallocate, f.name); err != nil {
+		return err
+	}
+	return Preallocate(f.File, off, n)
 }
 
 func (f *errorFile) Truncate(size int64) error {

@@ -92,6 +92,22 @@ func (f osFile) WriteBack(off, n int64) error {
 	}
 }
 
+// Preallocate reserves disk blocks for bytes [off, off+n) without changing the file's size
+// (fallocate with FALLOC_FL_KEEP_SIZE). A file system that cannot is not an error: this is
+// advice.
+func (f osFile) Preallocate(off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.File.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
+		switch err {
+		case unix.EINTR:
+			continue
+		case nil, unix.EOPNOTSUPP, unix.ENOSYS:
+			return nil
+		}
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+}
+
 func (f osFile) Size() (int64, error) {
 	fi, err := f.File.Stat()
 	if err != nil {

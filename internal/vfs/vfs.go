@@ -96,6 +96,30 @@ func WriteBack(f File, off, n int64) error {
 	}
 }
 
+// Preallocater is a File that can reserve disk blocks ahead of its end without changing its
+// size (fallocate with FALLOC_FL_KEEP_SIZE).
+type Preallocater interface {
+	Preallocate(off, n int64) error
+}
+
+// Preallocate asks f to reserve blocks for bytes [off, off+n), if f can (Preallocater, through
+// wrappers); otherwise it does nothing. On ext4 an appended file whose blocks are reserved
+// ahead needs no block allocation when its pages are written back; without it, writeback
+// allocates under the inode's lock, reads block bitmaps from the disk now and then, and
+// appends wait behind it.
+func Preallocate(f File, off, n int64) error {
+	for {
+		if p, ok := f.(Preallocater); ok {
+			return p.Preallocate(off, n)
+		}
+		u, isWrapper := f.(interface{ Unwrap() File })
+		if !isWrapper {
+			return nil
+		}
+		f = u.Unwrap()
+	}
+}
+
 // FS is a file system.
 type FS interface {
 	// Create creates or truncates the named file for reading and writing.
