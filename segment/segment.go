@@ -61,8 +61,8 @@ type Segment struct {
 	finished   bool
 	// writebackFrom: writeback has been started for the bytes below (Options.WritebackBytes).
 	writebackFrom atomic.Int64
-	// preallocTo: disk blocks are reserved below this (Options.PreallocateBytes); set by
-	// activate, then by the flusher.
+	// preallocTo: disk blocks are reserved below this (Options.PreallocateBytes); set to the
+	// size by activate, then raised by the flusher.
 	preallocTo atomic.Int64
 }
 
@@ -199,11 +199,9 @@ func (s *Segment) activate(o *Options) error {
 		s.app = a
 	} else {
 		s.app = pwriteAppender{s.file}
-		if o.PreallocateBytes > 0 {
-			size := s.size.Load()
-			s.preallocTo.Store(size)
-			s.preallocate(o, size+o.PreallocateBytes)
-		}
+		// Nothing reserved yet: the first append wakes the flusher, which reserves, so that a
+		// roll (under Log.appendMu) never waits for fallocate reading block bitmaps.
+		s.preallocTo.Store(s.size.Load())
 	}
 	if err := s.offsets.MakeWritable(o.SegmentIndexBytes); err != nil {
 		return err
