@@ -61,13 +61,22 @@ type Fder interface {
 // FdOf returns the operating-system descriptor behind f, looking through wrappers that have an
 // Unwrap() File method; ok is false for files without one (MemFS).
 func FdOf(f File) (fd uintptr, ok bool) {
+	if d, ok := as[Fder](f); ok {
+		return d.Fd(), true
+	}
+	return 0, false
+}
+
+// as returns f, or the first file it wraps (through Unwrap() File methods), that implements T.
+func as[T any](f File) (T, bool) {
 	for {
-		if d, isFd := f.(Fder); isFd {
-			return d.Fd(), true
+		if t, ok := f.(T); ok {
+			return t, true
 		}
 		u, isWrapper := f.(interface{ Unwrap() File })
 		if !isWrapper {
-			return 0, false
+			var zero T
+			return zero, false
 		}
 		f = u.Unwrap()
 	}
@@ -84,16 +93,10 @@ type WriteBacker interface {
 // the disk steadily instead of all at once at the next fsync: a 1 GiB fsync at a segment roll
 // saturates the disk and stalls the appends that come meanwhile.
 func WriteBack(f File, off, n int64) error {
-	for {
-		if w, ok := f.(WriteBacker); ok {
-			return w.WriteBack(off, n)
-		}
-		u, isWrapper := f.(interface{ Unwrap() File })
-		if !isWrapper {
-			return nil
-		}
-		f = u.Unwrap()
+	if w, ok := as[WriteBacker](f); ok {
+		return w.WriteBack(off, n)
 	}
+	return nil
 }
 
 // Preallocater is a File that can reserve disk blocks ahead of its end without changing its
@@ -108,16 +111,10 @@ type Preallocater interface {
 // allocates under the inode's lock, reads block bitmaps from the disk now and then, and
 // appends wait behind it.
 func Preallocate(f File, off, n int64) error {
-	for {
-		if p, ok := f.(Preallocater); ok {
-			return p.Preallocate(off, n)
-		}
-		u, isWrapper := f.(interface{ Unwrap() File })
-		if !isWrapper {
-			return nil
-		}
-		f = u.Unwrap()
+	if p, ok := as[Preallocater](f); ok {
+		return p.Preallocate(off, n)
 	}
+	return nil
 }
 
 // FS is a file system.

@@ -232,3 +232,44 @@ func TestErrorFS(t *testing.T) {
 		t.Fatalf("counts read=%d write=%d open=%d", counts[OpRead].Load(), counts[OpWrite].Load(), counts[OpOpen].Load())
 	}
 }
+
+// WriteBack and Preallocate are advice: on files that cannot (MemFS) they do nothing, and
+// through ErrorFS they reach the OS file underneath after the injector had its say.
+func TestWriteBackAndPreallocateAreAdvice(t *testing.T) {
+	m := NewMemFS()
+	mf, err := m.Create("/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(WriteBack(mf, 0, 4096), Preallocate(mf, 0, 1<<20)); err != nil {
+		t.Fatalf("on MemFS: %v", err)
+	}
+	var counts [NumOps]atomic.Int64
+	efs := &ErrorFS{FS: Default, Inject: Count(&counts)}
+	f, err := efs.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 8192), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(WriteBack(f, 0, 8192), Preallocate(f, 8192, 1<<20)); err != nil {
+		t.Fatalf("on the OS through ErrorFS: %v", err)
+	}
+	if counts[OpWriteBack].Load() != 1 || counts[OpPreallocate].Load() != 1 {
+		t.Fatalf("injector saw %d writebacks, %d preallocations; want 1 each", counts[OpWriteBack].Load(), counts[OpPreallocate].Load())
+	}
+	if size, err := f.Size(); err != nil || size != 8192 {
+		t.Fatalf("size %d, %v after Preallocate: it must keep the size", size, err)
+	}
+	failing := &ErrorFS{FS: Default, Inject: FailAfter(OpWriteBack, 0, EIO)}
+	g, err := failing.Create(filepath.Join(t.TempDir(), "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := WriteBack(g, 0, 4096); !errors.Is(err, EIO) {
+		t.Fatalf("injected writeback error: %v", err)
+	}
+}
