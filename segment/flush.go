@@ -139,13 +139,14 @@ func (l *Log) startWritebackLocked() {
 	l.appendMu.Lock()
 	s := l.active
 	size := s.size.Load()
+	segmentBytes := l.opts.SegmentBytes // Reconfigure changes it under appendMu
 	l.appendMu.Unlock()
 	if s.finished || !s.acquire() {
 		return
 	}
 	defer s.release()
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
-		s.preallocate(&l.opts, size+pa)
+		s.preallocate(min(size+pa, segmentBytes))
 	}
 	if l.opts.WritebackBytes <= 0 {
 		return

@@ -66,10 +66,9 @@ type Segment struct {
 	preallocTo atomic.Int64
 }
 
-// preallocate reserves blocks up to min(want, segment.bytes) if that is past what is reserved.
-// Errors are ignored: the reserve is advice, and a full disk surfaces at the next write.
-func (s *Segment) preallocate(o *Options, want int64) {
-	want = min(want, o.SegmentBytes)
+// preallocate reserves blocks up to want if that is past what is reserved. Errors are
+// ignored: the reserve is advice, and a full disk surfaces at the next write. Flusher only.
+func (s *Segment) preallocate(want int64) {
 	if from := s.preallocTo.Load(); want > from {
 		_ = vfs.Preallocate(s.file, from, want-from)
 		s.preallocTo.Store(want)

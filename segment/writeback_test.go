@@ -122,8 +122,8 @@ func TestPreallocateKeepsAheadOfAppends(t *testing.T) {
 	if got := l.active.preallocTo.Load(); got > o.SegmentBytes {
 		t.Fatalf("reserved up to %d, past segment.bytes %d", got, o.SegmentBytes)
 	}
-	if counts[vfs.OpPreallocate].Load() < 2 {
-		t.Fatalf("%d fallocate calls for 4 MiB in 1 MiB steps", counts[vfs.OpPreallocate].Load())
+	if counts[vfs.OpPreallocate].Load() == 0 { // kicks coalesce: one call may cover it all
+		t.Fatal("the reserve grew without a fallocate call")
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%020d.log", 0))
 	st, err := os.Stat(path)
