@@ -149,6 +149,8 @@ func (c Config) withDefaults() Config {
 	c.RetentionBytes = nonZero(c.RetentionBytes, d.RetentionBytes)
 	c.FlushMs = nonZero(c.FlushMs, d.FlushMs)
 	c.IdleTimeout = nonZero(c.IdleTimeout, d.IdleTimeout)
+	c.WritebackBytes = nonZero(c.WritebackBytes, d.WritebackBytes)
+	c.PreallocateBytes = nonZero(c.PreallocateBytes, d.PreallocateBytes)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

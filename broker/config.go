@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/segment"
 )
 
 // Config is one broker's configuration. Field comments give the Kafka property that sets each
@@ -42,8 +43,13 @@ type Config struct {
 	IndexIntervalBytes int64         // log.index.interval.bytes: 4096
 	IndexMaxBytes      int64         // log.index.size.max.bytes: 10 MiB
 	WriteCaching       bool          // write.caching.default (Redpanda's name): false
-	IdleTimeout        time.Duration // connections.max.idle.ms: 10 min
-	ShutdownTimeout    time.Duration // controlled.shutdown... bound on Close: 30 s
+	// WritebackBytes and PreallocateBytes (Sluice's own) tune how an active segment meets the
+	// disk: writeback started every this many appended bytes, and disk blocks reserved this far
+	// ahead; -1 turns either off. See segment.Options for why (64 MiB each).
+	WritebackBytes   int64         // log.writeback.bytes
+	PreallocateBytes int64         // log.preallocate.bytes
+	IdleTimeout      time.Duration // connections.max.idle.ms: 10 min
+	ShutdownTimeout  time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	Logger *slog.Logger
 
@@ -73,6 +79,8 @@ func DefaultConfig() Config {
 		FlushMs:                cluster.Forever,
 		IndexIntervalBytes:     4096,
 		IndexMaxBytes:          10 << 20,
+		WritebackBytes:         segment.Defaults.WritebackBytes,
+		PreallocateBytes:       segment.Defaults.PreallocateBytes,
 		IdleTimeout:            10 * time.Minute,
 		ShutdownTimeout:        30 * time.Second,
 	}
@@ -225,6 +233,10 @@ func (c *Config) Set(key, value string) error {
 		return i64(&c.IndexMaxBytes)
 	case "write.caching.default", "write_caching_default":
 		return boolean(&c.WriteCaching)
+	case "log.writeback.bytes":
+		return i64(&c.WritebackBytes)
+	case "log.preallocate.bytes":
+		return i64(&c.PreallocateBytes)
 	case "connections.max.idle.ms":
 		return dur(&c.IdleTimeout, time.Millisecond)
 	default:

@@ -21,6 +21,8 @@ log.retention.bytes=-1
 log.flush.interval.ms=-1
 auto.create.topics.enable=true
 write.caching.default=true
+log.writeback.bytes=-1
+log.preallocate.bytes=16777216
 `
 	c := DefaultConfig()
 	if err := ParseProperties(strings.NewReader(in), &c); err != nil {
@@ -30,6 +32,7 @@ write.caching.default=true
 	want.NodeID, want.DataDir, want.Listen, want.NumPartitions = 3, "/var/lib/sluice", "0.0.0.0:19092", 6
 	want.MessageMaxBytes, want.RetentionMs, want.RetentionBytes = 2<<20, 48*time.Hour, -1
 	want.FlushMs, want.AutoCreateTopics, want.WriteCaching = cluster.Forever, true, true
+	want.WritebackBytes, want.PreallocateBytes = -1, 16<<20
 	if c != want {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", c, want)
 	}

@@ -90,6 +90,8 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		FlushMs:            flushMs,
 		Logger:             b.logger,
 		FS:                 b.cfg.logFS,
+		WritebackBytes:     b.cfg.WritebackBytes,
+		PreallocateBytes:   b.cfg.PreallocateBytes,
 	}
 }
 
