@@ -99,15 +99,11 @@ func timeAxis(results []Result) axis {
 }
 
 // frame draws the plot's border, the x ticks (seconds) and the y ticks given as values with
-// labels, plus the shaded warm-up of the longest warm-up among results.
+// labels, plus the longest warm-up among results, shaded.
 func frame(b *strings.Builder, xa, ya axis, yTicks []float64, yLabel func(float64) string, yTitle string, results []Result) {
 	warm := 0.0
 	for _, r := range results {
-		for _, iv := range r.Timeline {
-			if iv.Warmup {
-				warm = math.Max(warm, iv.T)
-			}
-		}
+		warm = math.Max(warm, r.WarmupSeconds)
 	}
 	if warm > 0 {
 		fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#eee"/><text x="%.1f" y="%d" font-size="11" fill="#888">warm-up</text>`,

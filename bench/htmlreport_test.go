@@ -18,7 +18,7 @@ func TestHTMLReport(t *testing.T) {
 		}
 	}
 	results := []Result{
-		{Driver: "sluice-tcp", Mode: ModeProduce, Records: 3000, RecordsPerSec: 1750, MBPerSec: 1.75, Timeline: timeline(1)},
+		{Driver: "sluice-tcp", Mode: ModeProduce, Records: 3000, RecordsPerSec: 1750, MBPerSec: 1.75, Timeline: timeline(1), WarmupSeconds: 1},
 		{Driver: `<script>alert("x")</script>`, Mode: ModeProduce, Records: 300, Errors: 2, FirstError: "boom", Timeline: timeline(0.1)},
 	}
 	var buf bytes.Buffer

@@ -34,6 +34,8 @@ type Result struct {
 	HeapInuseMB    float64 `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
+	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
+	WarmupSeconds float64 `json:"warmup_seconds,omitempty"`
 }
 
 // finish fills the rates and the memory figures.

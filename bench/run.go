@@ -398,6 +398,7 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	wg.Wait()
 	r, _ := merge(all)
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
+	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(end.Sub(sc.measureStart).Seconds())
 	return r, err
 }
@@ -633,6 +634,7 @@ func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
 		r.FirstError = pr.FirstError
 	}
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeE2E, c.Rate, timeline
+	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish((time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())
 	return r, errors.Join(perr, werr, cerr)
 }
