@@ -20,6 +20,9 @@ var (
 	ErrBadAddress = errors.New("client: bad broker address")
 )
 
+// receiveBufferBytes is SO_RCVBUF of TCP connections to brokers (see Dial).
+const receiveBufferBytes = 4 << 20
+
 // MaxResponseBytes bounds a response frame the client will accept (a fetch response is at most
 // fetch.max.bytes plus a little).
 const MaxResponseBytes = 1 << 30
@@ -76,6 +79,14 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 	nc, err := d.DialContext(ctx, network, address)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// A large receive buffer lets a 1 MiB fetch response arrive in fewer reads, each
+		// of which may otherwise park the reader on the poller: +10 % consumer throughput
+		// over loopback TCP (BenchmarkConsumer/none/tcp/reuse, 881 -> 969 MB/s). Kafka's
+		// receive.buffer.bytes; fixed here, and it turns off the kernel's autotuning for the
+		// connection, so it must stay well above what one response needs.
+		_ = tc.SetReadBuffer(receiveBufferBytes)
 	}
 	c := &Conn{
 		nc:       nc,
