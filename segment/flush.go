@@ -107,9 +107,9 @@ func (l *Log) flushLoop() {
 		select {
 		case <-l.stop:
 			return
-		case <-l.writeback:
+		case <-l.diskWork:
 			l.flushMu.Lock()
-			l.startWritebackLocked()
+			l.prepareDiskLocked()
 			l.flushMu.Unlock()
 			continue
 		case <-l.kick:
@@ -127,12 +127,12 @@ func (l *Log) flushLoop() {
 // it will be dirtied again by the next append.
 const writebackPage = 4096
 
-// startWritebackLocked starts writeback of the active segment's whole pages appended since the
-// last time (Options.WritebackBytes), and extends its block reserve (Options.PreallocateBytes)
-// first, so that the writeback finds blocks allocated. Errors are ignored: both are advice,
-// and an I/O error surfaces at the next write or fsync, which fails the log. Called with
-// flushMu held.
-func (l *Log) startWritebackLocked() {
+// prepareDiskLocked does the active segment's disk housekeeping: it extends the segment's
+// block reserve (Options.PreallocateBytes), then starts writeback of the whole pages appended
+// since the last time (Options.WritebackBytes), which so finds its blocks allocated. Errors
+// are ignored: both are advice, and an I/O error surfaces at the next write or fsync, which
+// fails the log. Called with flushMu held.
+func (l *Log) prepareDiskLocked() {
 	if l.Err() != nil {
 		return
 	}

@@ -49,11 +49,11 @@ type Log struct {
 	notifyCh chan struct{} // guarded by notifyMu; closed by the next append
 
 	kick chan struct{} // wakes the flusher (buffered 1)
-	// writeback wakes the flusher to start writeback of the active segment and to extend its
-	// block reserve (buffered 1).
-	writeback chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
+	// diskWork wakes the flusher for the active segment's disk housekeeping: its block
+	// reserve and writeback (buffered 1).
+	diskWork chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // Dir is the log's directory.
@@ -254,18 +254,18 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	s.size.Store(size)
 	l.end.Store(int64(info.LastOffset + 1))
 	flushMessages := l.opts.FlushMessages
-	writeback := l.opts.WritebackBytes > 0 && size-s.writebackFrom.Load() >= l.opts.WritebackBytes
+	diskWork := l.opts.WritebackBytes > 0 && size-s.writebackFrom.Load() >= l.opts.WritebackBytes
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend {
 		// Extend the reserve once half of it is used, unless it reaches segment.bytes.
 		to := s.preallocTo.Load()
-		writeback = writeback || (to < l.opts.SegmentBytes && size > to-pa/2)
+		diskWork = diskWork || (to < l.opts.SegmentBytes && size > to-pa/2)
 	}
 	l.appendMu.Unlock()
 
 	l.notify()
-	if writeback {
+	if diskWork {
 		select {
-		case l.writeback <- struct{}{}:
+		case l.diskWork <- struct{}{}:
 		default:
 		}
 	}

@@ -17,13 +17,13 @@ import (
 func Open(dir string, opts Options) (*Log, error) {
 	o := opts.withDefaults()
 	l := &Log{
-		dir:       dir,
-		opts:      o,
-		logger:    o.Logger.With("log", dir),
-		kick:      make(chan struct{}, 1),
-		writeback: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		dir:      dir,
+		opts:     o,
+		logger:   o.Logger.With("log", dir),
+		kick:     make(chan struct{}, 1),
+		diskWork: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)

@@ -166,3 +166,49 @@ func fallocateWorks(t *testing.T, dir string) bool {
 	}
 	return true
 }
+
+// TestDiskAdviceErrorsDoNotFailTheLog: writeback and the block reserve are advice; when the
+// file system refuses them (EIO, ENOSPC) appends, reads and fsyncs go on, and the log stays
+// healthy.
+func TestDiskAdviceErrorsDoNotFailTheLog(t *testing.T) {
+	var refused atomic.Int64
+	inject := func(op vfs.Op, _ string) error {
+		switch op {
+		case vfs.OpWriteBack:
+			refused.Add(1)
+			return vfs.EIO
+		case vfs.OpPreallocate:
+			refused.Add(1)
+			return vfs.ENOSPC
+		}
+		return nil
+	}
+	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: inject})
+	o.SegmentBytes = 8 << 20
+	o.WritebackBytes = 256 << 10
+	o.PreallocateBytes = 1 << 20
+	l := mustOpen(t, t.TempDir(), o)
+	defer l.Close()
+	b := sizedBatch(t, 64<<10, 1)
+	for range 64 {
+		mustAppend(t, l, b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for refused.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refused writebacks/reserves after 4 MiB: the flusher never asked", refused.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Sync(ctx); err != nil {
+		t.Fatalf("sync after refused advice: %v", err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("log failed on refused advice: %v", err)
+	}
+	if got := len(readAll(t, l, 0)); got != 64 {
+		t.Fatalf("read back %d batches, want 64", got)
+	}
+}
