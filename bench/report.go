@@ -25,6 +25,9 @@ type Result struct {
 	MBPerSec      float64 `json:"mb_per_sec"`
 	// TargetRate is the open-loop rate asked for (records/s, all producers); 0 flat out.
 	TargetRate float64 `json:"target_rate,omitempty"`
+	// MaxRate is the records/s a flat-out probe reached, when TargetRate is a fraction of it
+	// (Config.RateOfMax).
+	MaxRate float64 `json:"max_rate,omitempty"`
 	// LatencyMs: produce, send (scheduled, open-loop) to acknowledgement; e2e, scheduled send
 	// to receipt; consume, zero.
 	LatencyMs Latency `json:"latency_ms"`
@@ -57,7 +60,11 @@ func (r Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "%s %s: %d records, %.1f MB in %.2f s: %.0f records/s, %.2f MB/s",
 		name, r.Mode, r.Records, float64(r.Bytes)/1e6, r.Seconds, r.RecordsPerSec, r.MBPerSec)
 	if r.TargetRate > 0 {
-		fmt.Fprintf(w, " (target %.0f records/s)", r.TargetRate)
+		fmt.Fprintf(w, " (target %.0f records/s", r.TargetRate)
+		if r.MaxRate > 0 {
+			fmt.Fprintf(w, ", %.2f of the probed maximum %.0f", r.TargetRate/r.MaxRate, r.MaxRate)
+		}
+		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
 	if r.Mode != ModeConsume {

@@ -41,13 +41,19 @@ type Config struct {
 	Payload     string // random (default), text or file
 	PayloadFile string
 
-	Producers   int     // default 1
-	Rate        float64 // records/s for all producers together; 0 flat out (produce only)
-	Acks        int     // -1 all, 1 leader (default when zero: see AcksSet), 0 none
-	AcksSet     bool    // Acks was given (so that 0 means acks=0)
-	Compression string  // none (default), gzip, snappy, lz4, zstd
-	BatchSize   int     // default 16384
-	LingerMs    int     // default 5 (negative: 0)
+	Producers int     // default 1
+	Rate      float64 // records/s for all producers together; 0 flat out (produce only)
+	// RateOfMax, in (0, 1], replaces Rate by that fraction of the maximum rate: a flat-out
+	// probe of the same run (ProbeDuration long, after the same warm-up) finds the maximum
+	// first. It answers "latency at half the maximum rate" in one command, as the
+	// OpenMessaging Benchmark's rate discovery does.
+	RateOfMax     float64
+	ProbeDuration time.Duration // default 5 s
+	Acks          int           // -1 all, 1 leader (default when zero: see AcksSet), 0 none
+	AcksSet       bool          // Acks was given (so that 0 means acks=0)
+	Compression   string        // none (default), gzip, snappy, lz4, zstd
+	BatchSize     int           // default 16384
+	LingerMs      int           // default 5 (negative: 0)
 
 	Group string // consumer group for consume runs (none by default)
 	// IdleTimeout ends a consume run that asked for all records (Records 0) when nothing has
@@ -97,17 +103,51 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = time.Second
 	}
+	if c.ProbeDuration <= 0 {
+		c.ProbeDuration = 5 * time.Second
+	}
 	switch {
 	case c.RecordSize < 0:
 		return c, fmt.Errorf("bench: record size %d: must be positive", c.RecordSize)
 	case c.Rate < 0:
 		return c, fmt.Errorf("bench: rate %v: cannot be negative", c.Rate)
+	case c.RateOfMax < 0 || c.RateOfMax > 1:
+		return c, fmt.Errorf("bench: rate of max %v: want a fraction in (0, 1]", c.RateOfMax)
+	case c.RateOfMax > 0 && c.Rate > 0:
+		return c, errors.New("bench: give a rate or a rate of max, not both")
 	case c.Acks != -1 && c.Acks != 0 && c.Acks != 1:
 		return c, fmt.Errorf("bench: acks %d: want -1 (all), 0 or 1", c.Acks)
 	case c.Warmup < 0:
 		return c, errors.New("bench: warm-up cannot be negative")
 	}
 	return c, nil
+}
+
+// atRateOfMax runs c flat out for c.ProbeDuration to find the maximum rate, then runs it at
+// c.RateOfMax of that. The probe uses the same topics, after the same warm-up; the measured
+// run skips the probe's records (produce runs do not read them, e2e runs tell them by their
+// nonce).
+func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Context, Driver, Config) (Result, error)) (Result, error) {
+	probe := c
+	probe.RateOfMax, probe.Rate, probe.Records, probe.Duration = 0, 0, 0, c.ProbeDuration
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "probing the maximum rate: %s flat out\n", c.ProbeDuration)
+	}
+	pr, err := run(ctx, d, probe)
+	if err != nil {
+		return Result{}, fmt.Errorf("bench: probe of the maximum rate: %w", err)
+	}
+	if pr.RecordsPerSec <= 0 {
+		return Result{}, errors.New("bench: probe of the maximum rate measured nothing")
+	}
+	c.Rate, c.RateOfMax = c.RateOfMax*pr.RecordsPerSec, 0
+	c.CreateTopic = false // the probe did
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "maximum %.0f records/s (%.2f MB/s); measuring at %.0f records/s\n", pr.RecordsPerSec, pr.MBPerSec, c.Rate)
+	}
+	r, err := run(ctx, d, c)
+	r.MaxRate = pr.RecordsPerSec
+	return r, err
 }
 
 // TopicName is the name of topic i of the run.
@@ -372,6 +412,9 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if c.RateOfMax > 0 {
+		return atRateOfMax(ctx, d, c, Produce)
+	}
 	payload, err := NewPayload(c.Payload, c.RecordSize, c.PayloadFile)
 	if err != nil {
 		return Result{}, err
@@ -510,8 +553,21 @@ func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if c.RateOfMax > 0 {
+		return atRateOfMax(ctx, d, c, e2eFlatOut)
+	}
 	if c.Rate <= 0 {
-		return Result{}, errors.New("bench: e2e needs a rate (records/s)")
+		return Result{}, errors.New("bench: e2e needs a rate (records/s) or a rate of max")
+	}
+	return e2eFlatOut(ctx, d, c)
+}
+
+// e2eFlatOut is E2E that also runs without a rate: producers flat out, latency from each
+// record's send. Only the probe of atRateOfMax runs it so; its latency is a backlog's.
+func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Result{}, err
 	}
 	if c.RecordSize < e2eHeader {
 		return Result{}, fmt.Errorf("bench: e2e records must be at least %d bytes", e2eHeader)

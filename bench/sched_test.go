@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -133,5 +135,58 @@ func TestRealClockIsMonotonicAndNearWallTime(t *testing.T) {
 	}
 	if prev.Sub(c.base) <= 0 {
 		t.Fatal("realClock did not advance over 10,000 readings")
+	}
+}
+
+// TestRateOfMax runs produce and e2e at half the maximum rate of a driver that takes about
+// 100 k records/s at most (a 1 ms pause every 100 sends): the probe must find that maximum,
+// and the measured run must be scheduled at half of it and keep up.
+func TestRateOfMax(t *testing.T) {
+	for _, mode := range []string{ModeProduce, ModeE2E} {
+		t.Run(mode, func(t *testing.T) {
+			d := newMemDriver()
+			d.sendHook = func(n int64) {
+				if n%100 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			c := Config{Topic: "r", CreateTopic: true, RecordSize: 64, RateOfMax: 0.5,
+				ProbeDuration: 300 * time.Millisecond, Duration: 300 * time.Millisecond}
+			var progress strings.Builder
+			c.Progress = &progress
+			run := Produce
+			if mode == ModeE2E {
+				run = E2E
+			}
+			r, err := run(context.Background(), d, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Sleep overshoots, so the maximum is below 100 k/s; the race detector slows it more.
+			if r.MaxRate < 2000 || r.MaxRate > 100_000 {
+				t.Errorf("max rate %.0f records/s: want at most 100 k (the driver's limit)", r.MaxRate)
+			}
+			if math.Abs(r.TargetRate-0.5*r.MaxRate) > 1 {
+				t.Errorf("target %.0f records/s: want half the probed %.0f", r.TargetRate, r.MaxRate)
+			}
+			want := r.TargetRate * c.Duration.Seconds()
+			if float64(r.Records) < 0.9*want || float64(r.Records) > 1.1*want {
+				t.Errorf("measured %d records: want about %.0f (the target rate for %s)", r.Records, want, c.Duration)
+			}
+			if !strings.Contains(progress.String(), "probing the maximum rate") || !strings.Contains(progress.String(), "measuring at") {
+				t.Errorf("progress does not tell the probe from the run:\n%s", progress.String())
+			}
+			var sum strings.Builder
+			r.WriteSummary(&sum)
+			if !strings.Contains(sum.String(), "0.50 of the probed maximum") {
+				t.Errorf("summary: %s", sum.String())
+			}
+		})
+	}
+	if _, err := E2E(context.Background(), newMemDriver(), Config{Rate: 10, RateOfMax: 0.5}); err == nil {
+		t.Error("a rate and a rate of max: want an error")
+	}
+	if _, err := Produce(context.Background(), newMemDriver(), Config{RateOfMax: 2}); err == nil {
+		t.Error("rate of max 2: want an error")
 	}
 }

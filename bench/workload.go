@@ -22,6 +22,7 @@ import (
 //	producers: 1             # in all, spread over the topics
 //	consumers: 0             # 0: a produce run; one per topic: an end-to-end run (needs producerRate)
 //	producerRate: 0          # records/s for all producers; 0: flat out
+//	producerRateOfMax: 0     # or: this fraction (0 to 1] of the maximum rate, probed first
 //	duration: 5s             # measured time (or records: N)
 //	warmup: 1s
 //	acks: 1                  # all, -1, 1 or 0
@@ -40,6 +41,7 @@ type Workload struct {
 	Producers          int     `yaml:"producers"`
 	Consumers          int     `yaml:"consumers"`
 	ProducerRate       float64 `yaml:"producerRate"`
+	ProducerRateOfMax  float64 `yaml:"producerRateOfMax"`
 	Duration           string  `yaml:"duration"`
 	Records            int64   `yaml:"records"`
 	Warmup             string  `yaml:"warmup"`
@@ -107,7 +109,7 @@ func (w Workload) Config() (Config, error) {
 	}
 	c := Config{Name: w.Name, Topic: "bench-" + w.Name, Topics: w.Topics, Partitions: w.PartitionsPerTopic,
 		CreateTopic: true, RecordSize: w.MessageSize, Payload: w.Payload, PayloadFile: w.PayloadFile,
-		Producers: w.Producers, Rate: w.ProducerRate, Records: w.Records, Compression: w.Compression,
+		Producers: w.Producers, Rate: w.ProducerRate, RateOfMax: w.ProducerRateOfMax, Records: w.Records, Compression: w.Compression,
 		BatchSize: w.BatchSize, AcksSet: true}
 	if w.Name == "" {
 		return bad("no name")
@@ -123,6 +125,12 @@ func (w Workload) Config() (Config, error) {
 	}
 	if w.ProducerRate < 0 {
 		return bad("producerRate %v: cannot be negative", w.ProducerRate)
+	}
+	if w.ProducerRateOfMax < 0 || w.ProducerRateOfMax > 1 {
+		return bad("producerRateOfMax %v: want a fraction in (0, 1]", w.ProducerRateOfMax)
+	}
+	if w.ProducerRate > 0 && w.ProducerRateOfMax > 0 {
+		return bad("give producerRate or producerRateOfMax, not both")
 	}
 	switch w.Payload {
 	case "", PayloadRandom, PayloadText:
@@ -167,8 +175,8 @@ func (w Workload) Config() (Config, error) {
 		if w.Consumers != topics {
 			return bad("consumers %d: only one consumer per topic (%d) is supported", w.Consumers, topics)
 		}
-		if w.ProducerRate <= 0 {
-			return bad("an end-to-end workload (consumers > 0) needs a producerRate")
+		if w.ProducerRate <= 0 && w.ProducerRateOfMax <= 0 {
+			return bad("an end-to-end workload (consumers > 0) needs a producerRate or a producerRateOfMax")
 		}
 		if w.MessageSize < e2eHeader {
 			return bad("messageSize %d: an end-to-end workload needs at least %d bytes", w.MessageSize, e2eHeader)
@@ -182,6 +190,8 @@ func (w Workload) String() string {
 	rate := "max rate"
 	if w.ProducerRate > 0 {
 		rate = strconv.FormatFloat(w.ProducerRate, 'f', -1, 64) + " records/s"
+	} else if w.ProducerRateOfMax > 0 {
+		rate = strconv.FormatFloat(w.ProducerRateOfMax, 'f', -1, 64) + " of the max rate"
 	}
 	return fmt.Sprintf("%s: %s, %d B %s records, %s, acks=%s, compression=%s", w.Name, w.Mode(),
 		w.MessageSize, orDefault(w.Payload, PayloadRandom), rate, orDefault(w.Acks, "1"), orDefault(w.Compression, "none"))

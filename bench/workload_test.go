@@ -85,6 +85,8 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{"file without name", ok + "payload: file\n", "payloadFile"},
 		{"negative rate", ok + "producerRate: -1\n", "producerRate"},
 		{"e2e without rate", ok + "consumers: 1\n", "producerRate"},
+		{"rate of max above 1", ok + "producerRateOfMax: 1.5\n", "producerRateOfMax"},
+		{"rate and rate of max", ok + "producerRate: 10\nproducerRateOfMax: 0.5\n", "not both"},
 		{"two consumers on a topic", ok + "consumers: 2\nproducerRate: 10\n", "one consumer per topic"},
 		{"e2e record too small", "name: w\nmessageSize: 8\nduration: 1s\nconsumers: 1\nproducerRate: 10\n", "at least"},
 		{"wrong type", ok + "producers: many\n", "yaml"},

@@ -51,6 +51,8 @@ type benchOptions struct {
 	payloadFile string
 	producers   int
 	rate        float64
+	rateOfMax   float64
+	probe       time.Duration
 	acks        string
 	compression string
 	batchSize   int
@@ -108,6 +110,8 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.payloadFile, "payload-file", "", "values are cut from this file's bytes (implies --payload file)")
 	f.IntVar(&o.producers, "producers", 1, "producers (each with its own client)")
 	f.Float64Var(&o.rate, "rate", 0, "records/s for all producers together, open-loop (default: flat out)")
+	f.Float64Var(&o.rateOfMax, "rate-of-max", 0, "instead of --rate: this fraction (0 to 1] of the maximum rate, which a flat-out probe of the same run finds first (0.5: half the maximum)")
+	f.DurationVar(&o.probe, "probe", 5*time.Second, "with --rate-of-max: how long the flat-out probe measures")
 	f.StringVar(&o.acks, "acks", "1", "acks: all (-1), 1 or 0")
 	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
@@ -143,7 +147,7 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		Topic: o.topic, Partitions: o.partitions, CreateTopic: true,
 		Records: o.records, Duration: o.duration, Warmup: o.warmup,
 		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
-		Producers: o.producers, Rate: o.rate, Acks: acks, AcksSet: true, Compression: o.compression,
+		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
 		BatchSize: o.batchSize, LingerMs: o.lingerMs, Group: o.group, IdleTimeout: o.idleTimeout,
 		Progress: progress,
 	}, nil
@@ -344,7 +348,11 @@ func benchE2ECmd() *cobra.Command {
 		Short: "Produce at --rate and consume in the same process; latency from scheduled send to receipt",
 		Long: `Producers send at --rate records/s (open-loop), each value starting with its scheduled
 send time; a consumer per topic in the same process measures latency from that time to the
-record's receipt. --record-size must be at least 16 bytes.`,
+record's receipt. --record-size must be at least 16 bytes.
+
+An e2e run always has a rate. --rate-of-max 0.5 runs at half the maximum rate, which a
+flat-out probe of the same run (--probe long) finds first; the summary and the JSON
+(max_rate) give both.`,
 		Args: cobra.NoArgs,
 		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 			c, err := o.config(stderr)
@@ -356,8 +364,14 @@ record's receipt. --record-size must be at least 16 bytes.`,
 	}
 	addConnFlags(cmd, &o)
 	addRunFlags(cmd, &o)
-	cmd.Flags().Lookup("rate").DefValue = "10000"
-	_ = cmd.Flags().Set("rate", "10000")
+	rate := cmd.Flags().Lookup("rate")
+	rate.DefValue, rate.Usage = "10000", "records/s for all producers together, open-loop"
+	o.rate = 10000 // not Set: that would mark the flag as given
+	cmd.PreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Flags().Changed("rate-of-max") && !cmd.Flags().Changed("rate") {
+			o.rate = 0 // the default rate gives way; both given is an error
+		}
+	}
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Second, "fail when records stop arriving for this long")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +102,20 @@ func TestBenchE2ESmoke(t *testing.T) {
 	}
 	if n := m["records"].(float64); n < 700 || n > 801 {
 		t.Errorf("records %v, want about 800", n)
+	}
+}
+
+func TestBenchE2ERateOfMax(t *testing.T) {
+	m := benchJSON(t, "e2e", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--rate-of-max", "0.5", "--probe", "300ms",
+		"--duration", "300ms", "--record-size", "64")
+	checkRun(t, m, "e2e", 0)
+	maxRate, _ := m["max_rate"].(float64)
+	target, _ := m["target_rate"].(float64)
+	if maxRate <= 0 || math.Abs(target-maxRate/2) > 1 {
+		t.Errorf("max_rate %v, target_rate %v: want a probed maximum and half of it", m["max_rate"], m["target_rate"])
+	}
+	if _, _, err := runBench(t, "e2e", "--embedded", "--data-dir", t.TempDir(), "--rate", "100", "--rate-of-max", "0.5", "--duration", "100ms"); err == nil {
+		t.Error("--rate and --rate-of-max together: want an error")
 	}
 }
 
