@@ -215,6 +215,8 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 	if err := t.app.truncate(pos, size); err != nil {
 		return err
 	}
+	// ftruncate also freed the blocks reserved past pos: the flusher reserves again from here.
+	t.preallocTo.Store(pos)
 	// Recompute the appender state from what is left.
 	t.lastIndexedPos = 0
 	if n := t.offsets.Len(); n > 0 {

@@ -62,7 +62,8 @@ type Segment struct {
 	// writebackFrom: writeback has been started for the bytes below (Options.WritebackBytes).
 	writebackFrom atomic.Int64
 	// preallocTo: disk blocks are reserved below this (Options.PreallocateBytes); set to the
-	// size by activate, then raised by the flusher.
+	// size by activate and by a truncation (which frees the blocks past the cut), then raised
+	// by the flusher.
 	preallocTo atomic.Int64
 }
 
