@@ -37,6 +37,7 @@ type benchOptions struct {
 	driver    string
 	dataDir   string
 	json      bool
+	runs      int
 	cpuProf   string
 	traceFile string
 	report    string
@@ -95,6 +96,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file")
 	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: scheduling, GC and syscall stalls behind latency)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
+	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
 }
 
 // addRunFlags adds the flags that describe a run.
@@ -203,26 +205,61 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-		d, err := openDriver(ctx, o, stderr)
-		if err != nil {
-			return err
+		if o.runs < 1 {
+			return fmt.Errorf("--runs %d: want at least 1", o.runs)
 		}
 		stopProfile, err := startProfiles(o.cpuProf, o.traceFile)
 		if err != nil {
-			d.Close()
 			return err
 		}
-		r, err := run(ctx, d, stderr)
+		var results []bench.Result
+		var baseName string // the workload's name, without the run numbers
+		for i := range o.runs {
+			if o.runs > 1 {
+				fmt.Fprintf(stderr, "== run %d of %d\n", i+1, o.runs)
+			}
+			var r bench.Result
+			r, err = runOnce(ctx, o, stderr, run)
+			if r.Driver == "" { // the run did not start
+				break
+			}
+			if o.runs > 1 {
+				baseName = r.Name
+				r.Name = strings.TrimSpace(r.Name + fmt.Sprintf(" run %d", i+1))
+				r.WriteSummary(stderr)
+			}
+			results = append(results, r)
+			if err != nil || ctx.Err() != nil {
+				break
+			}
+		}
 		err = errors.Join(err, stopProfile())
-		if cerr := d.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("close %s: %w", d.Name(), cerr)
-		}
-		if r.Driver == "" { // the run did not start
+		if len(results) == 0 {
 			return err
 		}
-		err = errors.Join(err, writeReport(o.report, []bench.Result{r}))
-		return errors.Join(err, writeResult(o.json, stdout, stderr, r, r.WriteSummary))
+		err = errors.Join(err, writeReport(o.report, results))
+		if o.runs == 1 {
+			r := results[0]
+			return errors.Join(err, writeResult(o.json, stdout, stderr, r, r.WriteSummary))
+		}
+		sum := bench.Summarize(results)
+		sum.Name = baseName
+		return errors.Join(err, writeResult(o.json, stdout, stderr, sum, sum.WriteSummary))
 	}
+}
+
+// runOnce opens the system the flags name (a fresh one, with --embedded), runs one workload
+// against it and closes it.
+func runOnce(ctx context.Context, o *benchOptions, stderr io.Writer, run func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error)) (bench.Result, error) {
+	d, err := openDriver(ctx, o, stderr)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	r, err := run(ctx, d, stderr)
+	if cerr := d.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", d.Name(), cerr)
+	}
+	return r, err
 }
 
 // startProfiles starts a CPU profile and an execution trace, each to its file ("" for none);
@@ -461,21 +498,44 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 					return fmt.Errorf("--mode %q: want produce or e2e", mode)
 				}
 			}
-			rows := bench.Compare(ctx, compareSystems(o.dataDir, stderr), run, stderr)
+			if o.runs < 1 {
+				return fmt.Errorf("--runs %d: want at least 1", o.runs)
+			}
+			var all [][]bench.CompareRow
+			for i := range o.runs {
+				if o.runs > 1 {
+					fmt.Fprintf(stderr, "=== compare run %d of %d\n", i+1, o.runs)
+				}
+				rows := bench.Compare(ctx, compareSystems(o.dataDir, stderr), run, stderr)
+				if o.runs > 1 {
+					bench.WriteCompareTable(stderr, rows)
+				}
+				all = append(all, rows)
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			rows := all[0]
+			out := map[string]any{"results": rows}
+			if o.runs > 1 {
+				rows = bench.SummarizeCompare(all)
+				out = map[string]any{"results": rows, "runs": all}
+				fmt.Fprintf(stderr, "=== medians of %d runs (each ratio from its own run)\n", len(all))
+			}
 			var failed []string
 			for _, r := range rows {
 				if r.Error != "" {
 					failed = append(failed, r.System)
 				}
 			}
-			var results []bench.Result
-			for _, r := range rows {
+			var results []bench.Result // the report draws the last run: medians have no timeline
+			for _, r := range all[len(all)-1] {
 				if r.Error == "" {
 					results = append(results, r.Result)
 				}
 			}
 			err := writeReport(o.report, results)
-			err = errors.Join(err, writeResult(o.json, stdout, stderr, map[string]any{"results": rows}, func(w io.Writer) { bench.WriteCompareTable(w, rows) }))
+			err = errors.Join(err, writeResult(o.json, stdout, stderr, out, func(w io.Writer) { bench.WriteCompareTable(w, rows) }))
 			if len(failed) > 0 {
 				err = errors.Join(err, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
 			}
@@ -488,6 +548,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.StringVar(&o.dataDir, "data-dir", "", "where to make the systems' temporary data directories")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the table goes to stderr)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary table, throughput and latency over time of every system) to this file")
+	f.IntVar(&o.runs, "runs", 1, "run the whole comparison this many times and report each system's medians (the report draws the last run)")
 	addRunFlags(cmd, &o)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,6 +120,34 @@ func TestBenchE2ERateOfMax(t *testing.T) {
 	}
 }
 
+func TestBenchRunsReportsMedians(t *testing.T) {
+	m := benchJSON(t, "produce", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--records", "2000", "--record-size", "64", "--runs", "3")
+	checkRun(t, m, "produce", 2000)
+	runs, _ := m["runs"].([]any)
+	if len(runs) != 3 {
+		t.Fatalf("runs %v, want 3", m["runs"])
+	}
+	var rates []float64
+	for i, r := range runs {
+		run := r.(map[string]any)
+		rates = append(rates, run["records_per_sec"].(float64))
+		if run["records"].(float64) != 2000 || run["name"] != "run "+string(rune('1'+i)) {
+			t.Errorf("run %d: records %v, name %v", i+1, run["records"], run["name"])
+		}
+	}
+	slices.Sort(rates)
+	if m["records_per_sec"].(float64) != rates[1] {
+		t.Errorf("records_per_sec %v, want the median of %v", m["records_per_sec"], rates)
+	}
+	spread, _ := m["spread"].(map[string]any)["records_per_sec"].([]any)
+	if len(spread) != 2 || spread[0].(float64) != rates[0] || spread[1].(float64) != rates[2] {
+		t.Errorf("spread %v, want [%v %v]", spread, rates[0], rates[2])
+	}
+	if _, _, err := runBench(t, "produce", "--embedded", "--records", "1", "--runs", "0"); err == nil {
+		t.Error("--runs 0: want an error")
+	}
+}
+
 func TestBenchLimitsSmoke(t *testing.T) {
 	m := benchJSON(t, "limits", "--dir", t.TempDir(), "--probe-duration", "20ms", "--max-bytes", "8388608", "--file-size", "1048576")
 	for _, k := range []string{"tcp_stream_gbps", "unix_stream_gbps", "sendfile_tcp_gbps", "sendfile_unix_gbps", "disk_write_gbps", "fdatasync_1mib_gbps"} {
@@ -165,6 +194,14 @@ func TestBenchCompareSluiceOnly(t *testing.T) {
 	out, _, err := runBench(t, "compare", "--data-dir", t.TempDir(), "--records", "500", "--record-size", "16", "--mode", "produce")
 	if err != nil || !strings.Contains(out, "sluice-unix") || !strings.Contains(out, "1.00x") {
 		t.Errorf("table %q, %v", out, err)
+	}
+
+	m = benchJSON(t, "compare", "--data-dir", t.TempDir(), "--records", "500", "--record-size", "16", "--runs", "2")
+	if all, _ := m["runs"].([]any); len(all) != 2 || len(all[0].([]any)) != 2 {
+		t.Fatalf("runs %v: want 2 runs of 2 systems", m["runs"])
+	}
+	if rows, _ := m["results"].([]any); len(rows) != 2 || rows[0].(map[string]any)["ratio"].(float64) != 1 {
+		t.Errorf("median rows %v", m["results"])
 	}
 }
 
