@@ -178,6 +178,14 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 	activeMaxTs := active.maxTs.Load()
 	l.appendMu.Unlock()
 
+	for _, s := range segs {
+		if s != active && !s.finished {
+			// A roll: reserve the new segment's first blocks before the old one's fsync, which
+			// may take a while; meanwhile its appends must not wait on block allocation.
+			l.prepareDiskLocked()
+			break
+		}
+	}
 	finished := false
 	for _, s := range segs {
 		if s.finished || !s.acquire() {
