@@ -113,6 +113,12 @@ func (l *Log) flushLoop() {
 			l.flushMu.Unlock()
 			continue
 		case <-l.kick:
+			if !l.syncWanted() { // a roll, and nobody waits for the active segment
+				l.flushMu.Lock()
+				_ = l.finishRolledLocked()
+				l.flushMu.Unlock()
+				continue
+			}
 		case <-flushTick:
 		case <-checkpointTicker.C:
 			checkpointDue = true
@@ -161,6 +167,68 @@ func (l *Log) prepareDiskLocked() {
 		_ = s.app.writeback(from, to)
 		s.writebackFrom.Store(to)
 	}
+}
+
+// syncWanted reports whether the active segment must be synced now: a waiter (acks=all, Sync,
+// Close) or flush.messages asks for it. A waiter that registers after this returns kicks the
+// flusher again.
+func (l *Log) syncWanted() bool {
+	l.waitMu.Lock()
+	waiting := len(l.waiters) > 0
+	l.waitMu.Unlock()
+	l.appendMu.Lock()
+	flushMessages := l.opts.FlushMessages // Reconfigure changes it under appendMu
+	l.appendMu.Unlock()
+	return waiting || l.end.Load()-l.synced.Load() >= flushMessages
+}
+
+// finishRolledLocked finishes the rolled segments (sync, trim indexes, release mappings) but
+// leaves the active one alone: after a roll that nobody waits on, an fsync of the segment
+// taking the appends would only compete with them (Kafka too flushes only up to the new
+// segment at a roll). Everything below the active segment is then durable, and the recovery
+// point moves to its start if the active segment has not been synced yet. Called with flushMu
+// held.
+func (l *Log) finishRolledLocked() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	segs := l.Segments()
+	active := l.active
+	l.appendMu.Unlock()
+	finished := false
+	for _, s := range segs {
+		if s == active || s.finished || !s.acquire() {
+			continue
+		}
+		if !finished {
+			l.prepareDiskLocked() // as in flushLocked: reserve for the new segment first
+		}
+		err := s.finish()
+		s.release()
+		if err != nil {
+			return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
+		}
+		finished = true
+	}
+	if !finished {
+		return nil
+	}
+	synced := batch.Offset(l.synced.Load())
+	if active.base > synced {
+		synced = active.base
+		l.synced.Store(int64(synced))
+	}
+	l.releaseWaiters(synced, nil)
+	if active.syncedSize > 0 {
+		return nil // the recovery point is already in the active segment
+	}
+	if cp := (checkpoint{offset: active.base, segment: active.base, pos: 0, maxTs: -1}); cp != l.checkpoint {
+		if err := l.writeCheckpoint(cp); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
 }
 
 // flushLocked syncs everything appended so far, finishes rolled segments (sync, trim indexes,

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -76,5 +77,71 @@ func TestRollReservesBeforeFinishing(t *testing.T) {
 			t.Fatalf("after the roll: %v", seen)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRollFinishesOnlyTheRolledSegment: a roll that nobody waits on syncs the rolled segment
+// and moves the synced offset and the recovery point to the new segment's base, but does not
+// fsync the new segment, which is taking appends; a waiter then gets it synced.
+func TestRollFinishesOnlyTheRolledSegment(t *testing.T) {
+	var mu sync.Mutex
+	syncs := map[string]int{}
+	record := func(op vfs.Op, path string) error {
+		if op == vfs.OpSync {
+			mu.Lock()
+			syncs[filepath.Base(path)]++
+			mu.Unlock()
+		}
+		return nil
+	}
+	syncsOf := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return syncs[name]
+	}
+	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: record})
+	o.SegmentBytes = 1 << 20
+	o.WritebackBytes = -1
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	b := sizedBatch(t, 64<<10, 1)
+	for range 18 { // 16 fill the first segment; the 17th rolls
+		mustAppend(t, l, b)
+	}
+	newBase := l.active.base
+	if newBase != 16 {
+		t.Fatalf("active segment %d, want a roll at 16", newBase)
+	}
+	oldLog, newLog := fmt.Sprintf("%020d.log", 0), fmt.Sprintf("%020d.log", newBase)
+	deadline := time.Now().Add(10 * time.Second)
+	for l.SyncedOffset() < newBase {
+		if time.Now().After(deadline) {
+			t.Fatalf("synced offset %d, want the roll's %d", l.SyncedOffset(), newBase)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if syncsOf(oldLog) == 0 {
+		t.Fatal("the rolled segment is counted durable without an fsync")
+	}
+	time.Sleep(50 * time.Millisecond) // give a wrong flusher time to sync the active segment
+	if n := syncsOf(newLog); n != 0 {
+		t.Fatalf("the active segment was synced %d times with nobody waiting", n)
+	}
+	if got := l.SyncedOffset(); got != newBase {
+		t.Fatalf("synced offset %d, want %d: the active segment is not synced", got, newBase)
+	}
+	cp, ok, err := readCheckpoint(l)
+	if err != nil || !ok || cp.offset != newBase || cp.segment != newBase || cp.pos != 0 {
+		t.Fatalf("recovery point %+v (%v, %v), want the new segment's start", cp, ok, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if syncsOf(newLog) == 0 || l.SyncedOffset() != l.EndOffset() {
+		t.Fatalf("Sync: %d fsyncs of the active segment, synced %d of %d", syncsOf(newLog), l.SyncedOffset(), l.EndOffset())
 	}
 }
