@@ -269,7 +269,7 @@ func diskProbe(ctx context.Context, dir string, c LimitsConfig, sync bool) (int6
 			return written, 0, err
 		}
 		if sync {
-			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			if err := fdatasync(f); err != nil {
 				return written, 0, err
 			}
 		}

@@ -5,6 +5,8 @@
 // Three implementations:
 //
 //   - Default: the operating system, with mmap through edsrzf/mmap-go and fdatasync for Sync.
+//     Tuned for Linux (os_linux.go); elsewhere Sync is a full fsync (F_FULLFSYNC on darwin) and
+//     the writeback and block-reserve advice does nothing (os_other.go).
 //   - MemFS: files in memory that remember what was last synced; Crash returns the file system a
 //     machine would find after power loss (unsynced writes and unsynced directory entries gone,
 //     optionally a prefix of the unsynced bytes kept with its last page torn).
@@ -29,7 +31,7 @@ type File interface {
 	io.ReaderAt
 	io.WriterAt
 	io.Closer
-	// Sync makes the file's data and size durable (fdatasync).
+	// Sync makes the file's data and size durable (fdatasync; a full fsync where there is none).
 	Sync() error
 	// Truncate changes the file's size; growing fills with zeros.
 	Truncate(size int64) error

@@ -192,15 +192,15 @@ func TestDirectAndQueuedWritesInOrder(t *testing.T) {
 				}
 				waitFor(t, "responses counted", func() bool { return s.Stats().Responses == n })
 				st := s.Stats()
-				if st.CopiedFileBytes != 0 || st.SendfileBytes != wantFile {
+				if sendfileSupported && (st.CopiedFileBytes != 0 || st.SendfileBytes != wantFile) {
 					t.Errorf("file bytes copied %d, sent with sendfile %d; want 0 and %d", st.CopiedFileBytes, st.SendfileBytes, wantFile)
 				}
-				if st.DirectWrites+st.HandedOff < wantDirect {
+				if directWriteSupported && st.DirectWrites+st.HandedOff < wantDirect {
 					t.Errorf("%d direct writes (%d of them handed off), want at least %d", st.DirectWrites+st.HandedOff, st.HandedOff, wantDirect)
 				}
 				// Over TCP the receiver's buffer takes bytes too, as much as
 				// it likes, so only a unix socket is sure to fill.
-				if tt.handedOff && tr == "unix" && st.HandedOff == 0 {
+				if directWriteSupported && tt.handedOff && tr == "unix" && st.HandedOff == 0 {
 					t.Errorf("no direct write handed to the writer: %+v", st)
 				}
 				waitFor(t, "OnDone hooks", func() bool { return released.Load() == n })
@@ -215,6 +215,9 @@ func TestDirectAndQueuedWritesInOrder(t *testing.T) {
 // served, and Close, whose context ends, closes the connection hard,
 // releases the responses once and leaves no goroutine behind.
 func TestDirectWriteToBlockedClient(t *testing.T) {
+	if !directWriteSupported {
+		t.Skip("no direct writes on this system: the writer goroutine writes every response")
+	}
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			goroutines := runtime.NumGoroutine()

@@ -1,0 +1,50 @@
+package vfs
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sync uses fdatasync: the data and the size are what recovery needs, not the timestamps.
+func (f osFile) Sync() error {
+	for {
+		err := unix.Fdatasync(int(f.File.Fd()))
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
+
+// WriteBack starts writeback of bytes [off, off+n) with sync_file_range(SYNC_FILE_RANGE_WRITE):
+// the kernel queues the dirty pages for the disk and returns without waiting for them.
+func (f osFile) WriteBack(off, n int64) error {
+	for {
+		err := unix.SyncFileRange(int(f.File.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
+
+// Preallocate reserves disk blocks for bytes [off, off+n) without changing the file's size
+// (fallocate with FALLOC_FL_KEEP_SIZE). A file system that cannot is not an error: this is
+// advice.
+func (f osFile) Preallocate(off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.File.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
+		switch err {
+		case unix.EINTR:
+			continue
+		case nil, unix.EOPNOTSUPP, unix.ENOSYS:
+			return nil
+		}
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+}
