@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,10 @@ type accPartition struct {
 	// that owner's active set.
 	owner atomic.Pointer[brokerSender]
 
+	// lastBytes and lastRecs are the encoded size and the callback count (len(recs)) of the
+	// partition's last closed batch: how much of a new batch newBatch warms. Written under mu.
+	lastBytes, lastRecs atomic.Int32
+
 	mu struct {
 		sync.Mutex
 		// open is the batch Send appends to, nil if none.
@@ -96,35 +101,40 @@ func nullableLen(b []byte) int {
 // the sender), or in flight. Once closed it is owned by one goroutine at a time: the sender
 // that drained it, the receiver awaiting its response, or whoever completes it.
 type accBatch struct {
-	part     *accPartition
-	seq      uint64
-	builder  *batch.Builder
-	recs     []pendingRecord // one per record, in offset order; reused
-	created  time.Time       // linger.ms and delivery.timeout.ms count from here
-	reserved int64           // bytes of buffer.memory held
-	attempts int             // failed sends so far
-	retryAt  time.Time       // not before this (retry.backoff.ms)
+	part    *accPartition
+	seq     uint64
+	builder *batch.Builder
+	// recs has one entry per record from the first record with a callback on, in offset
+	// order; reused. recsFrom is the offset delta of recs[0] in the batch: the records before
+	// it have nothing to complete, so fire-and-forget Sends (nil callback) leave recs empty.
+	recs     []pendingRecord
+	recsFrom int
+	created  time.Time // linger.ms and delivery.timeout.ms count from here
+	reserved int64     // bytes of buffer.memory held
+	attempts int       // failed sends so far
+	retryAt  time.Time // not before this (retry.backoff.ms)
 	lastErr  error
 	built    batch.Batch // Build's result, set when drained
 }
 
 // tryAppend appends r to the partition's open batch if it fits. Otherwise it closes the open
-// batch and, if reserved > 0 (memory the caller reserved for a new batch), opens a new batch
-// with that reservation; with reserved == 0 it returns false so the caller can reserve memory
-// outside the lock (or move a keyless record to another partition). A reservation that is not
-// used is released.
-func (ap *accPartition) tryAppend(r *Record, ts time.Time, cb func(RecordMetadata, error), reserved int64) (bool, error) {
+// batch and, given nb (a batch from newBatch holding memory the caller reserved), opens nb with
+// r in it; with nb == nil it returns false so that the caller can reserve memory and prepare a
+// batch outside the lock (or move a keyless record to another partition). A batch it does not
+// open goes back to the free list and its memory is released. bound is recordBound(r).
+func (ap *accPartition) tryAppend(r *Record, ts time.Time, cb func(RecordMetadata, error), bound int, nb *accBatch) (bool, error) {
 	p := ap.p
 	ap.mu.Lock()
 	if p.closed.Load() {
 		ap.mu.Unlock()
-		p.mem.release(reserved)
+		p.discardBatch(nb)
 		return false, ErrProducerClosed
 	}
 	br := batch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: ap.headersLocked(r.Headers)}
 	var wake *brokerSender
 	if b := ap.mu.open; b != nil {
-		if b.builder.EstimatedSize()+b.builder.RecordSize(&br)+appendSlack <= p.cfg.BatchSize {
+		// The bound settles most records without sizing them exactly (Append sizes them again).
+		if est := b.builder.EstimatedSize() + appendSlack; est+bound <= p.cfg.BatchSize || est+b.builder.RecordSize(&br) <= p.cfg.BatchSize {
 			b.append(&br, ts, cb)
 			if b.builder.EstimatedSize() >= p.cfg.BatchSize {
 				ap.closeOpenLocked()
@@ -133,20 +143,20 @@ func (ap *accPartition) tryAppend(r *Record, ts time.Time, cb func(RecordMetadat
 			clear(br.Headers)
 			ap.mu.Unlock()
 			wake.signal()
-			p.mem.release(reserved)
+			p.discardBatch(nb)
 			return true, nil
 		}
 		ap.closeOpenLocked()
 		wake = ap.owner.Load()
 	}
-	if reserved == 0 {
+	if nb == nil {
 		clear(br.Headers)
 		ap.mu.Unlock()
 		wake.signal()
 		return false, nil
 	}
-	b := p.newBatch()
-	b.part, b.seq, b.created, b.reserved = ap, ap.mu.nextSeq, time.Now(), reserved
+	b := nb
+	b.part, b.seq, b.created = ap, ap.mu.nextSeq, time.Now()
 	ap.mu.nextSeq++
 	ap.mu.incomplete = append(ap.mu.incomplete, b.seq)
 	b.append(&br, ts, cb)
@@ -184,6 +194,12 @@ func (ap *accPartition) headersLocked(hs []Header) []batch.Header {
 
 func (b *accBatch) append(br *batch.Record, ts time.Time, cb func(RecordMetadata, error)) {
 	b.builder.Append(br)
+	if len(b.recs) == 0 {
+		if cb == nil {
+			return
+		}
+		b.recsFrom = b.builder.NumRecords() - 1
+	}
 	// Record sizes are bounded by max.request.size (an int32 on the wire).
 	b.recs = append(b.recs, pendingRecord{cb: cb, ts: ts,
 		keySize: int32(nullableLen(br.Key)), valueSize: int32(nullableLen(br.Value))})
@@ -194,6 +210,8 @@ func (b *accBatch) append(br *batch.Record, ts time.Time, cb func(RecordMetadata
 func (ap *accPartition) detachOpenLocked() *accBatch {
 	b := ap.mu.open
 	ap.mu.open = nil
+	ap.lastBytes.Store(int32(b.builder.EstimatedSize()))
+	ap.lastRecs.Store(int32(len(b.recs)))
 	if slack := b.reserved - int64(b.builder.EstimatedSize()); slack > 0 {
 		b.reserved -= slack
 		ap.p.mem.release(slack)
@@ -284,15 +302,50 @@ func (bp *batchPool) put(b *accBatch) {
 	bp.mu.Unlock()
 }
 
-func (p *Producer) newBatch() *accBatch {
+// newBatch prepares a batch for ap, holding reserved bytes of buffer.memory: one from the free
+// list (or a new one), warmed for as much as ap's last batch held. Callers hold no lock.
+func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	b := p.batches.get()
 	if b == nil {
-		return &accBatch{builder: batch.NewBuilder(p.builderOpts)}
+		b = &accBatch{builder: batch.NewBuilder(p.builderOpts)}
 	}
 	b.builder.Reset(p.builderOpts)
-	b.recs = b.recs[:0]
-	b.attempts, b.retryAt, b.lastErr, b.built = 0, time.Time{}, nil, nil
+	b.warm(min(int(ap.lastBytes.Load()), p.cfg.BatchSize), int(ap.lastRecs.Load()))
+	b.builder.Reset(p.builderOpts)
+	b.recs, b.recsFrom = b.recs[:0], 0
+	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built = reserved, 0, time.Time{}, nil, nil
 	return b
+}
+
+// warmFiller is the value of the filler records warm appends: zeros, never written.
+var warmFiller [4 << 10]byte
+
+// warm writes, in bulk, the memory the batch's records are expected to take: the first bytes
+// of its builder's buffer and recs entries of its callback slice. A reused batch's memory was
+// last read on other cores (sender, receiver) or has left the cache while buffer.memory was
+// full; written a record at a time, nearly every unlock of accPartition.mu (a locked
+// instruction, which waits for the stores before it) would wait for a cache line, while here
+// the misses overlap (see PRODUCER.md). The buffer is written through Append with filler
+// records that the caller's Reset drops; the rule is tryAppend's, so the buffer grows no
+// larger than the batch's records would make it.
+func (b *accBatch) warm(bytes, recs int) {
+	fill := batch.Record{Value: warmFiller[:]}
+	for b.builder.EstimatedSize()+b.builder.RecordSize(&fill)+appendSlack <= bytes {
+		b.builder.Append(&fill)
+	}
+	if recs > 0 {
+		b.recs = slices.Grow(b.recs[:0], recs)
+		clear(b.recs[:recs])
+	}
+}
+
+// discardBatch gives back a batch from newBatch that was not opened.
+func (p *Producer) discardBatch(b *accBatch) {
+	if b == nil {
+		return
+	}
+	p.mem.release(b.reserved)
+	p.recycleBatch(b)
 }
 
 func (p *Producer) recycleBatch(b *accBatch) {
@@ -317,7 +370,7 @@ func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasI
 		}
 		md.Offset = -1
 		if err == nil && base >= 0 {
-			md.Offset = base + int64(i)
+			md.Offset = base + int64(b.recsFrom+i)
 		}
 		md.Timestamp = rec.ts
 		if err == nil && appendTime >= 0 {
@@ -346,10 +399,10 @@ func (p *Producer) deliveryTimeoutErr(b *accBatch) error {
 	ap := b.part
 	if b.lastErr != nil {
 		return fmt.Errorf("%w: %s-%d: %d records not acknowledged within delivery.timeout.ms %v (%d attempts): %w; last error: %w",
-			ErrDeliveryTimeout, ap.topic.name, ap.partition, len(b.recs), p.cfg.DeliveryTimeout, b.attempts, context.DeadlineExceeded, b.lastErr)
+			ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), p.cfg.DeliveryTimeout, b.attempts, context.DeadlineExceeded, b.lastErr)
 	}
 	return fmt.Errorf("%w: %s-%d: %d records not sent within delivery.timeout.ms %v: %w",
-		ErrDeliveryTimeout, ap.topic.name, ap.partition, len(b.recs), p.cfg.DeliveryTimeout, context.DeadlineExceeded)
+		ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), p.cfg.DeliveryTimeout, context.DeadlineExceeded)
 }
 
 // bufferMemory is buffer.memory: a counting semaphore over bytes. Reserving is one CAS when

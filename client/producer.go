@@ -394,7 +394,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		return fmt.Errorf("%w: %s has %d partitions, record has %d", ErrInvalidPartition, r.Topic, n, part)
 	}
 	ap := parts[part]
-	if ok, err := ap.tryAppend(r, ts, cb, 0); ok || err != nil {
+	if ok, err := ap.tryAppend(r, ts, cb, size, nil); ok || err != nil {
 		return err
 	}
 	if sticky {
@@ -402,7 +402,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		// the topic to another partition first.
 		part = t.sticky.next(part, n, func(c int32) bool { return p.hasLeader(t.name, c) })
 		ap = parts[part]
-		if ok, err := ap.tryAppend(r, ts, cb, 0); ok || err != nil {
+		if ok, err := ap.tryAppend(r, ts, cb, size, nil); ok || err != nil {
 			return err
 		}
 	}
@@ -410,7 +410,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 	if err := p.mem.reserve(ctx, need, budget.until(p), p.cfg.MaxBlock, p.closing); err != nil {
 		return err
 	}
-	_, err := ap.tryAppend(r, ts, cb, need)
+	_, err := ap.tryAppend(r, ts, cb, size, p.newBatch(ap, need))
 	return err
 }
 

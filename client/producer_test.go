@@ -818,6 +818,50 @@ func TestProducerMaxInFlightOneKeepsOrderAcrossRestart(t *testing.T) {
 	}
 }
 
+// A record sent without a callback leaves nothing to complete; the callbacks of the records
+// around it still get their own offsets, whichever record of its batch comes first with one.
+func TestProducerOffsetsWithSomeCallbacks(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "somecb", 1)
+	p := prodNew(t, client.ProducerConfig{
+		Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader,
+		Linger: time.Hour, BatchSize: 1024, // about 8 records a batch
+	})
+	ctx := prodCtx(t, 10*time.Second)
+	const n = 100
+	var mu sync.Mutex
+	got := map[int]client.RecordMetadata{}
+	for i := range n {
+		var cb func(client.RecordMetadata, error)
+		if i%5 == 3 || i%7 == 0 {
+			cb = func(md client.RecordMetadata, err error) {
+				if err != nil {
+					t.Errorf("record %d: %v", i, err)
+				}
+				mu.Lock()
+				got[i] = md
+				mu.Unlock()
+			}
+		}
+		p.Send(ctx, &client.Record{Topic: "somecb", Partition: 0, Value: make([]byte, 90+i%10)}, cb)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		md, ok := got[i]
+		if want := i%5 == 3 || i%7 == 0; ok != want {
+			t.Fatalf("record %d: callback ran %v, want %v", i, ok, want)
+		}
+		if ok && (md.Offset != int64(i) || md.ValueSize != 90+i%10 || md.KeySize != -1) {
+			t.Errorf("record %d: offset %d, value size %d, key size %d; want %d, %d, -1", i, md.Offset, md.ValueSize, md.KeySize, i, 90+i%10)
+		}
+	}
+}
+
 // Appending to an open batch allocates nothing: the Builder encodes in place and the callback
 // goes into the batch's reused slice.
 func TestProducerSendDoesNotAllocate(t *testing.T) {
