@@ -190,3 +190,35 @@ func TestRateOfMax(t *testing.T) {
 		t.Error("rate of max 2: want an error")
 	}
 }
+
+// TestQuotasShareTheRecordsExactly: producers claim measured records in chunks, and together
+// send exactly Records of them, however the chunks fall; warm-up records are not counted.
+func TestQuotasShareTheRecordsExactly(t *testing.T) {
+	for _, records := range []int64{1, quotaChunk - 1, quotaChunk, 10*quotaChunk + 7} {
+		start := time.Unix(0, 0)
+		sc := &schedule{start: start, measureStart: start.Add(time.Second), records: records}
+		const producers = 3
+		counts := make(chan int64, producers)
+		for range producers {
+			go func() {
+				q := &quota{sc: sc}
+				if q.stop(start) { // due in the warm-up: never stops, never counts
+					counts <- -1
+					return
+				}
+				var n int64
+				for !q.stop(sc.measureStart) {
+					n++
+				}
+				counts <- n
+			}()
+		}
+		var total int64
+		for range producers {
+			total += <-counts
+		}
+		if total != records {
+			t.Errorf("records %d: producers sent %d measured records", records, total)
+		}
+	}
+}
