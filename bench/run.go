@@ -124,12 +124,14 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // atRateOfMax runs c flat out for c.ProbeDuration to find the maximum rate, then runs it at
-// c.RateOfMax of that. The probe uses the same topics, after the same warm-up; the measured
-// run skips the probe's records (produce runs do not read them, e2e runs tell them by their
-// nonce).
+// c.RateOfMax of that. The probe runs on topics of its own ("<topic>-probe", same partitions),
+// after the same warm-up, on the same system.
 func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Context, Driver, Config) (Result, error)) (Result, error) {
 	probe := c
 	probe.RateOfMax, probe.Rate, probe.Records, probe.Duration = 0, 0, 0, c.ProbeDuration
+	// A topic of its own, created if missing: consumers read from the beginning, and the
+	// measured run's must not first wade through the probe's backlog.
+	probe.Topic, probe.CreateTopic = c.Topic+"-probe", true
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, "probing the maximum rate: %s flat out\n", c.ProbeDuration)
 	}
@@ -141,7 +143,6 @@ func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Conte
 		return Result{}, errors.New("bench: probe of the maximum rate measured nothing")
 	}
 	c.Rate, c.RateOfMax = c.RateOfMax*pr.RecordsPerSec, 0
-	c.CreateTopic = false // the probe did
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, "maximum %.0f records/s (%.2f MB/s); measuring at %.0f records/s\n", pr.RecordsPerSec, pr.MBPerSec, c.Rate)
 	}

@@ -173,6 +173,12 @@ func TestRateOfMax(t *testing.T) {
 			if float64(r.Records) < 0.9*want || float64(r.Records) > 1.1*want {
 				t.Errorf("measured %d records: want about %.0f (the target rate for %s)", r.Records, want, c.Duration)
 			}
+			d.mu.Lock()
+			probed, measured := len(d.mu.topics["r-probe"]), len(d.mu.topics["r"])
+			d.mu.Unlock()
+			if probed == 0 || int64(measured) != r.Records {
+				t.Errorf("%d records on the probe's topic, %d on the run's (%d measured): the probe needs a topic of its own", probed, measured, r.Records)
+			}
 			if !strings.Contains(progress.String(), "probing the maximum rate") || !strings.Contains(progress.String(), "measuring at") {
 				t.Errorf("progress does not tell the probe from the run:\n%s", progress.String())
 			}
