@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,13 +175,16 @@ func TestRateOfMax(t *testing.T) {
 				t.Errorf("measured %d records: want about %.0f (the target rate for %s)", r.Records, want, c.Duration)
 			}
 			d.mu.Lock()
-			probed, measured := len(d.mu.topics["r-probe"]), len(d.mu.topics["r"])
+			probed, measured := len(d.mu.topics["r-probe-0"]), len(d.mu.topics["r"])
 			d.mu.Unlock()
 			if probed == 0 || int64(measured) != r.Records {
 				t.Errorf("%d records on the probe's topic, %d on the run's (%d measured): the probe needs a topic of its own", probed, measured, r.Records)
 			}
 			if !strings.Contains(progress.String(), "probing the maximum rate") || !strings.Contains(progress.String(), "measuring at") {
 				t.Errorf("progress does not tell the probe from the run:\n%s", progress.String())
+			}
+			if searched := strings.Contains(progress.String(), "open-loop at"); searched != (mode == ModeE2E) {
+				t.Errorf("open-loop search ran: %v, want it for e2e only:\n%s", searched, progress.String())
 			}
 			var sum strings.Builder
 			r.WriteSummary(&sum)
@@ -226,5 +230,46 @@ func TestQuotasShareTheRecordsExactly(t *testing.T) {
 		if total != records {
 			t.Errorf("records %d: producers sent %d measured records", records, total)
 		}
+	}
+}
+
+// TestRateOfMaxSearch: when a system delivers less open-loop than flat out (here at most 400
+// records/s open-loop, 1000 flat out), the e2e search bisects down to the highest rate it
+// sustains, each probe on a fresh topic, and the measured run goes at the fraction of that.
+func TestRateOfMaxSearch(t *testing.T) {
+	var rates []float64
+	topics := map[string]bool{}
+	run := func(_ context.Context, _ Driver, c Config) (Result, error) {
+		if topics[c.Topic] {
+			t.Errorf("topic %s used twice", c.Topic)
+		}
+		topics[c.Topic] = true
+		rates = append(rates, c.Rate)
+		if c.Rate == 0 {
+			return Result{RecordsPerSec: 1000}, nil
+		}
+		return Result{RecordsPerSec: min(c.Rate, 400), TargetRate: c.Rate}, nil
+	}
+	c, err := Config{Topic: "s", RateOfMax: 0.5}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := atRateOfMax(context.Background(), newMemDriver(), c, run, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{0, 1000, 500, 250, 375, 437.5, 187.5} // flat out, 5 probes, the run
+	if !slices.Equal(rates, want) {
+		t.Errorf("rates run %v, want %v", rates, want)
+	}
+	if r.MaxRate != 375 || r.TargetRate != 187.5 || !topics["s"] {
+		t.Errorf("max %v, target %v, topics %v", r.MaxRate, r.TargetRate, topics)
+	}
+	// A produce run takes the flat-out rate as it is.
+	rates = nil
+	clear(topics)
+	r, err = atRateOfMax(context.Background(), newMemDriver(), c, run, false)
+	if err != nil || r.MaxRate != 1000 || !slices.Equal(rates, []float64{0, 500}) {
+		t.Errorf("produce: max %v, rates %v, %v", r.MaxRate, rates, err)
 	}
 }

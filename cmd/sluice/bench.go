@@ -112,8 +112,8 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.payloadFile, "payload-file", "", "values are cut from this file's bytes (implies --payload file)")
 	f.IntVar(&o.producers, "producers", 1, "producers (each with its own client)")
 	f.Float64Var(&o.rate, "rate", 0, "records/s for all producers together, open-loop (default: flat out)")
-	f.Float64Var(&o.rateOfMax, "rate-of-max", 0, "instead of --rate: this fraction (0 to 1] of the maximum rate, which a flat-out probe of the same run finds first (0.5: half the maximum)")
-	f.DurationVar(&o.probe, "probe", 5*time.Second, "with --rate-of-max: how long the flat-out probe measures")
+	f.Float64Var(&o.rateOfMax, "rate-of-max", 0, "instead of --rate: this fraction (0 to 1] of the maximum rate, which probes of the same run find first (0.5: half the maximum; e2e searches for the highest open-loop rate sustained)")
+	f.DurationVar(&o.probe, "probe", 3*time.Second, "with --rate-of-max: how long each probe measures (after --warmup)")
 	f.StringVar(&o.acks, "acks", "1", "acks: all (-1), 1 or 0")
 	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
@@ -387,9 +387,10 @@ func benchE2ECmd() *cobra.Command {
 send time; a consumer per topic in the same process measures latency from that time to the
 record's receipt. --record-size must be at least 16 bytes.
 
-An e2e run always has a rate. --rate-of-max 0.5 runs at half the maximum rate, which a
-flat-out probe of the same run (--probe long) finds first; the summary and the JSON
-(max_rate) give both.`,
+An e2e run always has a rate. --rate-of-max 0.5 runs at half the maximum rate, found first
+by probes of the same run on topics of their own: one flat out, which bounds it, then five
+open-loop probes bisecting for the highest rate delivered within 3 % of schedule (each
+--warmup plus --probe long). The summary and the JSON (max_rate) give both rates.`,
 		Args: cobra.NoArgs,
 		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 			c, err := o.config(stderr)
