@@ -248,7 +248,11 @@ func TestRateOfMaxSearch(t *testing.T) {
 		if c.Rate == 0 {
 			return Result{RecordsPerSec: 1000}, nil
 		}
-		return Result{RecordsPerSec: min(c.Rate, 400), TargetRate: c.Rate}, nil
+		r := Result{RecordsPerSec: min(c.Rate, 400), TargetRate: c.Rate}
+		if c.Rate > 380 { // delivered within 3 %, but queueing
+			r.LatencyMs.P50 = 40
+		}
+		return r, nil
 	}
 	c, err := Config{Topic: "s", RateOfMax: 0.5}.withDefaults()
 	if err != nil {
@@ -264,6 +268,10 @@ func TestRateOfMaxSearch(t *testing.T) {
 	}
 	if r.MaxRate != 375 || r.TargetRate != 187.5 || !topics["s"] {
 		t.Errorf("max %v, target %v, topics %v", r.MaxRate, r.TargetRate, topics)
+	}
+	// Delivering 400 of 410 records/s is within 3 %, but a median wait of 40 ms is a queue.
+	if sustained(Result{RecordsPerSec: 400, LatencyMs: Latency{P50: 40}}, c, 410) || !sustained(Result{RecordsPerSec: 400, LatencyMs: Latency{P50: 3}}, c, 410) {
+		t.Error("sustained: want the median wait to count")
 	}
 	// A produce run takes the flat-out rate as it is.
 	rates = nil
