@@ -121,7 +121,7 @@ func TestBenchE2ERateOfMax(t *testing.T) {
 }
 
 func TestBenchRunsReportsMedians(t *testing.T) {
-	m := benchJSON(t, "produce", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--records", "2000", "--record-size", "64", "--runs", "3")
+	m := benchJSON(t, "produce", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--records", "2000", "--record-size", "64", "--runs", "3", "--pause", "10ms")
 	checkRun(t, m, "produce", 2000)
 	runs, _ := m["runs"].([]any)
 	if len(runs) != 3 {
@@ -196,7 +196,7 @@ func TestBenchCompareSluiceOnly(t *testing.T) {
 		t.Errorf("table %q, %v", out, err)
 	}
 
-	m = benchJSON(t, "compare", "--data-dir", t.TempDir(), "--records", "500", "--record-size", "16", "--runs", "2")
+	m = benchJSON(t, "compare", "--data-dir", t.TempDir(), "--records", "500", "--record-size", "16", "--runs", "2", "--pause", "10ms")
 	if all, _ := m["runs"].([]any); len(all) != 2 || len(all[0].([]any)) != 2 {
 		t.Fatalf("runs %v: want 2 runs of 2 systems", m["runs"])
 	}
