@@ -196,10 +196,12 @@ const sustainSteps = 5
 
 // sustained reports whether an open-loop run at rate kept up: its records were delivered
 // within 3 % of the time they were due over (its backlog grew by less than 3 % of the probe's
-// length, 90 ms in 3 s), and its median record waited no more than 10 ms beyond two lingers
-// (a short probe can end before a slowly growing queue shows in the delivered rate).
+// length, 90 ms in 3 s), and its median record waited no more than 5 ms beyond two lingers
+// (a short probe can end before a slowly growing queue shows in the delivered rate: one
+// delivered 98 % of 504 k records/s with a median of 8 ms, and the run at half that rate
+// then fell seconds behind).
 func sustained(r Result, c Config, rate float64) bool {
-	maxP50 := 10 + 2*float64(max(c.LingerMs, 0))
+	maxP50 := 5 + 2*float64(max(c.LingerMs, 0))
 	return r.RecordsPerSec >= 0.97*rate && r.LatencyMs.P50 <= maxP50
 }
 

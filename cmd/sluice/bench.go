@@ -413,7 +413,7 @@ record's receipt. --record-size must be at least 16 bytes.
 An e2e run always has a rate. --rate-of-max 0.5 runs at half the maximum rate, found first
 by probes of the same run on topics of their own: one flat out, which bounds it, then five
 open-loop probes bisecting for the highest rate delivered within 3 % of schedule with a
-median wait under 10 ms plus two lingers (each --warmup plus --probe long). The summary and the JSON (max_rate) give both rates.`,
+median wait under 5 ms plus two lingers (each --warmup plus --probe long). The summary and the JSON (max_rate) give both rates.`,
 		Args: cobra.NoArgs,
 		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 			c, err := o.config(stderr)
