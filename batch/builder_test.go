@@ -263,3 +263,45 @@ func TestParseCodec(t *testing.T) {
 		t.Errorf("Codec(7).String() = %q", s)
 	}
 }
+
+// TestPrepareChangesNothingAndMakesRoom: a prepared builder builds the same bytes as a fresh
+// one, and appends that fill the prepared room allocate nothing.
+func TestPrepareChangesNothingAndMakesRoom(t *testing.T) {
+	recs := make([]Record, 50)
+	for i := range recs {
+		recs[i] = Record{Timestamp: int64(1000 + i), Key: []byte{byte(i)}, Value: bytes.Repeat([]byte{byte(i)}, 100)}
+	}
+	build := func(prepare int) []byte {
+		b := NewBuilder(DefaultBuilderOptions())
+		b.Prepare(prepare)
+		if b.EstimatedSize() != HeaderSize || b.NumRecords() != 0 {
+			t.Fatalf("Prepare(%d) changed the batch: size %d, %d records", prepare, b.EstimatedSize(), b.NumRecords())
+		}
+		for i := range recs {
+			b.Append(&recs[i])
+		}
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), out...)
+	}
+	want := build(0)
+	for _, n := range []int{1, HeaderSize, 100, 8 << 10, 64 << 10} {
+		if got := build(n); !bytes.Equal(got, want) {
+			t.Fatalf("Prepare(%d): the batch differs", n)
+		}
+	}
+	b := NewBuilder(DefaultBuilderOptions())
+	b.Prepare(len(want) + 64)
+	allocs := testing.AllocsPerRun(10, func() {
+		b.Reset(DefaultBuilderOptions())
+		b.Prepare(len(want) + 64)
+		for i := range recs {
+			b.Append(&recs[i])
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("appends into prepared room: %.0f allocations, want 0", allocs)
+	}
+}

@@ -311,28 +311,19 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	}
 	b.builder.Reset(p.builderOpts)
 	b.warm(min(int(ap.lastBytes.Load()), p.cfg.BatchSize), int(ap.lastRecs.Load()))
-	b.builder.Reset(p.builderOpts)
 	b.recs, b.recsFrom = b.recs[:0], 0
 	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built = reserved, 0, time.Time{}, nil, nil
 	return b
 }
-
-// warmFiller is the value of the filler records warm appends: zeros, never written.
-var warmFiller [4 << 10]byte
 
 // warm writes, in bulk, the memory the batch's records are expected to take: the first bytes
 // of its builder's buffer and recs entries of its callback slice. A reused batch's memory was
 // last read on other cores (sender, receiver) or has left the cache while buffer.memory was
 // full; written a record at a time, nearly every unlock of accPartition.mu (a locked
 // instruction, which waits for the stores before it) would wait for a cache line, while here
-// the misses overlap (see PRODUCER.md). The buffer is written through Append with filler
-// records that the caller's Reset drops; the rule is tryAppend's, so the buffer grows no
-// larger than the batch's records would make it.
+// the misses overlap (see PRODUCER.md).
 func (b *accBatch) warm(bytes, recs int) {
-	fill := batch.Record{Value: warmFiller[:]}
-	for b.builder.EstimatedSize()+b.builder.RecordSize(&fill)+appendSlack <= bytes {
-		b.builder.Append(&fill)
-	}
+	b.builder.Prepare(bytes)
 	if recs > 0 {
 		b.recs = slices.Grow(b.recs[:0], recs)
 		clear(b.recs[:recs])
