@@ -196,20 +196,9 @@ func (l *Log) finishRolledLocked() error {
 	segs := l.Segments()
 	active := l.active
 	l.appendMu.Unlock()
-	finished := false
-	for _, s := range segs {
-		if s == active || s.finished || !s.acquire() {
-			continue
-		}
-		if !finished {
-			l.prepareDiskLocked() // as in flushLocked: reserve for the new segment first
-		}
-		err := s.finish()
-		s.release()
-		if err != nil {
-			return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
-		}
-		finished = true
+	finished, err := l.finishSealedLocked(segs, active)
+	if err != nil {
+		return err
 	}
 	if !finished {
 		return nil
@@ -231,6 +220,29 @@ func (l *Log) finishRolledLocked() error {
 	return nil
 }
 
+// finishSealedLocked finishes the segments rolled away from (every one before active not yet
+// finished). It first reserves the new active segment's blocks: a roll's fsync may take a
+// while, and the appends meanwhile must not wait on block allocation. It reports whether it
+// finished any. Called with flushMu held.
+func (l *Log) finishSealedLocked(segs []*Segment, active *Segment) (bool, error) {
+	finished := false
+	for _, s := range segs {
+		if s == active || s.finished || !s.acquire() {
+			continue
+		}
+		if !finished {
+			l.prepareDiskLocked()
+		}
+		err := s.finish()
+		s.release()
+		if err != nil {
+			return finished, l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
+		}
+		finished = true
+	}
+	return finished, nil
+}
+
 // flushLocked syncs everything appended so far, finishes rolled segments (sync, trim indexes,
 // release mappings) and writes the checkpoint when a segment was finished or when asked.
 // Called with flushMu held; takes appendMu only to snapshot the log end.
@@ -246,34 +258,18 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 	activeMaxTs := active.maxTs.Load()
 	l.appendMu.Unlock()
 
-	for _, s := range segs {
-		if s != active && !s.finished {
-			// A roll: reserve the new segment's first blocks before the old one's fsync, which
-			// may take a while; meanwhile its appends must not wait on block allocation.
-			l.prepareDiskLocked()
-			break
-		}
+	finished, err := l.finishSealedLocked(segs, active)
+	if err != nil {
+		return err
 	}
-	finished := false
-	for _, s := range segs {
-		if s.finished || !s.acquire() {
-			continue
+	if !active.finished && activeSize > active.syncedSize && active.acquire() {
+		err = active.app.sync(active.syncedSize, activeSize)
+		if err == nil {
+			active.syncedSize = activeSize
 		}
-		var err error
-		if s == active {
-			if activeSize > s.syncedSize {
-				err = s.app.sync(s.syncedSize, activeSize)
-				if err == nil {
-					s.syncedSize = activeSize
-				}
-			}
-		} else {
-			err = s.finish()
-			finished = finished || err == nil
-		}
-		s.release()
+		active.release()
 		if err != nil {
-			return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
+			return l.fail(fmt.Errorf("sync segment %d: %w", active.base, err))
 		}
 	}
 	if end > batch.Offset(l.synced.Load()) {
