@@ -127,11 +127,11 @@ func (c Config) withDefaults() (Config, error) {
 // first, each on a topic of its own ("<topic>-probe-<k>", created if missing: consumers read
 // from the beginning, and none must wade through another run's backlog), after the same
 // warm-up. The first probe runs flat out. For a produce run that is the maximum. An e2e run's
-// flat-out figure is only an upper bound: a consumer that lags reads in big fetches, while one
-// keeping up with an open-loop producer pays per-fetch costs for every few batches (on the
-// 2-core test machine, 490 k records/s flat out, against under 250 k sustained open-loop). So
-// search continues for e2e: open-loop probes bisect between 0 and that bound, sustainSteps of
-// them, and the maximum is the highest rate sustained.
+// flat-out figure is only an upper bound, since a consumer that lags is measured on its
+// throughput, not on keeping up (on the 2-core test machine: 440–530 k records/s flat out,
+// while open-loop runs at 220–250 k sometimes fell behind). So search continues for e2e:
+// open-loop probes bisect between 0 and that bound, sustainSteps of them, and the maximum is
+// the highest rate sustained.
 func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Context, Driver, Config) (Result, error), search bool) (Result, error) {
 	step := 0
 	probe := func(rate float64) (Result, error) {
