@@ -168,7 +168,11 @@ func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Conte
 				return Result{}, err
 			}
 			ok := sustained(r, c, rate)
-			say("open-loop at %.0f records/s: %.0f delivered, p50 %.2f ms: %s", rate, r.RecordsPerSec, r.LatencyMs.P50, map[bool]string{true: "sustained", false: "fell behind"}[ok])
+			verdict := "fell behind"
+			if ok {
+				verdict = "sustained"
+			}
+			say("open-loop at %.0f records/s: %.0f delivered, p50 %.2f ms: %s", rate, r.RecordsPerSec, r.LatencyMs.P50, verdict)
 			if ok {
 				lo = rate
 			} else {

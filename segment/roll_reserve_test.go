@@ -2,9 +2,11 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +145,51 @@ func TestRollFinishesOnlyTheRolledSegment(t *testing.T) {
 	}
 	if syncsOf(newLog) == 0 || l.SyncedOffset() != l.EndOffset() {
 		t.Fatalf("Sync: %d fsyncs of the active segment, synced %d of %d", syncsOf(newLog), l.SyncedOffset(), l.EndOffset())
+	}
+}
+
+// TestRollFsyncFailureFailsTheLog: when the flusher finishes a rolled segment on its own (no
+// waiter) and that segment's fsync fails, the log fails: the synced offset does not move to
+// the new segment, and appends and syncs report the failure.
+func TestRollFsyncFailureFailsTheLog(t *testing.T) {
+	var armed atomic.Bool
+	first := fmt.Sprintf("%020d.log", 0)
+	fsys := &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if armed.Load() && op == vfs.OpSync && filepath.Base(path) == first {
+			return vfs.EIO
+		}
+		return nil
+	}}
+	o := testOptions(fsys)
+	o.SegmentBytes = 1 << 20
+	o.WritebackBytes = -1
+	l := mustOpen(t, t.TempDir(), o)
+	defer l.Close()
+	b := sizedBatch(t, 64<<10, 1)
+	for range 16 {
+		mustAppend(t, l, b)
+	}
+	armed.Store(true)
+	mustAppend(t, l, b) // rolls; the flusher's fsync of the first segment fails
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the rolled segment's fsync failed and the log did not")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(l.Err(), ErrFailed) || !errors.Is(l.Err(), vfs.EIO) {
+		t.Fatalf("log error %v, want ErrFailed wrapping EIO", l.Err())
+	}
+	if got := l.SyncedOffset(); got >= 16 {
+		t.Fatalf("synced offset %d: the failed segment is counted durable", got)
+	}
+	if _, err := l.Append(b, 7); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after the failure: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Sync(ctx); !errors.Is(err, ErrFailed) {
+		t.Fatalf("sync after the failure: %v", err)
 	}
 }
