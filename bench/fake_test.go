@@ -26,7 +26,15 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func (c *fakeClock) SleepUntil(ctx context.Context, t time.Time) error {
+func (c *fakeClock) NewSleeper(time.Duration) Sleeper { return fakeSleeper{c} }
+
+// fakeSleeper moves its clock forward to each due time.
+type fakeSleeper struct{ c *fakeClock }
+
+func (s fakeSleeper) Close() error { return nil }
+
+func (s fakeSleeper) SleepUntil(ctx context.Context, t time.Time) error {
+	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t.After(c.now) {

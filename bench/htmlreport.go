@@ -236,14 +236,16 @@ th:first-child, td:first-child { text-align: left; }
 </style></head><body>
 <h1>{{.Title}}</h1>
 <p>Generated {{.Generated}}. Figures exclude the warm-up; the charts show it shaded. Latency:
-produce, from the (scheduled) send to the acknowledgement; e2e, from the scheduled send to receipt.</p>
+produce, from the (scheduled) send to the acknowledgement; e2e, from the scheduled send to receipt.
+Send lag: how late after the scheduled time the harness itself sent (open-loop runs).</p>
 <table>
 <tr><th>run</th><th>mode</th><th>records</th><th>seconds</th><th>records/s</th><th>MB/s</th><th>target/s</th>
-<th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>peak RSS MB</th></tr>
+<th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th title="how late the harness sent the records (open-loop), included in the latency">send lag p99 ms</th><th>errors</th><th>peak RSS MB</th></tr>
 {{range .Results}}<tr><td><span class="swatch" style="background:{{.Color}}"></span>{{if .Name}}{{.Name}} on {{end}}{{.Driver}}</td>
 <td>{{.Mode}}</td><td>{{.Records}}</td><td>{{f2 .Seconds}}</td><td>{{f0 .RecordsPerSec}}</td><td>{{f2 .MBPerSec}}</td>
 <td>{{if .TargetRate}}{{f0 .TargetRate}}{{end}}</td>
 {{if eq .Mode "consume"}}<td></td><td></td><td></td><td></td><td></td>{{else}}<td>{{f3 .LatencyMs.P50}}</td><td>{{f3 .LatencyMs.P95}}</td><td>{{f3 .LatencyMs.P99}}</td><td>{{f3 .LatencyMs.P999}}</td><td>{{f3 .LatencyMs.Max}}</td>{{end}}
+<td>{{if .TargetRate}}{{f3 .SendLagMs.P99}}{{end}}</td>
 <td{{if .Errors}} class="err" title="{{.FirstError}}"{{end}}>{{.Errors}}</td><td>{{f2 .RSSPeakMB}}</td></tr>
 {{end}}</table>
 {{if .Throughput}}<h2>Throughput</h2>

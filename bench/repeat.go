@@ -33,6 +33,10 @@ var figures = []struct {
 	{"latency_ms.p99", func(r *Result) *float64 { return &r.LatencyMs.P99 }},
 	{"latency_ms.p999", func(r *Result) *float64 { return &r.LatencyMs.P999 }},
 	{"latency_ms.max", func(r *Result) *float64 { return &r.LatencyMs.Max }},
+	{"send_lag_ms.p50", func(r *Result) *float64 { return &r.SendLagMs.P50 }},
+	{"send_lag_ms.p99", func(r *Result) *float64 { return &r.SendLagMs.P99 }},
+	{"send_lag_ms.p999", func(r *Result) *float64 { return &r.SendLagMs.P999 }},
+	{"send_lag_ms.max", func(r *Result) *float64 { return &r.SendLagMs.Max }},
 	{"rss_peak_mb", func(r *Result) *float64 { return &r.RSSPeakMB }},
 	{"heap_inuse_mb", func(r *Result) *float64 { return &r.HeapInuseMB }},
 }

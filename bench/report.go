@@ -31,6 +31,9 @@ type Result struct {
 	// LatencyMs: produce, send (scheduled, open-loop) to acknowledgement; e2e, scheduled send
 	// to receipt; consume, zero.
 	LatencyMs Latency `json:"latency_ms"`
+	// SendLagMs (open-loop runs) is how late the harness itself sent the measured records,
+	// after their due times: part of LatencyMs that the system under test did not cause.
+	SendLagMs Latency `json:"send_lag_ms,omitzero"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64   `json:"latency_clamped,omitempty"`
 	RSSPeakMB      float64 `json:"rss_peak_mb"`
@@ -70,6 +73,9 @@ func (r Result) WriteSummary(w io.Writer) {
 	if r.Mode != ModeConsume {
 		l := r.LatencyMs
 		fmt.Fprintf(w, "latency ms: p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P95, l.P99, l.P999, l.Max)
+	}
+	if l := r.SendLagMs; l != (Latency{}) {
+		fmt.Fprintf(w, "harness send lag ms (included above): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P99, l.P999, l.Max)
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d (first: %s)\n", r.Errors, r.FirstError)

@@ -242,9 +242,15 @@ type stats struct {
 	hist                   *Histogram // measured latencies
 	tick                   *Histogram // since the last progress line
 	firstErr               error
+	// lag is an open-loop producer's own lateness (send time minus due time) of its measured
+	// records: how much of their latency the harness caused. Not guarded by mu: the
+	// producer's goroutine owns it until its loop returns.
+	lag *Histogram
 }
 
-func newStats() *stats { return &stats{hist: NewHistogram(), tick: NewHistogram()} }
+func newStats() *stats {
+	return &stats{hist: NewHistogram(), tick: NewHistogram(), lag: NewHistogram()}
+}
 
 // record counts one record of n bytes with latency lat (lat < 0: none).
 func (s *stats) record(measured bool, n int, lat time.Duration, err error) {
@@ -307,6 +313,15 @@ func merge(all []*stats) (Result, *Histogram) {
 	r.LatencyMs = h.Latency()
 	r.LatencyClamped = h.Clamped()
 	return r, h
+}
+
+// mergeLag summarises the producers' lateness; call it only when their loops have returned.
+func mergeLag(producers []*stats) Latency {
+	h := NewHistogram()
+	for _, s := range producers {
+		h.Merge(s.lag)
+	}
+	return h.Latency()
 }
 
 // Interval is one progress interval of a run: the rates over it and, where the run measures
@@ -439,12 +454,21 @@ func newSchedule(c Config) *schedule {
 }
 
 // producerLoop sends one producer's records. value returns the value of record i, due at due.
-// Acknowledgements go to the Ack of the producer's options.
-func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer,
+// Acknowledgements go to the Ack of the producer's options; open-loop, the lateness of each
+// measured send goes to lag.
+func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer, lag *Histogram,
 	value func(i int64, due time.Time) []byte) error {
 	q := &quota{sc: sc}
-	_, err := Pace(ctx, c.Clock, pacer, func(_ int64, due time.Time) bool { return q.stop(due) },
-		func(i int64, due time.Time) { p.Send(ctx, nil, value(i, due), due) })
+	send := func(i int64, due time.Time) { p.Send(ctx, nil, value(i, due), due) }
+	if pacer.OpenLoop() {
+		send = func(i int64, due time.Time) {
+			if !due.Before(sc.measureStart) {
+				lag.Record(c.Clock.Now().Sub(due))
+			}
+			p.Send(ctx, nil, value(i, due), due)
+		}
+	}
+	_, err := Pace(ctx, c.Clock, pacer, func(_ int64, due time.Time) bool { return q.stop(due) }, send)
 	if ferr := p.Flush(ctx); err == nil {
 		err = ferr
 	}
@@ -477,9 +501,10 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 	perRate := c.Rate / float64(c.Producers)
 	errs := make(chan error, c.Producers)
 	for k, p := range prods {
+		st := all[k]
 		pacer := NewPacer(sc.start, perRate)
 		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / time.Duration(c.Producers)) // spread the producers' schedules
-		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, value(k)) }()
+		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, st.lag, value(k)) }()
 	}
 	wait = func() error {
 		var first error
@@ -532,6 +557,9 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
+	if c.Rate > 0 {
+		r.SendLagMs = mergeLag(all)
+	}
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(end.Sub(sc.measureStart).Seconds())
@@ -777,6 +805,9 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	wg.Wait()
 	r, _ := merge(consumerStats)
 	pr, _ := merge(pstats)
+	if c.Rate > 0 {
+		r.SendLagMs = mergeLag(pstats)
+	}
 	r.Errors += perrs
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError

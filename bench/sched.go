@@ -2,14 +2,23 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
 // Clock is the time source of a run; tests inject a fake one.
 type Clock interface {
 	Now() time.Time
+	// NewSleeper returns a Sleeper for one goroutine (a pacer) to wait with; interval is the
+	// pacer's (0 flat out).
+	NewSleeper(interval time.Duration) Sleeper
+}
+
+// Sleeper waits for due times. It is owned by one goroutine; Close releases it.
+type Sleeper interface {
 	// SleepUntil returns when t has come (at once if it has), or when ctx ends.
 	SleepUntil(ctx context.Context, t time.Time) error
+	Close() error
 }
 
 // realClock is the monotonic clock, read as an offset from a base time.
@@ -26,19 +35,79 @@ func newRealClock() realClock { return realClock{base: time.Now()} }
 
 func (c realClock) Now() time.Time { return c.base.Add(time.Since(c.base)) }
 
-func (realClock) SleepUntil(ctx context.Context, t time.Time) error {
+func (realClock) NewSleeper(time.Duration) Sleeper {
+	s := &realSleeper{}
+	s.alarm, _ = newAlarm() // nil where there is none: Go's timers alone
+	return s
+}
+
+const (
+	// alarmSlack: the alarm is set this much after the Go timer, so that the timer is due
+	// when the alarm wakes the runtime.
+	alarmSlack = 2 * time.Microsecond
+	// alarmMin: shorter waits go without the alarm. Setting it is a system call and each
+	// expiry a wake-up, together tens of microseconds of CPU on a 2-vCPU VM: an alarm per
+	// record at 100,000 records/s doubled the system time of an e2e run and made its latency
+	// worse, not better. So pacers faster than about 10,000 records/s rely on Go's timers
+	// alone, which are precise while the process is busy, and the lag report shows when
+	// they were not.
+	alarmMin = 100 * time.Microsecond
+)
+
+// realSleeper waits on Go timers, with an alarm that makes them precise while the process is
+// idle. Go's timers fire within microseconds while the runtime is busy (every scheduling
+// decision checks them), but an idle runtime sleeps in epoll_wait, whose timeout is in whole
+// milliseconds, so a timer due in 10 µs then fires about 1 ms later (golang/go#53824). An
+// open-loop pacer waiting so sends late, and since latency is measured from the due time, the
+// harness's lateness is counted as the system's: at 1,000 records/s it was most of a 0.6 ms
+// median round trip over a unix socket. The alarm (a timerfd in the poller, on Linux) wakes
+// the idle runtime at the due time. Waiting on the alarm itself instead would not do: the
+// poller is consulted only when a processor runs out of work, so a busy process would see it
+// up to 10 ms late. What lateness remains is measured (Result.SendLagMs).
+type realSleeper struct {
+	alarm alarm       // nil: none on this system
+	timer *time.Timer // nil until the first wait
+}
+
+func (s *realSleeper) SleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	if s.alarm != nil && d >= alarmMin {
+		if err := s.alarm.set(d + alarmSlack); err != nil {
+			s.timer.Stop()
+			return fmt.Errorf("bench: pacer alarm: %w", err)
+		}
+	}
 	select {
-	case <-timer.C:
+	case <-s.timer.C:
 		return nil
 	case <-ctx.Done():
+		s.timer.Stop()
 		return ctx.Err()
 	}
+}
+
+func (s *realSleeper) Close() error {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.alarm != nil {
+		return s.alarm.close()
+	}
+	return nil
+}
+
+// alarm wakes an idle runtime after a delay; see realSleeper.
+type alarm interface {
+	set(d time.Duration) error
+	close() error
 }
 
 // Pacer schedules the records of one open-loop producer: record i is due at Start + i*Interval,
@@ -73,6 +142,8 @@ type Sender func(i int64, due time.Time)
 // waits until record i is due (open-loop) and sends it. Flat out, due is clock.Now() at the
 // call. It returns the number of records sent.
 func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time.Time) bool, send Sender) (int64, error) {
+	sleeper := clock.NewSleeper(p.Interval)
+	defer sleeper.Close()
 	var i int64
 	for ; ; i++ {
 		var due time.Time
@@ -81,7 +152,7 @@ func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time
 			if stop(i, due) {
 				return i, nil
 			}
-			if err := clock.SleepUntil(ctx, due); err != nil {
+			if err := sleeper.SleepUntil(ctx, due); err != nil {
 				return i, err
 			}
 		} else {

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -63,6 +65,78 @@ func TestOpenLoopLatencyShowsStalls(t *testing.T) {
 	// The schedule still fits 1000 records/s: 1000 records due over 1 s.
 	if !near(r.Seconds, 1, 0.01) {
 		t.Errorf("seconds %v, want 1", r.Seconds)
+	}
+	// The records due during the stall were sent late, by up to 99 ms (record 11, due 1 ms
+	// after record 10 began its 100 ms send); that lateness is part of their latency, and
+	// the lag report says so.
+	if !near(r.SendLagMs.Max, 99, 0.01) || r.SendLagMs.P50 != 0 {
+		t.Errorf("send lag %+v, want max 99 ms, p50 0", r.SendLagMs)
+	}
+}
+
+// TestFlatOutHasNoSendLag: without a schedule there is nothing to be late for.
+func TestFlatOutHasNoSendLag(t *testing.T) {
+	clock := newFakeClock()
+	d := newMemDriver()
+	d.sendHook = func(int64) { clock.Advance(time.Millisecond) }
+	r, err := Produce(context.Background(), d, Config{Records: 50, RecordSize: 8, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SendLagMs != (Latency{}) {
+		t.Errorf("flat out: send lag %+v, want none", r.SendLagMs)
+	}
+	var m map[string]any
+	var buf strings.Builder
+	if err := WriteJSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(buf.String()), &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["send_lag_ms"]; ok {
+		t.Errorf("flat-out JSON has send_lag_ms: %s", buf.String())
+	}
+}
+
+// TestRealSleeperNeverWakesEarly: whatever the mix of waits (spent on the alarm and Go's
+// timer, or on the timer alone), SleepUntil returns only once the due time has come.
+func TestRealSleeperNeverWakesEarly(t *testing.T) {
+	c := newRealClock()
+	s := c.NewSleeper(time.Millisecond)
+	defer s.Close()
+	ctx := context.Background()
+	waits := []time.Duration{0, -time.Millisecond, time.Microsecond, 30 * time.Microsecond, 150 * time.Microsecond, time.Millisecond, 3 * time.Millisecond}
+	for i := range 200 {
+		due := c.Now().Add(waits[i%len(waits)])
+		if err := s.SleepUntil(ctx, due); err != nil {
+			t.Fatal(err)
+		}
+		if now := c.Now(); now.Before(due) {
+			t.Fatalf("wait %d (%v): woke %v early", i, waits[i%len(waits)], due.Sub(now))
+		}
+	}
+}
+
+// TestRealSleeperCancels: a wait ends with the context, long before its due time.
+func TestRealSleeperCancels(t *testing.T) {
+	c := newRealClock()
+	s := c.NewSleeper(time.Second)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		cancel()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- s.SleepUntil(ctx, c.Now().Add(time.Hour)) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("SleepUntil after cancel: %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("SleepUntil did not return after its context was cancelled")
 	}
 }
 

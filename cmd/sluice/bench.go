@@ -77,7 +77,8 @@ and --transport says how the client reaches it; otherwise --broker names a runni
 --driver selects the system under test: sluice (the default) or a registered peer.
 
 With --rate a run is open-loop: records are due at fixed intervals and latency is measured
-from when each was due, so stalls are not hidden (no coordinated omission). Progress goes to
+from when each was due, so stalls are not hidden (no coordinated omission); how late the
+harness itself sent is reported too (send lag, included in the latency). Progress goes to
 stderr each second; with --json one JSON object goes to stdout at the end and the summary to
 stderr. MB/s is 10^6 bytes/s; the limits' gbps figures are GB/s (10^9 bytes/s).`,
 	}
