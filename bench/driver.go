@@ -22,6 +22,14 @@ type Driver interface {
 	Close() error
 }
 
+// TopicDeleter is implemented by drivers that can delete a topic (a stream for NATS). The
+// harness deletes what its probes wrote (Config.RateOfMax) with it, so that a long-lived
+// broker does not keep gigabytes of probe records, and the measured run does not share the
+// page cache with them.
+type TopicDeleter interface {
+	DeleteTopic(ctx context.Context, topic string) error
+}
+
 // ProducerOptions are the knobs the harness sets on every driver, with Kafka's meanings.
 type ProducerOptions struct {
 	Topic       string

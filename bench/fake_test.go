@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -50,8 +51,9 @@ type memDriver struct {
 	sendHook func(n int64) // called before each send is acknowledged, with the count so far
 	mu       struct {
 		sync.Mutex
-		topics map[string][][]byte
-		sent   int64
+		topics  map[string][][]byte
+		deleted []string // topics deleted, in order
+		sent    int64
 		more   chan struct{} // closed and replaced on every append
 	}
 }
@@ -71,6 +73,17 @@ func (d *memDriver) CreateTopic(_ context.Context, topic string, _ int) error {
 	if _, ok := d.mu.topics[topic]; !ok {
 		d.mu.topics[topic] = nil
 	}
+	return nil
+}
+
+func (d *memDriver) DeleteTopic(_ context.Context, topic string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.mu.topics[topic]; !ok {
+		return fmt.Errorf("mem: no topic %q", topic)
+	}
+	delete(d.mu.topics, topic)
+	d.mu.deleted = append(d.mu.deleted, topic)
 	return nil
 }
 

@@ -133,6 +133,11 @@ func (c Config) withDefaults() (Config, error) {
 // open-loop probes bisect between 0 and that bound, sustainSteps of them, and the maximum is
 // the highest rate sustained.
 func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Context, Driver, Config) (Result, error), search bool) (Result, error) {
+	say := func(format string, args ...any) {
+		if c.Progress != nil {
+			fmt.Fprintf(c.Progress, format+"\n", args...)
+		}
+	}
 	step := 0
 	probe := func(rate float64) (Result, error) {
 		p := c
@@ -143,12 +148,8 @@ func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Conte
 		if err != nil {
 			return r, fmt.Errorf("bench: probe of the maximum rate: %w", err)
 		}
+		deleteTopics(ctx, d, p, say)
 		return r, nil
-	}
-	say := func(format string, args ...any) {
-		if c.Progress != nil {
-			fmt.Fprintf(c.Progress, format+"\n", args...)
-		}
 	}
 	say("probing the maximum rate: %s flat out", c.ProbeDuration)
 	pr, err := probe(0)
@@ -192,6 +193,20 @@ func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Conte
 	r, err := run(ctx, d, c)
 	r.MaxRate = maxRate
 	return r, err
+}
+
+// deleteTopics deletes c's topics if d can; a failure is only reported (the run's figures do
+// not depend on it).
+func deleteTopics(ctx context.Context, d Driver, c Config, say func(string, ...any)) {
+	td, ok := d.(TopicDeleter)
+	if !ok {
+		return
+	}
+	for i := range c.Topics {
+		if err := td.DeleteTopic(ctx, c.TopicName(i)); err != nil {
+			say("could not delete probe topic %s: %v", c.TopicName(i), err)
+		}
+	}
 }
 
 // sustainSteps is how many open-loop probes the search for an e2e run's maximum makes: the

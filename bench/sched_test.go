@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -249,10 +250,20 @@ func TestRateOfMax(t *testing.T) {
 				t.Errorf("measured %d records: want about %.0f (the target rate for %s)", r.Records, want, c.Duration)
 			}
 			d.mu.Lock()
-			probed, measured := len(d.mu.topics["r-probe-0"]), len(d.mu.topics["r"])
+			sent, measured, deleted := d.mu.sent, len(d.mu.topics["r"]), d.mu.deleted
+			_, probeKept := d.mu.topics["r-probe-0"]
 			d.mu.Unlock()
-			if probed == 0 || int64(measured) != r.Records {
-				t.Errorf("%d records on the probe's topic, %d on the run's (%d measured): the probe needs a topic of its own", probed, measured, r.Records)
+			if int64(measured) != r.Records || sent <= int64(measured) {
+				t.Errorf("%d records sent, %d on the run's topic (%d measured): the probes need topics of their own", sent, measured, r.Records)
+			}
+			// Every probe's topic is deleted once the probe is done; the run's is kept.
+			if probeKept || len(deleted) == 0 || slices.Contains(deleted, "r") {
+				t.Errorf("deleted topics %v (probe-0 kept: %v): want every probe's and not the run's", deleted, probeKept)
+			}
+			for i, name := range deleted {
+				if want := fmt.Sprintf("r-probe-%d", i); name != want {
+					t.Errorf("deleted[%d] = %q, want %q", i, name, want)
+				}
 			}
 			if !strings.Contains(progress.String(), "probing the maximum rate") || !strings.Contains(progress.String(), "measuring at") {
 				t.Errorf("progress does not tell the probe from the run:\n%s", progress.String())

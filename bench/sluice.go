@@ -55,6 +55,11 @@ func (d *SluiceDriver) CreateTopic(ctx context.Context, topic string, partitions
 	return err
 }
 
+// DeleteTopic implements TopicDeleter.
+func (d *SluiceDriver) DeleteTopic(ctx context.Context, topic string) error {
+	return d.admin.DeleteTopic(ctx, topic)
+}
+
 func (d *SluiceDriver) config(id string) client.Config {
 	return client.Config{Brokers: []string{d.addr}, ClientID: id, Logger: d.logger}
 }

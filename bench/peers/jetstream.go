@@ -155,6 +155,14 @@ func (d *JetStreamDriver) CreateTopic(ctx context.Context, topic string, partiti
 	return nil
 }
 
+// DeleteTopic implements bench.TopicDeleter: it deletes the topic's stream.
+func (d *JetStreamDriver) DeleteTopic(ctx context.Context, topic string) error {
+	if err := d.js.DeleteStream(ctx, StreamName(topic)); err != nil {
+		return fmt.Errorf("jetstream driver: delete stream of %q: %w", topic, err)
+	}
+	return nil
+}
+
 // NewProducer implements bench.Driver. acks 1 and -1 both use async publishes completed by
 // JetStream's PubAck (a single-replica stream has no difference between them); acks 0 uses core
 // NATS publishes, which JetStream stores but does not acknowledge.

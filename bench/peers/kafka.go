@@ -97,6 +97,18 @@ func (d *KafkaDriver) CreateTopic(ctx context.Context, topic string, partitions 
 	return nil
 }
 
+// DeleteTopic implements bench.TopicDeleter.
+func (d *KafkaDriver) DeleteTopic(ctx context.Context, topic string) error {
+	resp, err := kadm.NewClient(d.admin).DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("%s: delete topic %q: %w", d.name, topic, err)
+	}
+	return nil
+}
+
 // kafkaProducerOpts maps the harness's producer options to kgo options.
 func kafkaProducerOpts(opts bench.ProducerOptions) ([]kgo.Opt, error) {
 	var o []kgo.Opt

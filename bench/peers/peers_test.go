@@ -142,6 +142,25 @@ func TestKfakeRoundTrip(t *testing.T) {
 	if err := d.CreateTopic(ctx, "t-acks1-none", 1); err != nil {
 		t.Fatalf("CreateTopic again: %v", err)
 	}
+	checkDelete(t, d, "t-acks1-none")
+}
+
+// checkDelete deletes topic through bench.TopicDeleter (as the harness deletes its probes'
+// topics): the first delete succeeds and a second one fails, since the topic is gone.
+func checkDelete(t *testing.T, d bench.Driver, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	td, ok := d.(bench.TopicDeleter)
+	if !ok {
+		t.Fatalf("%s cannot delete topics", d.Name())
+	}
+	if err := td.DeleteTopic(ctx, topic); err != nil {
+		t.Fatalf("DeleteTopic(%q): %v", topic, err)
+	}
+	if err := td.DeleteTopic(ctx, topic); err == nil {
+		t.Errorf("DeleteTopic(%q) a second time: no error, so the first did not delete it", topic)
+	}
 }
 
 func TestJetStreamRoundTrip(t *testing.T) {
@@ -166,6 +185,7 @@ func TestJetStreamRoundTrip(t *testing.T) {
 	} {
 		t.Run(StreamName(tc.opts.Topic), func(t *testing.T) { roundTrip(t, d, tc.opts, tc.group) })
 	}
+	checkDelete(t, d, "js.acks1")
 }
 
 // TestExternalDrivers connects NewKafka and NewJetStream to in-process peers, as --driver does.
