@@ -54,7 +54,7 @@ type memDriver struct {
 		topics  map[string][][]byte
 		deleted []string // topics deleted, in order
 		sent    int64
-		more   chan struct{} // closed and replaced on every append
+		more    chan struct{} // closed and replaced on every append
 	}
 }
 
