@@ -34,6 +34,7 @@ var figures = []struct {
 	{"latency_ms.p999", func(r *Result) *float64 { return &r.LatencyMs.P999 }},
 	{"latency_ms.max", func(r *Result) *float64 { return &r.LatencyMs.Max }},
 	{"send_lag_ms.p50", func(r *Result) *float64 { return &r.SendLagMs.P50 }},
+	{"send_lag_ms.p95", func(r *Result) *float64 { return &r.SendLagMs.P95 }},
 	{"send_lag_ms.p99", func(r *Result) *float64 { return &r.SendLagMs.P99 }},
 	{"send_lag_ms.p999", func(r *Result) *float64 { return &r.SendLagMs.P999 }},
 	{"send_lag_ms.max", func(r *Result) *float64 { return &r.SendLagMs.Max }},

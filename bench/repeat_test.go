@@ -64,3 +64,13 @@ func TestSummarizeCompare(t *testing.T) {
 		t.Errorf("c: %+v", got[2])
 	}
 }
+
+// TestSummarizeKeepsEveryQuantile: each quantile of the latency and of the send lag has a
+// median (a figure left out of the list would read as 0 in the summary).
+func TestSummarizeKeepsEveryQuantile(t *testing.T) {
+	r := Result{LatencyMs: Latency{P50: 1, P95: 2, P99: 3, P999: 4, Max: 5}, SendLagMs: Latency{P50: 6, P95: 7, P99: 8, P999: 9, Max: 10}}
+	s := Summarize([]Result{r, r, r})
+	if s.LatencyMs != r.LatencyMs || s.SendLagMs != r.SendLagMs {
+		t.Errorf("medians of three equal runs: latency %+v, send lag %+v; want %+v, %+v", s.LatencyMs, s.SendLagMs, r.LatencyMs, r.SendLagMs)
+	}
+}
