@@ -518,6 +518,7 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 	for k, p := range prods {
 		st := all[k]
 		pacer := NewPacer(sc.start, perRate)
+		pacer.Pacers = c.Producers
 		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / time.Duration(c.Producers)) // spread the producers' schedules
 		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, st.lag, value(k)) }()
 	}

@@ -9,8 +9,9 @@ import (
 // Clock is the time source of a run; tests inject a fake one.
 type Clock interface {
 	Now() time.Time
-	// NewSleeper returns a Sleeper for one goroutine (a pacer) to wait with; interval is the
-	// pacer's (0 flat out).
+	// NewSleeper returns a Sleeper for one goroutine (a pacer) to wait with. interval is the
+	// time between the records of every pacer of the run together (0 flat out): how often
+	// the process as a whole waits.
 	NewSleeper(interval time.Duration) Sleeper
 }
 
@@ -35,9 +36,11 @@ func newRealClock() realClock { return realClock{base: time.Now()} }
 
 func (c realClock) Now() time.Time { return c.base.Add(time.Since(c.base)) }
 
-func (realClock) NewSleeper(time.Duration) Sleeper {
+func (realClock) NewSleeper(interval time.Duration) Sleeper {
 	s := &realSleeper{}
-	s.alarm, _ = newAlarm() // nil where there is none: Go's timers alone
+	if interval >= alarmMin {
+		s.alarm, _ = newAlarm() // nil where there is none: Go's timers alone
+	}
 	return s
 }
 
@@ -45,13 +48,15 @@ const (
 	// alarmSlack: the alarm is set this much after the Go timer, so that the timer is due
 	// when the alarm wakes the runtime.
 	alarmSlack = 2 * time.Microsecond
-	// alarmMin: shorter waits go without the alarm. Setting it is a system call and each
+	// alarmMin: shorter waits go without the alarm, and so do all the pacers of a run whose
+	// records together come more often than this. Setting the alarm is a system call and each
 	// expiry a wake-up, together tens of microseconds of CPU on a 2-vCPU VM: an alarm per
 	// record at 100,000 records/s doubled the system time of an e2e run and made its latency
-	// worse, not better; a periodic alarm every 200 µs (a timerfd read by a goroutine) cut
-	// the lag of a 20,000 records/s pacer from 1.1 to 0.35 ms at p99 but cost a third of a
-	// core. So pacers faster than about 10,000 records/s rely on Go's timers alone, which are
-	// precise while the process is busy, and the lag report shows when they were not.
+	// worse, not better (and so did sixteen pacers of 6,250 records/s each, with an alarm
+	// each); a periodic alarm every 200 µs (a timerfd read by a goroutine) cut the lag of a
+	// 20,000 records/s pacer from 1.1 to 0.35 ms at p99 but cost a third of a core. So runs
+	// faster than about 10,000 records/s rely on Go's timers alone, which are precise while
+	// the process is busy, and the lag report shows when they were not.
 	alarmMin = 100 * time.Microsecond
 )
 
@@ -117,6 +122,9 @@ type alarm interface {
 type Pacer struct {
 	Start    time.Time
 	Interval time.Duration
+	// Pacers is how many pacers run side by side in the process, this one included (0 counts
+	// as 1); with Interval it gives how often the process as a whole waits.
+	Pacers int
 }
 
 // NewPacer returns the pacer of a producer sending rate records per second from start; rate 0
@@ -127,6 +135,9 @@ func NewPacer(start time.Time, rate float64) Pacer {
 	}
 	return Pacer{Start: start, Interval: time.Duration(float64(time.Second) / rate)}
 }
+
+// processInterval is the time between records of all the run's pacers together.
+func (p Pacer) processInterval() time.Duration { return p.Interval / time.Duration(max(p.Pacers, 1)) }
 
 // OpenLoop reports whether records have scheduled times.
 func (p Pacer) OpenLoop() bool { return p.Interval > 0 }
@@ -143,7 +154,7 @@ type Sender func(i int64, due time.Time)
 // waits until record i is due (open-loop) and sends it. Flat out, due is clock.Now() at the
 // call. It returns the number of records sent.
 func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time.Time) bool, send Sender) (int64, error) {
-	sleeper := clock.NewSleeper(p.Interval)
+	sleeper := clock.NewSleeper(p.processInterval())
 	defer sleeper.Close()
 	var i int64
 	for ; ; i++ {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +117,30 @@ func TestRealSleeperNeverWakesEarly(t *testing.T) {
 		if now := c.Now(); now.Before(due) {
 			t.Fatalf("wait %d (%v): woke %v early", i, waits[i%len(waits)], due.Sub(now))
 		}
+	}
+}
+
+// TestSleeperAlarmOnlyForSlowRuns: the alarm costs a system call per wait, so a run whose
+// pacers together wait more often than every alarmMin (sixteen pacers of 6,250 records/s
+// each, say) goes without it.
+func TestSleeperAlarmOnlyForSlowRuns(t *testing.T) {
+	c := newRealClock()
+	for _, tc := range []struct {
+		pacer Pacer
+		alarm bool
+	}{
+		{NewPacer(time.Time{}, 1000), true},
+		{Pacer{Interval: time.Millisecond, Pacers: 4}, true},
+		{Pacer{Interval: 160 * time.Microsecond, Pacers: 16}, false},
+		{NewPacer(time.Time{}, 100_000), false},
+		{NewPacer(time.Time{}, 0), false},
+	} {
+		s := c.NewSleeper(tc.pacer.processInterval()).(*realSleeper)
+		want := tc.alarm && runtime.GOOS == "linux"
+		if got := s.alarm != nil; got != want {
+			t.Errorf("pacer %+v: alarm %v, want %v", tc.pacer, got, want)
+		}
+		s.Close()
 	}
 }
 
