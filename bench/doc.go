@@ -11,6 +11,12 @@
 //     e2e). A stall in the client or the broker therefore shows up in the latency of every
 //     record that was due during it, instead of being hidden by the sender waiting (coordinated
 //     omission). Without a rate, records go out flat out and latency runs from Send to ack.
+//   - The pacer's own lateness is measured too (Result.SendLagMs): a record sent after its due
+//     time carries that lag in its latency. Go's timers fire up to 1 ms late while the process
+//     is idle, so runs of up to 10,000 records/s in all also set a timerfd alarm that wakes the
+//     runtime on time; faster runs rely on Go's timers, which are precise while it is busy.
+//   - --rate-of-max probes write to topics of their own, deleted after each probe by drivers
+//     that can (TopicDeleter).
 //   - The warm-up (Config.Warmup) runs first; records due during it are sent but not counted.
 //   - Throughput is counted from the end of the warm-up to the last acknowledgement (produce),
 //     or from the first to the last record received (consume).
@@ -18,7 +24,8 @@
 //     GB/s, 10^9 bytes per second, so the two compare directly.
 //
 // Files: driver.go (the Driver interface), sluice.go (the Sluice driver and the embedded
-// broker), run.go (produce, consume and e2e runs), sched.go (the open-loop pacer), hist.go
+// broker), run.go (produce, consume and e2e runs), sched.go (the open-loop pacer; its alarm in
+// finetimer_*.go), hist.go
 // (histograms), payload.go (record values), workload.go (YAML workloads), limits.go (machine
 // probes), report.go (summaries and JSON), compare.go (one workload against several systems).
 package bench
