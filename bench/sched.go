@@ -125,6 +125,9 @@ type Pacer struct {
 	// Pacers is how many pacers run side by side in the process, this one included (0 counts
 	// as 1); with Interval it gives how often the process as a whole waits.
 	Pacers int
+	// ClockEvery: flat out, the clock is read once every this many records (0 or 1: every
+	// record), and the records in between are due at the last reading.
+	ClockEvery int
 }
 
 // NewPacer returns the pacer of a producer sending rate records per second from start; rate 0
@@ -152,10 +155,13 @@ type Sender func(i int64, due time.Time)
 
 // Pace runs the send loop of one producer: for each i from 0 until stop(i, due) is true it
 // waits until record i is due (open-loop) and sends it. Flat out, due is clock.Now() at the
-// call. It returns the number of records sent.
+// call, or at the last reading of it with Pacer.ClockEvery. It returns the number of records
+// sent.
 func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time.Time) bool, send Sender) (int64, error) {
 	sleeper := clock.NewSleeper(p.processInterval())
 	defer sleeper.Close()
+	every := int64(max(p.ClockEvery, 1))
+	var now time.Time
 	var i int64
 	for ; ; i++ {
 		var due time.Time
@@ -168,7 +174,10 @@ func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time
 				return i, err
 			}
 		} else {
-			due = clock.Now()
+			if i%every == 0 {
+				now = clock.Now()
+			}
+			due = now
 			if stop(i, due) {
 				return i, nil
 			}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -170,7 +171,8 @@ func TestProduceWarmupExcluded(t *testing.T) {
 	clock := newFakeClock()
 	d := newMemDriver()
 	d.sendHook = func(int64) { clock.Advance(time.Millisecond) } // flat out: 1 ms per record
-	r, err := Produce(context.Background(), d, Config{Records: 100, Warmup: 20 * time.Millisecond, RecordSize: 8, Clock: clock})
+	// A clock reading per record, so that the warm-up ends at exactly 20 records.
+	r, err := Produce(context.Background(), d, Config{Records: 100, Warmup: 20 * time.Millisecond, RecordSize: 8, Clock: clock, FlatOutClockEvery: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +188,42 @@ func TestProduceWarmupExcluded(t *testing.T) {
 	if !near(r.LatencyMs.P50, 1, 0.01) {
 		t.Errorf("p50 %v ms, want 1 (send to ack)", r.LatencyMs.P50)
 	}
+}
+
+// TestFlatOutReadsTheClockEverySixteenRecords: flat out, one record in 16 is sent with a
+// fresh clock reading and has its latency measured; the others are sent at that reading and
+// counted, and the measured records are still exactly the ones asked for.
+func TestFlatOutReadsTheClockEverySixteenRecords(t *testing.T) {
+	clock := &countingClock{fakeClock: newFakeClock()}
+	d := newMemDriver()
+	d.sendHook = func(int64) { clock.Advance(10 * time.Microsecond) } // acknowledged 10 µs after the send
+	r, err := Produce(context.Background(), d, Config{Records: 1600, RecordSize: 8, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != 1600 || len(d.mu.topics["bench"]) != 1600 {
+		t.Fatalf("measured %d records, sent %d; want 1600 and 1600", r.Records, len(d.mu.topics["bench"]))
+	}
+	// 100 readings by the pacer and 100 by the acknowledgements (and a few by the run itself),
+	// not 3200.
+	if n := clock.reads.Load(); n < 200 || n > 220 {
+		t.Errorf("%d clock readings for 1600 records, want about 200", n)
+	}
+	// The measured records are the freshly stamped ones: 10 µs from send to acknowledgement.
+	if r.LatencyMs.P50 != 0.01 || r.LatencyMs.Max != 0.01 {
+		t.Errorf("latency %+v, want 10 µs throughout", r.LatencyMs)
+	}
+}
+
+// countingClock counts readings of a fakeClock.
+type countingClock struct {
+	*fakeClock
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads.Add(1)
+	return c.fakeClock.Now()
 }
 
 func TestConsumeAndE2EInMemory(t *testing.T) {
