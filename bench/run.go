@@ -789,17 +789,23 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 					return
 				}
 				now := c.Clock.Now().Sub(base)
+				var got int64
+				st.mu.Lock() // once per Poll, not per record
 				for _, m := range msgs {
 					if len(m.Value) < e2eHeader || binary.BigEndian.Uint64(m.Value[8:]) != nonce {
 						continue // another run's record
 					}
 					due := time.Duration(binary.BigEndian.Uint64(m.Value))
 					measured := !base.Add(due).Before(sc.measureStart)
-					st.record(measured, len(m.Value), now-due, nil)
+					st.recordLocked(measured, len(m.Value), now-due, nil)
 					if measured {
-						received.Add(1)
-						lastRecv.Store(int64(now))
+						got++
 					}
+				}
+				st.mu.Unlock()
+				if got > 0 {
+					received.Add(got)
+					lastRecv.Store(int64(now))
 				}
 			}
 		}()
