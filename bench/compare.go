@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 	"text/tabwriter"
 )
 
@@ -24,7 +26,8 @@ type CompareRow struct {
 }
 
 // Compare runs the same workload against each system, one after another, so that they never
-// compete for the machine. A system that fails to start or to run gets a row with its error.
+// compete for the machine, and with the memory the one before left behind released first. A
+// system that fails to start or to run gets a row with its error.
 func Compare(ctx context.Context, systems []System, run func(ctx context.Context, d Driver) (Result, error), log io.Writer) []CompareRow {
 	rows := make([]CompareRow, 0, len(systems))
 	for _, s := range systems {
@@ -35,6 +38,7 @@ func Compare(ctx context.Context, systems []System, run func(ctx context.Context
 			fmt.Fprintf(log, "== %s\n", s.Name)
 		}
 		row := CompareRow{System: s.Name}
+		ReleaseMemory()
 		d, err := s.Open(ctx)
 		if err == nil {
 			row.Result, err = run(ctx, d)
@@ -88,4 +92,13 @@ func RunWorkload(ctx context.Context, d Driver, w Workload, progress io.Writer) 
 		return E2E(ctx, d, c)
 	}
 	return Produce(ctx, d, c)
+}
+
+// ReleaseMemory collects the garbage of whatever ran before in this process and returns the
+// freed memory to the system, so that a run does not pay for its predecessor's heap: an
+// in-process kfake keeps every record it was sent (2.4 GB of heap after a 1 GB run), and the
+// Sluice runs after it in the same compare ran at a third of the first run's throughput.
+func ReleaseMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }

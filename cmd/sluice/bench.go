@@ -261,6 +261,7 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 // 2-core test VM, 1 KiB produce runs back to back in one process fell from 528 k to 270 k
 // records/s, while runs after a sync and a pause each gave 1.0 to 1.1 M.
 func settle(ctx context.Context, pause time.Duration) error {
+	bench.ReleaseMemory()
 	syscall.Sync()
 	t := time.NewTimer(pause)
 	defer t.Stop()
