@@ -392,6 +392,7 @@ records (default 100000) of --record-size bytes by a producer, reported on stder
 				}
 				fmt.Fprintf(stderr, "filled %s: ", c.Topic)
 				fr.WriteSummary(stderr)
+				bench.ReleaseMemory() // the producer's buffers are not the consumer's to collect
 			}
 			return bench.Consume(ctx, d, c)
 		}),
