@@ -77,6 +77,27 @@ func TestOpenLoopLatencyShowsStalls(t *testing.T) {
 	}
 }
 
+// TestProbeTopicDeleteFailureIsOnlyReported: a probe topic that cannot be deleted is said in
+// the progress output; the run's figures do not depend on it.
+func TestProbeTopicDeleteFailureIsOnlyReported(t *testing.T) {
+	d := undeletable{newMemDriver()}
+	var progress strings.Builder
+	c := Config{Topic: "u", CreateTopic: true, RecordSize: 16, RateOfMax: 0.5, Progress: &progress,
+		ProbeDuration: 100 * time.Millisecond, Duration: 100 * time.Millisecond}
+	r, err := Produce(context.Background(), d, c)
+	if err != nil || r.Records == 0 {
+		t.Fatalf("run: %d records, %v", r.Records, err)
+	}
+	if !strings.Contains(progress.String(), "could not delete probe topic u-probe-0: no") {
+		t.Errorf("progress does not report the failed delete:\n%s", progress.String())
+	}
+}
+
+// undeletable is a memDriver whose topics cannot be deleted.
+type undeletable struct{ *memDriver }
+
+func (undeletable) DeleteTopic(context.Context, string) error { return errors.New("no") }
+
 // TestFlatOutHasNoSendLag: without a schedule there is nothing to be late for.
 func TestFlatOutHasNoSendLag(t *testing.T) {
 	clock := newFakeClock()
