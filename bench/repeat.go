@@ -121,6 +121,10 @@ func (r Repeated) WriteSummary(w io.Writer) {
 			l.P50, sp("latency_ms.p50", "%.3f"), l.P99, sp("latency_ms.p99", "%.3f"),
 			l.P999, sp("latency_ms.p999", "%.3f"), l.Max, sp("latency_ms.max", "%.3f"))
 	}
+	if l := r.SendLagMs; l != (Latency{}) {
+		fmt.Fprintf(w, "harness send lag ms (included above): p50 %.3f%s  p99 %.3f%s  max %.3f%s\n",
+			l.P50, sp("send_lag_ms.p50", "%.3f"), l.P99, sp("send_lag_ms.p99", "%.3f"), l.Max, sp("send_lag_ms.max", "%.3f"))
+	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d in all (first: %s)\n", r.Errors, r.FirstError)
 	}

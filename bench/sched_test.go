@@ -93,6 +93,29 @@ func TestProbeTopicDeleteFailureIsOnlyReported(t *testing.T) {
 	}
 }
 
+// TestFailedProbeTopicIsDeleted: a probe that ends in an error (here its context is
+// cancelled mid-probe) still has its topic deleted, so that a long-lived broker does not keep
+// it for the next run's probe to read.
+func TestFailedProbeTopicIsDeleted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := newMemDriver()
+	d.sendHook = func(n int64) {
+		if n == 50 {
+			cancel()
+		}
+	}
+	c := Config{Topic: "f", CreateTopic: true, RecordSize: 16, RateOfMax: 0.5, ProbeDuration: time.Minute, Duration: time.Minute}
+	if _, err := Produce(ctx, d, c); err == nil {
+		t.Fatal("a cancelled probe: want an error")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, kept := d.mu.topics["f-probe-0"]; kept || !slices.Contains(d.mu.deleted, "f-probe-0") {
+		t.Errorf("the failed probe's topic was not deleted (deleted: %v)", d.mu.deleted)
+	}
+}
+
 // undeletable is a memDriver whose topics cannot be deleted.
 type undeletable struct{ *memDriver }
 
@@ -158,13 +181,50 @@ func TestSleeperAlarmOnlyForSlowRuns(t *testing.T) {
 		{NewPacer(time.Time{}, 0), false},
 	} {
 		s := c.NewSleeper(tc.pacer.processInterval()).(*realSleeper)
-		want := tc.alarm && runtime.GOOS == "linux"
+		want := tc.alarm && alarmsWork
 		if got := s.alarm != nil; got != want {
 			t.Errorf("pacer %+v: alarm %v, want %v", tc.pacer, got, want)
 		}
 		s.Close()
 	}
 }
+
+// alarmsWork: this system can make an alarm (no timerfd elsewhere than Linux, nor under a
+// sandbox that refuses it).
+var alarmsWork = func() bool {
+	a, err := newAlarm()
+	if err != nil {
+		return false
+	}
+	a.close()
+	return runtime.GOOS == "linux"
+}()
+
+// TestSleeperGoesOnWhenTheAlarmFails: an alarm that cannot be set is dropped, and the wait
+// still ends at its due time, on Go's timer alone.
+func TestSleeperGoesOnWhenTheAlarmFails(t *testing.T) {
+	c := newRealClock()
+	a := &failingAlarm{}
+	s := &realSleeper{alarm: a}
+	due := c.Now().Add(2 * time.Millisecond)
+	if err := s.SleepUntil(context.Background(), due); err != nil {
+		t.Fatalf("SleepUntil with a failing alarm: %v", err)
+	}
+	if c.Now().Before(due) {
+		t.Error("woke before the due time")
+	}
+	if s.alarm != nil || !a.closed {
+		t.Errorf("alarm kept (%v) or not closed (%v) after it failed", s.alarm != nil, a.closed)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+type failingAlarm struct{ closed bool }
+
+func (a *failingAlarm) set(time.Duration) error { return errors.New("refused") }
+func (a *failingAlarm) close() error            { a.closed = true; return nil }
 
 // TestRealSleeperCancels: a wait ends with the context, long before its due time.
 func TestRealSleeperCancels(t *testing.T) {
