@@ -256,8 +256,9 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 	}
 }
 
-// settle runs between repeated runs: it writes every dirty page back (sync(2)) and waits
-// pause, so that one run's writeback and freed memory do not fall into the next. On the
+// settle runs between repeated runs: it releases the process's garbage to the system
+// (bench.ReleaseMemory), writes every dirty page back (sync(2)) and waits pause, so that one
+// run's heap, writeback and freed memory do not fall into the next. On the
 // 2-core test VM, 1 KiB produce runs back to back in one process fell from 528 k to 270 k
 // records/s, while runs after a sync and a pause each gave 1.0 to 1.1 M.
 func settle(ctx context.Context, pause time.Duration) error {
