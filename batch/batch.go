@@ -277,8 +277,8 @@ func Next(buf []byte) (b Batch, rest []byte, err error) {
 
 func be64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
-// putHeader writes every header field of b except baseOffset, leader epoch
-// and CRC, which the caller stamps.
+// putHeader writes every header field of b but the CRC, which covers the records too: baseOffset
+// 0 and leader epoch -1 (the broker stamps both).
 func putHeader(b []byte, attrs int16, lastOffsetDelta int32, baseTs, maxTs int64,
 	producerID int64, producerEpoch int16, baseSequence, count int32) {
 	binary.BigEndian.PutUint64(b[offBaseOffset:], 0)
@@ -293,5 +293,4 @@ func putHeader(b []byte, attrs int16, lastOffsetDelta int32, baseTs, maxTs int64
 	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(producerEpoch))
 	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(baseSequence))
 	binary.BigEndian.PutUint32(b[offRecordsCount:], uint32(count))
-	Batch(b).updateCRC()
 }

@@ -1,8 +1,10 @@
 package batch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 )
 
 // Producer-state sentinels, as Kafka writes them for a producer that is
@@ -69,6 +71,13 @@ type Builder struct {
 	buf []byte
 	// out holds the compressed batch when opts.Compression != None.
 	out []byte
+	// recordsCRC is the CRC-32C of buf[HeaderSize:crcTo], taken while an uncompressed batch's
+	// records are appended, a chunk at a time while they are still in the appending core's
+	// cache; Build checksums the rest and combines it with the header's checksum. Re-reading
+	// a megabyte batch at Build, on the sender's core, ran at a third of the speed
+	// (BENCHMARKS.md). Invariant: HeaderSize <= crcTo <= len(buf).
+	recordsCRC uint32
+	crcTo      int
 	// n is the number of records appended.
 	n             int32
 	baseTs, maxTs int64
@@ -87,6 +96,7 @@ func NewBuilder(opts BuilderOptions) *Builder {
 func (b *Builder) Reset(opts BuilderOptions) {
 	b.opts = opts
 	b.buf = b.buf[:HeaderSize]
+	b.recordsCRC, b.crcTo = 0, HeaderSize
 	b.n = 0
 	b.baseTs, b.maxTs = 0, 0
 	b.built = nil
@@ -185,7 +195,21 @@ func (b *Builder) Append(r *Record) {
 	b.buf = buf
 	b.n++
 	b.built = nil
+	if len(buf)-b.crcTo >= crcChunk && len(buf) >= crcRunningMin && b.opts.Compression == None {
+		b.recordsCRC = crc32.Update(b.recordsCRC, castagnoli, buf[b.crcTo:])
+		b.crcTo = len(buf)
+	}
 }
+
+// The running checksum starts once an uncompressed batch holds crcRunningMin bytes (still in
+// the appending core's L2 cache) and then takes crcChunk bytes at a time (inside its L1 data
+// cache, and enough to make the call's overhead negligible). Smaller batches are checksummed
+// whole at Build: joining two checksums costs about 0.6 µs, a quarter of a 16 KiB batch's
+// encoding.
+const (
+	crcRunningMin = 64 << 10
+	crcChunk      = 8 << 10
+)
 
 // Build returns the finished batch: records compressed once with the
 // configured codec, header filled in, CRC computed, baseOffset 0 and
@@ -228,6 +252,14 @@ func (b *Builder) Build() (Batch, error) {
 		attrs |= AttrTransactional
 	}
 	putHeader(out, attrs, b.n-1, b.baseTs, b.maxTs, o.ProducerID, o.ProducerEpoch, o.BaseSequence, b.n)
+	if o.Compression == None && b.crcTo > HeaderSize {
+		b.recordsCRC = crc32.Update(b.recordsCRC, castagnoli, out[b.crcTo:])
+		b.crcTo = len(out)
+		headerCRC := crc32.Checksum(out[CRCStart:HeaderSize], castagnoli)
+		binary.BigEndian.PutUint32(out[offCRC:], crcCombine(headerCRC, b.recordsCRC, len(out)-HeaderSize))
+	} else {
+		Batch(out).updateCRC()
+	}
 	b.built = Batch(out[:len(out):len(out)])
 	return b.built, nil
 }

@@ -139,6 +139,7 @@ func FuzzIter(f *testing.F) {
 		b := make([]byte, HeaderSize, HeaderSize+len(records))
 		b = append(b, records...)
 		putHeader(b, int16(attrs), lastDelta, 1000, 2000, -1, -1, -1, count)
+		Batch(b).updateCRC()
 		before := heapAllocBytes(sample)
 		it := Batch(b).Iter(IterOptions{MaxDecompressed: limit, Decompressor: &d})
 		var r Record
