@@ -70,13 +70,17 @@ func Compare(ctx context.Context, systems []System, run func(ctx context.Context
 // WriteCompareTable prints the rows as a table.
 func WriteCompareTable(w io.Writer, rows []CompareRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\trecords/s\tMB/s\tp99 ms\tvs first\t")
+	fmt.Fprintln(tw, "system\trecords/s\tMB/s\tp99 ms\tCPU s/GB\tvs first\t")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t  error: %s\n", r.System, r.Error)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t  error: %s\n", r.System, r.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.3f\t%.2fx\t\n", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, r.Result.LatencyMs.P99, r.Ratio)
+		perGB := "-"
+		if res := r.Result; res.CPUSeconds > 0 && res.Bytes > 0 {
+			perGB = fmt.Sprintf("%.2f", res.CPUSeconds/(float64(res.Bytes)/1e9))
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.3f\t%s\t%.2fx\t\n", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, r.Result.LatencyMs.P99, perGB, r.Ratio)
 	}
 	tw.Flush()
 }

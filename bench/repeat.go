@@ -38,6 +38,7 @@ var figures = []struct {
 	{"send_lag_ms.p99", func(r *Result) *float64 { return &r.SendLagMs.P99 }},
 	{"send_lag_ms.p999", func(r *Result) *float64 { return &r.SendLagMs.P999 }},
 	{"send_lag_ms.max", func(r *Result) *float64 { return &r.SendLagMs.Max }},
+	{"cpu_seconds", func(r *Result) *float64 { return &r.CPUSeconds }},
 	{"rss_peak_mb", func(r *Result) *float64 { return &r.RSSPeakMB }},
 	{"heap_inuse_mb", func(r *Result) *float64 { return &r.HeapInuseMB }},
 }
@@ -127,6 +128,9 @@ func (r Repeated) WriteSummary(w io.Writer) {
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d in all (first: %s)\n", r.Errors, r.FirstError)
+	}
+	if line := r.cpuLine(); line != "" {
+		fmt.Fprintf(w, "%s (of the medians; cpu seconds%s)\n", line, sp("cpu_seconds", "%.2f"))
 	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB%s, Go heap in use %.1f MB%s\n", r.RSSPeakMB, sp("rss_peak_mb", "%.1f"), r.HeapInuseMB, sp("heap_inuse_mb", "%.1f"))
 }

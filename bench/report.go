@@ -35,9 +35,13 @@ type Result struct {
 	// after their due times: part of LatencyMs that the system under test did not cause.
 	SendLagMs Latency `json:"send_lag_ms,omitzero"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
-	LatencyClamped int64   `json:"latency_clamped,omitempty"`
-	RSSPeakMB      float64 `json:"rss_peak_mb"`
-	HeapInuseMB    float64 `json:"heap_inuse_mb"`
+	LatencyClamped int64 `json:"latency_clamped,omitempty"`
+	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
+	// any in-process broker or peer) over the measured window: from the end of the warm-up
+	// (consume: the first record) to the end of the run. Zero where the system does not say.
+	CPUSeconds  float64 `json:"cpu_seconds,omitempty"`
+	RSSPeakMB   float64 `json:"rss_peak_mb"`
+	HeapInuseMB float64 `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
 	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
@@ -80,7 +84,26 @@ func (r Result) WriteSummary(w io.Writer) {
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d (first: %s)\n", r.Errors, r.FirstError)
 	}
+	if line := r.cpuLine(); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
+}
+
+// cpuLine describes the run's CPU time: in all, as cores kept busy over the measured time, and
+// per GB of record values moved (the figure to compare across machines and runs).
+func (r Result) cpuLine() string {
+	if r.CPUSeconds <= 0 {
+		return ""
+	}
+	line := fmt.Sprintf("cpu: %.2f s", r.CPUSeconds)
+	if r.Seconds > 0 {
+		line += fmt.Sprintf(", %.2f cores", r.CPUSeconds/r.Seconds)
+	}
+	if r.Bytes > 0 {
+		line += fmt.Sprintf(", %.2f s per GB", r.CPUSeconds/(float64(r.Bytes)/1e9))
+	}
+	return line
 }
 
 // WriteJSON writes v as one JSON object and a newline.

@@ -452,6 +452,8 @@ type schedule struct {
 	start, measureStart, end time.Time // end is zero in Records mode
 	records                  int64
 	measuredSent             atomic.Int64 // measured records claimed by producers (Records mode)
+	// cpu's window begins when a producer sends its first measured record.
+	cpu cpuMeter
 }
 
 // quotaChunk is how many measured records a producer claims at a time in Records mode: the
@@ -476,14 +478,19 @@ func (s *schedule) claim(n int64) int64 {
 // quota is one producer's view of the schedule: its stop reports whether to stop before
 // sending a record due at due. Owned by the producer's goroutine.
 type quota struct {
-	sc   *schedule
-	left int64 // measured records claimed and not yet sent
+	sc       *schedule
+	left     int64 // measured records claimed and not yet sent
+	measured bool  // this producer has reached the measurement
 }
 
 func (q *quota) stop(due time.Time) bool {
 	sc := q.sc
 	if due.Before(sc.measureStart) {
 		return false
+	}
+	if !q.measured {
+		q.measured = true
+		sc.cpu.begin()
 	}
 	if sc.records <= 0 {
 		return !due.Before(sc.end)
@@ -610,12 +617,14 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	go progress(c, func() []*stats { return all }, sc.start, sc.measureStart, true, stop, &wg, &timeline)
 	err = wait()
 	end := c.Clock.Now()
+	sc.cpu.mark()
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
 	if c.Rate > 0 {
 		r.SendLagMs = mergeLag(all)
 	}
+	r.CPUSeconds = sc.cpu.seconds()
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(end.Sub(sc.measureStart).Seconds())
@@ -648,6 +657,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	var (
 		received    atomic.Int64
 		first, last atomic.Int64 // ns since start
+		cpu         cpuMeter     // from the first record received
 	)
 	start := c.Clock.Now()
 	first.Store(-1)
@@ -681,7 +691,9 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 					continue
 				}
 				now := int64(c.Clock.Now().Sub(start))
-				first.CompareAndSwap(-1, now)
+				if first.CompareAndSwap(-1, now) {
+					cpu.begin()
+				}
 				last.Store(now)
 				var b int64
 				for _, m := range msgs {
@@ -706,9 +718,11 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 			cancel()
 		}
 	}
+	cpu.mark()
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
+	r.CPUSeconds = cpu.seconds()
 	r.Name, r.Driver, r.Mode, r.Timeline = c.Name, d.Name(), ModeConsume, timeline
 	secs := 0.0
 	if f := first.Load(); f >= 0 {
@@ -856,6 +870,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	sc.cpu.mark()
 	cancel()
 	var cerr error
 	for range consumers {
@@ -874,6 +889,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError
 	}
+	r.CPUSeconds = sc.cpu.seconds()
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeE2E, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish((time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())

@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"sync"
+	"time"
+)
+
+// cpuMeter measures the CPU time the process spends in a run's measured window: user and
+// system time of every thread, so the client, the harness and an in-process broker together.
+// Throughput on a shared machine moves with what else runs; the CPU a run costs per byte moves
+// much less, and cores used (CPU time over wall time) tells a run bound by CPU from one bound by
+// waiting. The zero value is ready; begin and end may be called from any goroutine.
+type cpuMeter struct {
+	mu      sync.Mutex
+	started bool
+	ok      bool // the system reports the process's CPU time
+	start   time.Duration
+	last    time.Duration // the latest reading since start (mark)
+}
+
+// begin starts the window now; later calls do nothing.
+func (m *cpuMeter) begin() {
+	now, ok := processCPU()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started {
+		m.started, m.ok, m.start, m.last = true, ok, now, now
+	}
+}
+
+// mark moves the window's end to now, if it has begun.
+func (m *cpuMeter) mark() {
+	now, ok := processCPU()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started && ok && now > m.last {
+		m.last = now
+	}
+}
+
+// seconds returns the CPU time between begin and the last mark, 0 if the window never began
+// or the system does not report CPU time.
+func (m *cpuMeter) seconds() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started || !m.ok {
+		return 0
+	}
+	return (m.last - m.start).Seconds()
+}
