@@ -264,6 +264,7 @@ type Producer struct {
 
 	batches  batchPool
 	requests sync.Pool // *produceRequest
+	clock    recordClock
 
 	// Flush waiters sleep on flushCh, which completions close (and replace) while
 	// flushWaiters > 0.
@@ -380,7 +381,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 	}
 	ts := r.Timestamp
 	if ts.IsZero() {
-		ts = time.Now()
+		ts = p.clock.now()
 	}
 
 	part, sticky := r.Partition, false
