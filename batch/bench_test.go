@@ -8,12 +8,11 @@ import (
 // batchSize is Kafka's default batch.size: the builder is closed near it.
 const batchSize = 16 << 10
 
-// BenchmarkBuilderAppend measures the producer's per-record cost: each op is
-// one Append, and a batch is built and reset whenever it reaches batch.size,
-// so Build's share is amortised as in a real accumulator.
-// BenchmarkBuilderAppend appends records and builds each full batch. The 1 MiB batches take
-// the running checksum (crcRunningMin); on one core the data is hot either way, so this shows
-// its cost, not the cross-core saving end-to-end runs measure.
+// BenchmarkBuilderAppend measures the producer's per-record cost: each op is one Append, and
+// a batch is built and reset whenever it reaches its size, so Build's share is amortised as in
+// a real accumulator. The 1 MiB batches take the running checksum (crcRunningMin); on one core
+// the data is in cache either way, so this shows its cost, not the cross-core saving that
+// end-to-end runs measure.
 func BenchmarkBuilderAppend(b *testing.B) {
 	for _, bc := range []struct{ size, batchSize int }{{100, batchSize}, {1 << 10, batchSize}, {1 << 10, 1 << 20}} {
 		size, batchSize := bc.size, bc.batchSize

@@ -14,8 +14,9 @@ package batch
 // castagnoliPoly is the reflected Castagnoli polynomial (crc32.Castagnoli).
 const castagnoliPoly = 0x82f63b78
 
-// x2nTable[k] is x^(2^k) mod P; 64 entries cover every int length without assuming the
-// order of x modulo P.
+// x2nTable[k] is x^(2^k) mod P. xPow8n reads entry 3+b for bit b of a length, so 64 entries
+// cover lengths below 2^61 (a batch is at most MaxBatchSize) without relying on the order of x
+// modulo P to wrap around.
 var x2nTable = func() (t [64]uint32) {
 	t[0] = 1 << 30 // x^1
 	for k := 1; k < len(t); k++ {

@@ -89,6 +89,9 @@ func TestBuilderRunningCRC(t *testing.T) {
 			}
 			check(t, bt, i+1)
 		}
+		if running := bl.EstimatedSize() >= crcRunningMin; running != (bl.crcTo > HeaderSize) {
+			t.Fatalf("%d bytes: running checksum covers up to %d", bl.EstimatedSize(), bl.crcTo)
+		}
 		bl.SetProducerState(77, 3, 1000)
 		bt, err := bl.Build()
 		if err != nil {

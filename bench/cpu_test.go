@@ -158,3 +158,38 @@ func TestCompareTableShowsCPUPerGB(t *testing.T) {
 		t.Errorf("error row: %q", lines[3])
 	}
 }
+
+// markSoon reads the CPU time at most once per cpuMarkEvery of the caller's clock, so that a
+// run's window can end with its last record without a getrusage per Poll.
+func TestCPUMarkSoon(t *testing.T) {
+	if _, ok := processCPU(); !ok {
+		t.Skip("no process CPU time on this system")
+	}
+	var m cpuMeter
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.markSoon(t0) // before begin: nothing
+	if m.seconds() != 0 {
+		t.Fatal("window before begin")
+	}
+	m.begin()
+	burnFor := func(d time.Duration) {
+		for spent := time.Duration(0); spent < d; {
+			spent += burn()
+		}
+	}
+	burnFor(5 * time.Millisecond)
+	m.markSoon(t0.Add(time.Hour))
+	first := m.seconds()
+	if first <= 0 {
+		t.Fatalf("window %v s after a mark", first)
+	}
+	burnFor(5 * time.Millisecond)
+	m.markSoon(t0.Add(time.Hour + cpuMarkEvery/2)) // too soon: no reading
+	if got := m.seconds(); got != first {
+		t.Errorf("a mark %v after the last read the clock: %v -> %v s", cpuMarkEvery/2, first, got)
+	}
+	m.markSoon(t0.Add(time.Hour + cpuMarkEvery))
+	if got := m.seconds(); got <= first {
+		t.Errorf("a mark %v after the last did not read the clock: %v -> %v s", cpuMarkEvery, first, got)
+	}
+}

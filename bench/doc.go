@@ -23,8 +23,9 @@
 //   - Throughput is counted from the end of the warm-up to the last acknowledgement (produce),
 //     or from the first to the last record received (consume).
 //   - CPU (Result.CPUSeconds) is the process's user and system time over the same window
-//     (consume: from the first record to the end), client, harness and any in-process broker
-//     together; the summary shows it as cores kept busy and seconds per GB (cpu.go).
+//     (within 5 ms of its end, for runs that end with a wait for more records), client,
+//     harness and any in-process broker together; the summary shows it as cores kept busy and
+//     seconds per GB (cpu.go).
 //   - MB/s is 10^6 bytes per second of record values (and keys); "gbps" in the limits report is
 //     GB/s, 10^9 bytes per second, so the two compare directly.
 //

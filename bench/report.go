@@ -37,8 +37,9 @@ type Result struct {
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
-	// any in-process broker or peer) over the measured window: from the end of the warm-up
-	// (consume: the first record) to the end of the run. Zero where the system does not say.
+	// any in-process broker or peer) over the measured window: from the first measured send
+	// (consume: the first record received) to the last record (within 5 ms). Zero where the
+	// system does not say.
 	CPUSeconds  float64 `json:"cpu_seconds,omitempty"`
 	RSSPeakMB   float64 `json:"rss_peak_mb"`
 	HeapInuseMB float64 `json:"heap_inuse_mb"`

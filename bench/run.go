@@ -478,19 +478,14 @@ func (s *schedule) claim(n int64) int64 {
 // quota is one producer's view of the schedule: its stop reports whether to stop before
 // sending a record due at due. Owned by the producer's goroutine.
 type quota struct {
-	sc       *schedule
-	left     int64 // measured records claimed and not yet sent
-	measured bool  // this producer has reached the measurement
+	sc   *schedule
+	left int64 // measured records claimed and not yet sent
 }
 
 func (q *quota) stop(due time.Time) bool {
 	sc := q.sc
 	if due.Before(sc.measureStart) {
 		return false
-	}
-	if !q.measured {
-		q.measured = true
-		sc.cpu.begin()
 	}
 	if sc.records <= 0 {
 		return !due.Before(sc.end)
@@ -519,10 +514,23 @@ func newSchedule(c Config) *schedule {
 func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer, lag *Histogram,
 	value func(i int64, due time.Time) []byte) error {
 	q := &quota{sc: sc}
-	send := func(i int64, due time.Time) { p.Send(ctx, nil, value(i, due), due) }
+	// The run's CPU window begins with the first measured send of any producer: here, after
+	// the pacer's wait, not in q.stop, which Pace asks before waiting for the due time.
+	measuring := false
+	send := func(i int64, due time.Time) {
+		if !measuring && !due.Before(sc.measureStart) {
+			measuring = true
+			sc.cpu.begin()
+		}
+		p.Send(ctx, nil, value(i, due), due)
+	}
 	if pacer.OpenLoop() {
 		send = func(i int64, due time.Time) {
 			if !due.Before(sc.measureStart) {
+				if !measuring {
+					measuring = true
+					sc.cpu.begin()
+				}
 				lag.Record(c.Clock.Now().Sub(due))
 			}
 			p.Send(ctx, nil, value(i, due), due)
@@ -695,6 +703,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 					cpu.begin()
 				}
 				last.Store(now)
+				cpu.markSoon(start.Add(time.Duration(now)))
 				var b int64
 				for _, m := range msgs {
 					b += int64(len(m.Value))
@@ -718,7 +727,9 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 			cancel()
 		}
 	}
-	cpu.mark()
+	if c.Records > 0 {
+		cpu.mark() // the run ended with the last record it wanted, not after a wait
+	}
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
@@ -827,6 +838,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 				if got > 0 {
 					received.Add(got)
 					lastRecv.Store(int64(now))
+					sc.cpu.markSoon(base.Add(now))
 				}
 			}
 		}()
@@ -870,7 +882,9 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	sc.cpu.mark()
+	if werr == nil {
+		sc.cpu.mark() // every record arrived, just now: no idle wait to leave out
+	}
 	cancel()
 	var cerr error
 	for range consumers {
