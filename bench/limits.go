@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
@@ -41,10 +42,14 @@ type LimitsResult struct {
 	SendfileUnix  float64 `json:"sendfile_unix_gbps"`
 	DiskWrite     float64 `json:"disk_write_gbps"`
 	Fdatasync1MiB float64 `json:"fdatasync_1mib_gbps"`
-	Dir           string  `json:"dir"`
-	Seconds       float64 `json:"seconds"`
-	RSSPeakMB     float64 `json:"rss_peak_mb"`
-	HeapInuseMB   float64 `json:"heap_inuse_mb"`
+	// CRC32CMemory is one core's CRC-32C over data that is in no cache, as the broker's check
+	// of a produced batch and a consumer's check of a fetched one mostly find it: next to the
+	// copies the socket probes measure, it bounds what one core can do per byte.
+	CRC32CMemory float64 `json:"crc32c_memory_gbps"`
+	Dir          string  `json:"dir"`
+	Seconds      float64 `json:"seconds"`
+	RSSPeakMB    float64 `json:"rss_peak_mb"`
+	HeapInuseMB  float64 `json:"heap_inuse_mb"`
 }
 
 // WriteSummary prints r for people.
@@ -55,6 +60,7 @@ func (r LimitsResult) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "sendfile over unix       %6.2f GB/s\n", r.SendfileUnix)
 	fmt.Fprintf(w, "sequential write         %6.2f GB/s  (%s)\n", r.DiskWrite, r.Dir)
 	fmt.Fprintf(w, "write + fdatasync 1 MiB  %6.2f GB/s\n", r.Fdatasync1MiB)
+	fmt.Fprintf(w, "CRC-32C from memory      %6.2f GB/s  (one core)\n", r.CRC32CMemory)
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
 }
 
@@ -91,6 +97,7 @@ func Limits(ctx context.Context, c LimitsConfig) (LimitsResult, error) {
 		{"sendfile unix", &r.SendfileUnix, func() (int64, time.Duration, error) { return sendfileProbe(ctx, "unix", sock, tmp, c) }},
 		{"disk write", &r.DiskWrite, func() (int64, time.Duration, error) { return diskProbe(ctx, tmp, c, false) }},
 		{"fdatasync", &r.Fdatasync1MiB, func() (int64, time.Duration, error) { return diskProbe(ctx, tmp, c, true) }},
+		{"crc32c", &r.CRC32CMemory, func() (int64, time.Duration, error) { return crcProbe(ctx, c) }},
 	}
 	for _, p := range probes {
 		n, d, err := p.run()
@@ -244,6 +251,38 @@ func sendfileProbe(ctx context.Context, network, addr, dir string, c LimitsConfi
 		return errors.Join(werr, serr)
 	})
 }
+
+// crcProbeBytes is the crc probe's buffer: larger than the last-level caches of the machines
+// this runs on (tens of MiB), so that each pass reads from memory, as the broker's check of a
+// request just copied from the socket by another core, or a consumer's of a fetch, mostly does.
+const crcProbeBytes = 64 << 20
+
+// crcProbe checksums 1 MiB chunks of a buffer larger than the caches, round and round, for
+// c.Duration or c.MaxBytes.
+func crcProbe(ctx context.Context, c LimitsConfig) (int64, time.Duration, error) {
+	buf := make([]byte, min(crcProbeBytes, max(c.MaxBytes, probeChunk)))
+	for i := range buf {
+		buf[i] = byte(i * 131)
+	}
+	table := crc32.MakeTable(crc32.Castagnoli)
+	var n int64
+	var sum uint32
+	start := time.Now()
+	for off := 0; n < c.MaxBytes && time.Since(start) < c.Duration; off = (off + probeChunk) % len(buf) {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		end := min(off+probeChunk, len(buf))
+		sum ^= crc32.Update(sum, table, buf[off:end])
+		n += int64(end - off)
+	}
+	d := time.Since(start)
+	crcSink = sum
+	return n, d, nil
+}
+
+// crcSink keeps the probe's checksums from being optimised away.
+var crcSink uint32
 
 // diskProbe writes 1 MiB chunks to a new file in dir (fdatasync after each with sync) for
 // c.Duration or a quarter of c.MaxBytes.

@@ -69,7 +69,7 @@ func TestLimitsJSONShapeAndTinyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := decodeOne(t, buf.Bytes())
-	for _, k := range []string{"tcp_stream_gbps", "unix_stream_gbps", "sendfile_tcp_gbps", "sendfile_unix_gbps", "disk_write_gbps", "fdatasync_1mib_gbps", "rss_peak_mb", "heap_inuse_mb"} {
+	for _, k := range []string{"tcp_stream_gbps", "unix_stream_gbps", "sendfile_tcp_gbps", "sendfile_unix_gbps", "disk_write_gbps", "fdatasync_1mib_gbps", "crc32c_memory_gbps", "rss_peak_mb", "heap_inuse_mb"} {
 		v, ok := m[k].(float64)
 		if !ok || v <= 0 {
 			t.Errorf("%s = %v, want a positive number", k, m[k])
