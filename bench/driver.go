@@ -66,6 +66,10 @@ type Producer interface {
 type ConsumerOptions struct {
 	Topic string
 	Group string // empty: no group, no commits
+	// FetchBytes is how many bytes one fetch may bring per partition (Kafka's
+	// max.partition.fetch.bytes; for JetStream, the byte limit of each pull request); 0 keeps
+	// the driver's default (Kafka's 1 MiB for Sluice and the Kafka driver).
+	FetchBytes int
 }
 
 // Consumer reads records; Poll returns a batch of them (their values may be reused after the

@@ -56,6 +56,9 @@ type Config struct {
 	LingerMs      int           // default 5 (negative: 0)
 
 	Group string // consumer group for consume runs (none by default)
+	// FetchBytes is the consumers' fetch size per partition (ConsumerOptions.FetchBytes; 0:
+	// the driver's default), as kafka-consumer-perf-test's --fetch-size.
+	FetchBytes int
 	// IdleTimeout ends a consume run that asked for all records (Records 0) when nothing has
 	// arrived for this long, and fails an e2e or counted consume run that waits longer than
 	// this for the records it expects (default 5 s).
@@ -130,6 +133,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("bench: acks %d: want -1 (all), 0 or 1", c.Acks)
 	case c.Warmup < 0:
 		return c, errors.New("bench: warm-up cannot be negative")
+	case c.FetchBytes < 0:
+		return c, errors.New("bench: fetch size cannot be negative")
 	}
 	return c, nil
 }
@@ -656,7 +661,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 		}
 	}()
 	for i := range c.Topics {
-		cs, err := d.NewConsumer(ctx, ConsumerOptions{Topic: c.TopicName(i), Group: c.Group})
+		cs, err := d.NewConsumer(ctx, ConsumerOptions{Topic: c.TopicName(i), Group: c.Group, FetchBytes: c.FetchBytes})
 		if err != nil {
 			return Result{}, fmt.Errorf("new consumer: %w", err)
 		}
@@ -789,7 +794,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		}
 	}()
 	for i := range c.Topics {
-		cs, err := d.NewConsumer(cctx, ConsumerOptions{Topic: c.TopicName(i)})
+		cs, err := d.NewConsumer(cctx, ConsumerOptions{Topic: c.TopicName(i), FetchBytes: c.FetchBytes})
 		if err != nil {
 			return Result{}, fmt.Errorf("new consumer: %w", err)
 		}

@@ -122,10 +122,15 @@ func (p *sluiceProducer) Close() error {
 // Poll, so the consumer reuses its fetch and decompression buffers (ReuseRecordBuffers), as an
 // application that processes records in place would.
 func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Consumer, error) {
-	c, err := client.NewConsumer(ctx, client.ConsumerConfig{
+	cfg := client.ConsumerConfig{
 		Config: d.config("sluice-bench-consumer"), GroupID: o.Group, AutoOffsetReset: client.OffsetResetEarliest,
 		ReuseRecordBuffers: true,
-	})
+	}
+	if o.FetchBytes > 0 {
+		cfg.MaxPartitionFetchBytes = o.FetchBytes
+		cfg.FetchMaxBytes = max(o.FetchBytes, defaultFetchMaxBytes)
+	}
+	c, err := client.NewConsumer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +170,9 @@ func (c *sluiceConsumer) Close() error {
 
 // Close implements Driver.
 func (d *SluiceDriver) Close() error { return d.admin.Close() }
+
+// defaultFetchMaxBytes is Kafka's fetch.max.bytes, kept unless a larger fetch size needs more.
+const defaultFetchMaxBytes = 50 << 20
 
 // Embedded is an in-process broker on a temporary data directory, listening on a loopback
 // TCP port and a unix socket.

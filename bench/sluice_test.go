@@ -34,3 +34,56 @@ func TestSluiceDriverDeletesTopics(t *testing.T) {
 		t.Errorf("CreateTopic after the delete: %v", err)
 	}
 }
+
+// TestSluiceDriverFetchSize: the fetch size reaches the Sluice consumer. With fetches of at most
+// one byte (the broker still sends the first batch whole, as Kafka's does) the records arrive
+// batch by batch over many polls; with the default 1 MiB, in a few.
+func TestSluiceDriverFetchSize(t *testing.T) {
+	br := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := NewSluiceDriver(ctx, "sluice-tcp", br.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.CreateTopic(ctx, "fetch", 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	p, err := d.NewProducer(ctx, ProducerOptions{Topic: "fetch", Acks: 1, Compression: "none", BatchSize: 1100, LingerMs: 5,
+		Ack: func(time.Time, int, error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 100)
+	for range n {
+		p.Send(ctx, nil, value, time.Now())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	polls := func(fetchBytes int) int {
+		c, err := d.NewConsumer(ctx, ConsumerOptions{Topic: "fetch", FetchBytes: fetchBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		polls := 0
+		for got := 0; got < n; polls++ {
+			msgs, err := c.Poll(ctx)
+			if err != nil {
+				t.Fatalf("fetch size %d: Poll after %d records: %v", fetchBytes, got, err)
+			}
+			got += len(msgs)
+		}
+		return polls
+	}
+	// About 110 batches of 9 records.
+	if small := polls(1); small < 40 {
+		t.Errorf("fetch size 1: %d polls for %d records, want one batch (or two) a poll", small, n)
+	}
+	if dflt := polls(0); dflt > 10 {
+		t.Errorf("default fetch size: %d polls for %d records, want a few", dflt, n)
+	}
+}

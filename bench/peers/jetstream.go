@@ -360,12 +360,19 @@ func (d *JetStreamDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOp
 		ch:     make(chan jetstream.Msg, 4096),
 		closed: make(chan struct{}),
 	}
+	// Pull requests of up to 1,024 messages; a fetch size caps their bytes as well (a message
+	// larger than the cap stalls the consumer: JetStream, unlike Kafka, does not hand over the
+	// first message whatever its size).
+	var limit jetstream.PullConsumeOpt = jetstream.PullMaxMessages(1024)
+	if opts.FetchBytes > 0 {
+		limit = jetstream.PullMaxMessagesWithBytesLimit(1024, opts.FetchBytes)
+	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case c.ch <- m:
 		case <-c.closed:
 		}
-	}, jetstream.PullMaxMessages(1024))
+	}, limit)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%s: consume %q: %w", d.name, stream, err)

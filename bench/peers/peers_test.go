@@ -24,8 +24,9 @@ func record(i int) []byte {
 }
 
 // roundTrip produces nRecords through the bench.Producer interface, flushes, and consumes them
-// all back through bench.Consumer, checking count, order (one partition) and content.
-func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, group string) {
+// all back through bench.Consumer (with copts' group and fetch size), checking count, order
+// (one partition) and content.
+func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, copts bench.ConsumerOptions) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -81,7 +82,8 @@ func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, group 
 		t.Fatalf("producer Close: %v", err)
 	}
 
-	c, err := d.NewConsumer(ctx, bench.ConsumerOptions{Topic: popts.Topic, Group: group})
+	copts.Topic = popts.Topic
+	c, err := d.NewConsumer(ctx, copts)
 	if err != nil {
 		t.Fatalf("NewConsumer: %v", err)
 	}
@@ -130,13 +132,17 @@ func TestKfakeRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		opts  bench.ProducerOptions
 		group string
+		fetch int
 	}{
 		{opts: bench.ProducerOptions{Acks: 1, Compression: "none", LingerMs: 0}},
 		{opts: bench.ProducerOptions{Acks: -1, Compression: "lz4", BatchSize: 16 << 10, LingerMs: 5}, group: "g1"},
 		{opts: bench.ProducerOptions{Acks: 0, Compression: "snappy", BatchSize: 1 << 20, LingerMs: 1}},
+		{opts: bench.ProducerOptions{Acks: 1, Compression: "gzip", BatchSize: 4 << 10, LingerMs: 1}, fetch: 1 << 10},
 	} {
 		tc.opts.Topic = fmt.Sprintf("t-acks%d-%s", tc.opts.Acks, tc.opts.Compression)
-		t.Run(tc.opts.Topic, func(t *testing.T) { roundTrip(t, d, tc.opts, tc.group) })
+		t.Run(tc.opts.Topic, func(t *testing.T) {
+			roundTrip(t, d, tc.opts, bench.ConsumerOptions{Group: tc.group, FetchBytes: tc.fetch})
+		})
 	}
 	// Creating an existing topic is not an error.
 	if err := d.CreateTopic(ctx, "t-acks1-none", 1); err != nil {
@@ -178,12 +184,16 @@ func TestJetStreamRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		opts  bench.ProducerOptions
 		group string
+		fetch int
 	}{
 		{opts: bench.ProducerOptions{Topic: "js.acks1", Acks: 1, Compression: "none"}},
 		{opts: bench.ProducerOptions{Topic: "js-acksall", Acks: -1, Compression: "zstd"}, group: "g.1"},
 		{opts: bench.ProducerOptions{Topic: "js-acks0", Acks: 0}},
+		{opts: bench.ProducerOptions{Topic: "js-fetch", Acks: 1}, fetch: 1 << 10},
 	} {
-		t.Run(StreamName(tc.opts.Topic), func(t *testing.T) { roundTrip(t, d, tc.opts, tc.group) })
+		t.Run(StreamName(tc.opts.Topic), func(t *testing.T) {
+			roundTrip(t, d, tc.opts, bench.ConsumerOptions{Group: tc.group, FetchBytes: tc.fetch})
+		})
 	}
 	checkDelete(t, d, "js.acks1")
 }

@@ -61,6 +61,7 @@ type benchOptions struct {
 	lingerMs    int
 	group       string
 	idleTimeout time.Duration
+	fetchSize   int
 }
 
 func benchCmd() *cobra.Command {
@@ -153,7 +154,7 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		Records: o.records, Duration: o.duration, Warmup: o.warmup,
 		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
 		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
-		BatchSize: o.batchSize, LingerMs: o.lingerMs, Group: o.group, IdleTimeout: o.idleTimeout,
+		BatchSize: o.batchSize, LingerMs: o.lingerMs, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
 		Progress: progress,
 	}, nil
 }
@@ -402,6 +403,7 @@ records (default 100000) of --record-size bytes by a producer, reported on stder
 	addRunFlags(cmd, &o)
 	cmd.Flags().StringVar(&o.group, "group", "", "consumer group (resume from and commit to its offsets)")
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Second, "stop (all records) or fail (--records) when nothing arrives for this long")
+	addFetchFlag(cmd, &o)
 	return cmd
 }
 
@@ -438,7 +440,13 @@ median wait under 5 ms plus two lingers (each --warmup plus --probe long). The s
 		}
 	}
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Second, "fail when records stop arriving for this long")
+	addFetchFlag(cmd, &o)
 	return cmd
+}
+
+// addFetchFlag adds --fetch-size to commands that consume.
+func addFetchFlag(cmd *cobra.Command, o *benchOptions) {
+	cmd.Flags().IntVar(&o.fetchSize, "fetch-size", 0, "bytes one fetch may bring per partition (max.partition.fetch.bytes; for JetStream, each pull request's byte limit); default the driver's, Kafka's 1 MiB")
 }
 
 func benchRunCmd() *cobra.Command {
@@ -582,6 +590,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.IntVar(&o.runs, "runs", 1, "run the whole comparison this many times and report each system's medians (the report draws the last run)")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between comparisons")
 	addRunFlags(cmd, &o)
+	addFetchFlag(cmd, &o) // for --mode e2e
 	return cmd
 }
 

@@ -80,7 +80,7 @@ func TestBenchConsumeSmoke(t *testing.T) {
 	dir := t.TempDir()
 	prof, tr := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "run.trace")
 	m := benchJSON(t, "consume", "--embedded", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100",
-		"--cpuprofile", prof, "--trace", tr)
+		"--fetch-size", "65536", "--cpuprofile", prof, "--trace", tr)
 	checkRun(t, m, "consume", 3000)
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
 		t.Errorf("CPU profile: %v, %v", fi, err)
@@ -212,6 +212,7 @@ func TestBenchBadArguments(t *testing.T) {
 		{"produce", "--embedded", "--acks", "2", "--records", "1"},
 		{"e2e", "--embedded", "--record-size", "8", "--records", "1"},
 		{"compare", "--mode", "consume"},
+		{"consume", "--embedded", "--records", "1", "--fetch-size", "-1"},
 	} {
 		if _, _, err := runBench(t, args...); err == nil {
 			t.Errorf("sluice bench %s: want an error", strings.Join(args, " "))
