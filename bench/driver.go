@@ -67,8 +67,8 @@ type ConsumerOptions struct {
 	Topic string
 	Group string // empty: no group, no commits
 	// FetchBytes is how many bytes one fetch may bring per partition (Kafka's
-	// max.partition.fetch.bytes; for JetStream, the byte limit of each pull request); 0 keeps
-	// the driver's default (Kafka's 1 MiB for Sluice and the Kafka driver).
+	// max.partition.fetch.bytes); 0 keeps the driver's default (Kafka's 1 MiB for Sluice and
+	// the Kafka driver). A driver without an equivalent refuses a non-zero one.
 	FetchBytes int
 }
 

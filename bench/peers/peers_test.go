@@ -189,11 +189,13 @@ func TestJetStreamRoundTrip(t *testing.T) {
 		{opts: bench.ProducerOptions{Topic: "js.acks1", Acks: 1, Compression: "none"}},
 		{opts: bench.ProducerOptions{Topic: "js-acksall", Acks: -1, Compression: "zstd"}, group: "g.1"},
 		{opts: bench.ProducerOptions{Topic: "js-acks0", Acks: 0}},
-		{opts: bench.ProducerOptions{Topic: "js-fetch", Acks: 1}, fetch: 1 << 10},
 	} {
 		t.Run(StreamName(tc.opts.Topic), func(t *testing.T) {
 			roundTrip(t, d, tc.opts, bench.ConsumerOptions{Group: tc.group, FetchBytes: tc.fetch})
 		})
+	}
+	if _, err := d.NewConsumer(ctx, bench.ConsumerOptions{Topic: "js.acks1", FetchBytes: 1 << 20}); err == nil {
+		t.Error("a JetStream consumer with a fetch size: want an error")
 	}
 	checkDelete(t, d, "js.acks1")
 }

@@ -446,7 +446,7 @@ median wait under 5 ms plus two lingers (each --warmup plus --probe long). The s
 
 // addFetchFlag adds --fetch-size to commands that consume.
 func addFetchFlag(cmd *cobra.Command, o *benchOptions) {
-	cmd.Flags().IntVar(&o.fetchSize, "fetch-size", 0, "bytes one fetch may bring per partition (max.partition.fetch.bytes; for JetStream, each pull request's byte limit); default the driver's, Kafka's 1 MiB")
+	cmd.Flags().IntVar(&o.fetchSize, "fetch-size", 0, "bytes one fetch may bring per partition (max.partition.fetch.bytes; Sluice and Kafka drivers, the JetStream driver refuses it); default Kafka's 1 MiB")
 }
 
 func benchRunCmd() *cobra.Command {
