@@ -128,7 +128,7 @@ func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Cons
 	}
 	if o.FetchBytes > 0 {
 		cfg.MaxPartitionFetchBytes = o.FetchBytes
-		cfg.FetchMaxBytes = max(o.FetchBytes, defaultFetchMaxBytes)
+		cfg.FetchMaxBytes = max(o.FetchBytes, KafkaFetchMaxBytes)
 	}
 	c, err := client.NewConsumer(ctx, cfg)
 	if err != nil {
@@ -171,8 +171,9 @@ func (c *sluiceConsumer) Close() error {
 // Close implements Driver.
 func (d *SluiceDriver) Close() error { return d.admin.Close() }
 
-// defaultFetchMaxBytes is Kafka's fetch.max.bytes, kept unless a larger fetch size needs more.
-const defaultFetchMaxBytes = 50 << 20
+// KafkaFetchMaxBytes is Kafka's default fetch.max.bytes, which drivers keep unless a larger
+// fetch size (ConsumerOptions.FetchBytes) needs more.
+const KafkaFetchMaxBytes = 50 << 20
 
 // Embedded is an in-process broker on a temporary data directory, listening on a loopback
 // TCP port and a unix socket.

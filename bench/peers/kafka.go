@@ -223,7 +223,7 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOption
 	}
 	if opts.FetchBytes > 0 {
 		co = append(co, kgo.FetchMaxPartitionBytes(int32(min(opts.FetchBytes, math.MaxInt32))),
-			kgo.FetchMaxBytes(int32(min(max(opts.FetchBytes, 50<<20), math.MaxInt32))))
+			kgo.FetchMaxBytes(int32(min(max(opts.FetchBytes, bench.KafkaFetchMaxBytes), math.MaxInt32))))
 	}
 	cl, err := kgo.NewClient(co...)
 	if err != nil {
