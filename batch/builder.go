@@ -172,7 +172,7 @@ func (b *Builder) Append(r *Record) {
 	}
 	body := b.bodySize(r)
 	buf := b.buf
-	if need := maxVarintLen + body; cap(buf)-len(buf) < need {
+	if need := varintLen(int64(body)) + body; cap(buf)-len(buf) < need {
 		// Grow once per record at most, geometrically, so that steady
 		// state (after Reset) never allocates.
 		nb := make([]byte, len(buf), max(2*cap(buf), len(buf)+need))

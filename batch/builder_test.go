@@ -304,4 +304,16 @@ func TestPrepareChangesNothingAndMakesRoom(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("appends into prepared room: %.0f allocations, want 0", allocs)
 	}
+	// A producer prepares a batch exactly as large as its partition's last one. The same
+	// records must fit without growing the buffer, though Append cannot know the last record's
+	// length prefix in advance (it used to demand room for the widest one, and doubled a
+	// megabyte batch at its last record).
+	exact := NewBuilder(DefaultBuilderOptions())
+	exact.Prepare(len(want))
+	for i := range recs {
+		exact.Append(&recs[i])
+	}
+	if exact.EstimatedSize() != len(want) || cap(exact.buf) != len(want) {
+		t.Errorf("batch of %d bytes prepared exactly: size %d, capacity %d (grown)", len(want), exact.EstimatedSize(), cap(exact.buf))
+	}
 }
