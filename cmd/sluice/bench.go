@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime"
 	"runtime/trace"
 	"slices"
 	"sort"
@@ -41,6 +42,7 @@ type benchOptions struct {
 	pause     time.Duration
 	cpuProf   string
 	traceFile string
+	memProf   string
 	report    string
 
 	topic       string
@@ -98,6 +100,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file")
 	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: scheduling, GC and syscall stalls behind latency)")
+	f.StringVar(&o.memProf, "memprofile", "", "write a profile of the process's allocations during the run to this file (go tool pprof -sample_index=alloc_space: what makes garbage, and so GC pauses)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between runs")
@@ -212,7 +215,7 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		if o.runs < 1 {
 			return fmt.Errorf("--runs %d: want at least 1", o.runs)
 		}
-		stopProfile, err := startProfiles(o.cpuProf, o.traceFile)
+		stopProfile, err := startProfiles(o.cpuProf, o.traceFile, o.memProf)
 		if err != nil {
 			return err
 		}
@@ -289,9 +292,10 @@ func runOnce(ctx context.Context, o *benchOptions, stderr io.Writer, run func(ct
 	return r, err
 }
 
-// startProfiles starts a CPU profile and an execution trace, each to its file ("" for none);
-// stop ends both.
-func startProfiles(cpuFile, traceFile string) (stop func() error, err error) {
+// startProfiles starts a CPU profile and an execution trace, each to its file ("" for none),
+// and samples every 4 KiB allocated for an allocation profile (memFile); stop ends them and
+// writes the allocation profile.
+func startProfiles(cpuFile, traceFile, memFile string) (stop func() error, err error) {
 	var stops []func() error
 	stopAll := func() error {
 		var errs []error
@@ -321,6 +325,21 @@ func startProfiles(cpuFile, traceFile string) (stop func() error, err error) {
 			return nil, errors.Join(err, stopAll())
 		}
 		stops = append(stops, func() error { trace.Stop(); return f.Close() })
+	}
+	if memFile != "" {
+		f, err := os.Create(memFile)
+		if err != nil {
+			return nil, errors.Join(err, stopAll())
+		}
+		// Finer than the default 512 KiB, so that per-request garbage of a few hundred bytes
+		// shows; it costs a little CPU per sampled allocation. The profile counts what was
+		// allocated since the process started, set-up included.
+		runtime.MemProfileRate = 4 << 10
+		stops = append(stops, func() error {
+			runtime.GC() // the profile shows allocations up to the last GC
+			err := pprof.Lookup("allocs").WriteTo(f, 0)
+			return errors.Join(err, f.Close())
+		})
 	}
 	return stopAll, nil
 }

@@ -78,12 +78,15 @@ func TestBenchProduceSmoke(t *testing.T) {
 
 func TestBenchConsumeSmoke(t *testing.T) {
 	dir := t.TempDir()
-	prof, tr := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "run.trace")
+	prof, tr, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "run.trace"), filepath.Join(dir, "mem.prof")
 	m := benchJSON(t, "consume", "--embedded", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100",
-		"--fetch-size", "65536", "--cpuprofile", prof, "--trace", tr)
+		"--fetch-size", "65536", "--cpuprofile", prof, "--trace", tr, "--memprofile", mem)
 	checkRun(t, m, "consume", 3000)
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
 		t.Errorf("CPU profile: %v, %v", fi, err)
+	}
+	if b, err := os.ReadFile(mem); err != nil || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) { // a gzipped pprof profile
+		t.Errorf("allocation profile: %d bytes, %v", len(b), err)
 	}
 	if b, err := os.ReadFile(tr); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
 		t.Errorf("execution trace: %d bytes, %v", len(b), err)
