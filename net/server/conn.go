@@ -62,8 +62,12 @@ type Conn struct {
 	transport string
 	srv       *Server
 	nc        net.Conn
-	ctx       context.Context // passed to Serve; cancelled when the connection ends
-	cancel    context.CancelFunc
+	// ctx is passed to Serve. It is cancelled when the connection ends: as soon as the reader
+	// stops on end of file or an error (the peer is gone: a parked long poll answers now
+	// rather than at its maxWait), and after the queued responses are written when the
+	// connection is closed gracefully.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// queue holds the Pendings read and not yet taken by the writer, in
 	// request order. The reader closes it when it stops. Its capacity is
@@ -192,6 +196,9 @@ func (c *Conn) touch() { c.lastActive.Store(int64(time.Since(c.srv.epoch))) }
 func (c *Conn) readLoop() {
 	defer c.srv.connWG.Done()
 	err := c.readRequests()
+	if !errors.Is(err, errStopped) {
+		c.cancel()
+	}
 	close(c.queue)
 	<-c.writerDone
 	for p := range c.queue {
