@@ -222,8 +222,12 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOption
 		co = append(co, kgo.ConsumerGroup(opts.Group))
 	}
 	if opts.FetchBytes > 0 {
+		// kgo refuses a fetch.max.bytes above what it reads from a broker at once (100 MiB by
+		// default), so that limit grows with it, with room for a first batch past the limit.
+		fetchMax := min(max(opts.FetchBytes, bench.KafkaFetchMaxBytes), 1<<30)
 		co = append(co, kgo.FetchMaxPartitionBytes(int32(min(opts.FetchBytes, math.MaxInt32))),
-			kgo.FetchMaxBytes(int32(min(max(opts.FetchBytes, bench.KafkaFetchMaxBytes), math.MaxInt32))))
+			kgo.FetchMaxBytes(int32(fetchMax)),
+			kgo.BrokerMaxReadBytes(int32(min(max(fetchMax+fetchMax/8+64<<10, 100<<20), math.MaxInt32))))
 	}
 	cl, err := kgo.NewClient(co...)
 	if err != nil {

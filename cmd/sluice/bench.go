@@ -334,10 +334,12 @@ func startProfiles(cpuFile, traceFile, memFile string) (stop func() error, err e
 		// Finer than the default 512 KiB, so that per-request garbage of a few hundred bytes
 		// shows; it costs a little CPU per sampled allocation. The profile counts what was
 		// allocated since the process started, set-up included.
+		rate := runtime.MemProfileRate
 		runtime.MemProfileRate = 4 << 10
 		stops = append(stops, func() error {
 			runtime.GC() // the profile shows allocations up to the last GC
 			err := pprof.Lookup("allocs").WriteTo(f, 0)
+			runtime.MemProfileRate = rate // the command may run inside a test process
 			return errors.Join(err, f.Close())
 		})
 	}
