@@ -15,6 +15,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,13 +27,20 @@ import (
 
 var produceRequests = sync.Pool{New: func() any { return new(wire.ProduceRequest) }}
 
+// produceResponses holds responses, with their topic and partition arrays, for produce
+// requests answered at once (acks=1, acks=0): encoded before handleProduce returns, they are
+// free again right after. An acks=all response waits for fsyncs and is not reused.
+var produceResponses = sync.Pool{New: func() any { return new(wire.ProduceResponse) }}
+
 func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	req := produceRequests.Get().(*wire.ProduceRequest)
 	defer produceRequests.Put(req)
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	resp := &wire.ProduceResponse{Topics: make([]wire.ProduceResponseTopic, len(req.Topics))}
+	resp := produceResponses.Get().(*wire.ProduceResponse)
+	resp.ThrottleMs = 0
+	resp.Topics = slices.Grow(resp.Topics[:0], len(req.Topics))[:len(req.Topics)]
 	validAcks := req.Acks == wire.AcksNone || req.Acks == wire.AcksLeader || req.Acks == wire.AcksAll
 	type syncWait struct {
 		p    *partition
@@ -44,11 +52,11 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		rt := &req.Topics[i]
 		out := &resp.Topics[i]
 		out.Topic = rt.Topic
-		out.Partitions = make([]wire.ProduceResponsePartition, len(rt.Partitions))
+		out.Partitions = slices.Grow(out.Partitions[:0], len(rt.Partitions))[:len(rt.Partitions)]
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			res := &out.Partitions[j]
-			res.Partition, res.BaseOffset, res.LogAppendTimeMs, res.LogStartOffset = rp.Partition, -1, -1, -1
+			*res = wire.ProduceResponsePartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
 			if !validAcks {
 				res.ErrorCode = wire.ErrInvalidRequiredAcks
 				continue
@@ -73,10 +81,13 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		}
 	}
 	if req.Acks == wire.AcksNone {
+		produceResponses.Put(resp)
 		return nil
 	}
 	if len(waits) == 0 {
-		return respond(c, h, resp)
+		p := respond(c, h, resp) // encodes resp
+		produceResponses.Put(resp)
+		return p
 	}
 	// acks=all: answer when every partition's append is durable. The callbacks run on the
 	// flushers' goroutines; the last one completes the response.
