@@ -8,18 +8,26 @@ import (
 	"github.com/sluicemq/sluice/broker/brokertest"
 )
 
-// TestSluiceDriverDeletesTopics: the Sluice driver deletes a topic (as the harness deletes its
-// probes' topics) on the broker: a second delete finds nothing, and the name can be created
-// afresh.
-func TestSluiceDriverDeletesTopics(t *testing.T) {
+// startSluiceDriver is a Sluice driver on an in-process broker, and a deadline for the test;
+// both end with the test.
+func startSluiceDriver(t *testing.T) (*SluiceDriver, context.Context) {
+	t.Helper()
 	br := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	d, err := NewSluiceDriver(ctx, "sluice-tcp", br.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
+	return d, ctx
+}
+
+// TestSluiceDriverDeletesTopics: the Sluice driver deletes a topic (as the harness deletes its
+// probes' topics) on the broker: a second delete finds nothing, and the name can be created
+// afresh.
+func TestSluiceDriverDeletesTopics(t *testing.T) {
+	d, ctx := startSluiceDriver(t)
 	if err := d.CreateTopic(ctx, "probe", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +47,7 @@ func TestSluiceDriverDeletesTopics(t *testing.T) {
 // one byte (the broker still sends the first batch whole, as Kafka's does) the records arrive
 // batch by batch over many polls; with the default 1 MiB, in a few.
 func TestSluiceDriverFetchSize(t *testing.T) {
-	br := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := NewSluiceDriver(ctx, "sluice-tcp", br.Addr().String(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, ctx := startSluiceDriver(t)
 	if err := d.CreateTopic(ctx, "fetch", 1); err != nil {
 		t.Fatal(err)
 	}
