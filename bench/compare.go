@@ -29,11 +29,22 @@ type CompareRow struct {
 // compete for the machine, and with the memory the one before left behind released first. A
 // system that fails to start or to run gets a row with its error.
 func Compare(ctx context.Context, systems []System, run func(ctx context.Context, d Driver) (Result, error), log io.Writer) []CompareRow {
-	rows := make([]CompareRow, 0, len(systems))
-	for _, s := range systems {
+	return CompareFrom(ctx, systems, 0, run, log)
+}
+
+// CompareFrom is Compare starting with systems[first] and going round: repeated comparisons
+// (--runs) rotate the order, so that no system always runs first on a fresh machine, or always
+// right after the same other system (whose page cache and memory it meets). The rows are in
+// the systems' order whatever the running order, and each ratio is to systems[0]. If ctx ends,
+// the systems that did not run have no row.
+func CompareFrom(ctx context.Context, systems []System, first int, run func(ctx context.Context, d Driver) (Result, error), log io.Writer) []CompareRow {
+	ran := make([]*CompareRow, len(systems))
+	for k := range systems {
 		if ctx.Err() != nil {
 			break
 		}
+		i := (first + k) % len(systems)
+		s := systems[i]
 		if log != nil {
 			fmt.Fprintf(log, "== %s\n", s.Name)
 		}
@@ -54,10 +65,16 @@ func Compare(ctx context.Context, systems []System, run func(ctx context.Context
 		} else if log != nil {
 			row.Result.WriteSummary(log)
 		}
-		rows = append(rows, row)
+		ran[i] = &row
 	}
-	if len(rows) > 0 && rows[0].Error == "" && rows[0].Result.RecordsPerSec > 0 {
-		base := rows[0].Result.RecordsPerSec
+	rows := make([]CompareRow, 0, len(systems))
+	for _, r := range ran {
+		if r != nil {
+			rows = append(rows, *r)
+		}
+	}
+	if len(ran) > 0 && ran[0] != nil && ran[0].Error == "" && ran[0].Result.RecordsPerSec > 0 {
+		base := ran[0].Result.RecordsPerSec
 		for i := range rows {
 			if rows[i].Error == "" {
 				rows[i].Ratio = rows[i].Result.RecordsPerSec / base

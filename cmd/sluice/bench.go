@@ -566,7 +566,9 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 				if o.runs > 1 {
 					fmt.Fprintf(stderr, "=== compare run %d of %d\n", i+1, o.runs)
 				}
-				rows := bench.Compare(ctx, compareSystems(o.dataDir, stderr), run, stderr)
+				// Run i starts with system i (round the list), so that over --runs no
+				// system always runs first or after the same other one.
+				rows := bench.CompareFrom(ctx, compareSystems(o.dataDir, stderr), i, run, stderr)
 				if o.runs > 1 {
 					bench.WriteCompareTable(stderr, rows)
 				}
@@ -608,7 +610,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.StringVar(&o.dataDir, "data-dir", "", "where to make the systems' temporary data directories")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the table goes to stderr)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary table, throughput and latency over time of every system) to this file")
-	f.IntVar(&o.runs, "runs", 1, "run the whole comparison this many times and report each system's medians (the report draws the last run)")
+	f.IntVar(&o.runs, "runs", 1, "run the whole comparison this many times, each starting with the next system, and report each system's medians (the report draws the last run)")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between comparisons")
 	addRunFlags(cmd, &o)
 	addFetchFlag(cmd, &o) // for --mode e2e
