@@ -180,11 +180,14 @@ type Consumer struct {
 
 	mu struct {
 		sync.Mutex
-		parts    map[TopicPartition]*partState
-		queue    []*chunk // fetched responses, oldest first
-		fetchers map[int32]*fetcher
-		epochSeq uint64
-		closed   bool
+		parts map[TopicPartition]*partState
+		queue []*chunk // fetched responses, oldest first
+		// freeChunks are chunks Poll is done with, for the fetcher's next responses: a
+		// chunk per partition per fetch was most of the consumer's garbage.
+		freeChunks []*chunk
+		fetchers   map[int32]*fetcher
+		epochSeq   uint64
+		closed     bool
 	}
 }
 
@@ -604,6 +607,7 @@ func (c *Consumer) drain() []Record {
 			// Seeked or unassigned while we decoded: these records are not the position's.
 			out = out[:start]
 			c.retire(ch)
+			c.freeChunkLocked(ch)
 			c.cur = nil
 			c.mu.Unlock()
 			continue
@@ -616,6 +620,7 @@ func (c *Consumer) drain() []Record {
 			at := ps.position
 			ps.err = fmt.Errorf("client: %s at offset %d: %w", ch.tp, at, err)
 			c.retire(ch)
+			c.freeChunkLocked(ch)
 			c.cur = nil
 			c.mu.Unlock()
 			break
@@ -624,6 +629,7 @@ func (c *Consumer) drain() []Record {
 			// Past the response's last batch, including skipped control records and gaps.
 			ps.position = max(ps.position, ch.nextOffset)
 			c.retire(ch)
+			c.freeChunkLocked(ch)
 			c.cur = nil
 		}
 		c.mu.Unlock()

@@ -145,6 +145,29 @@ func (c *Consumer) unrefLocked(fb *fetchBuf) {
 
 // retire notes that ch is done with: its response buffer can be reused once the records of
 // the current Poll are dead.
+// newChunkLocked returns an empty chunk, a freed one if there is one. c.mu must be held.
+func (c *Consumer) newChunkLocked() *chunk {
+	if n := len(c.mu.freeChunks); n > 0 {
+		ch := c.mu.freeChunks[n-1]
+		c.mu.freeChunks[n-1] = nil
+		c.mu.freeChunks = c.mu.freeChunks[:n-1]
+		return ch
+	}
+	return new(chunk)
+}
+
+// maxFreeChunks bounds the free list: a few responses per partition in flight and buffered.
+const maxFreeChunks = 64
+
+// freeChunkLocked takes back a retired chunk that nothing refers to any more (Poll's records
+// alias the response buffer and the decompressors, never the chunk). c.mu must be held.
+func (c *Consumer) freeChunkLocked(ch *chunk) {
+	if len(c.mu.freeChunks) < maxFreeChunks {
+		*ch = chunk{}
+		c.mu.freeChunks = append(c.mu.freeChunks, ch)
+	}
+}
+
 func (c *Consumer) retire(ch *chunk) {
 	if ch.buf != nil && c.bufs != nil {
 		c.bufs.retired = append(c.bufs.retired, ch.buf)

@@ -313,11 +313,13 @@ func (f *fetcher) handle() (retry bool) {
 				continue // unassigned or moved while the fetch was out; release clears the mark
 			}
 			ps.inflight = false
-			ch := &chunk{tp: tp, epoch: sent.epoch, fetchOffset: sent.offset}
+			ch := c.newChunkLocked()
+			ch.tp, ch.epoch, ch.fetchOffset = tp, sent.epoch, sent.offset
 			switch code := p.ErrorCode; {
 			case code == wire.NoError:
 				whole, next, count, err := wholeBatches(p.Records)
 				if err == nil && (len(whole) == 0 || next <= sent.offset) {
+					c.freeChunkLocked(ch)
 					continue // nothing new (long poll expired) or only a partial batch
 				}
 				if err != nil {
@@ -339,6 +341,7 @@ func (f *fetcher) handle() (retry bool) {
 				ps.leader = -1
 				lost = true
 				c.cfg.Logger.Debug("sluice consumer: fetch partition", "partition", tp.String(), "err", code)
+				c.freeChunkLocked(ch)
 				continue
 			default:
 				ch.err = fmt.Errorf("client: fetch %s at offset %d: %w", tp, sent.offset, code)
