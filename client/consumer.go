@@ -183,7 +183,7 @@ type Consumer struct {
 		parts map[TopicPartition]*partState
 		queue []*chunk // fetched responses, oldest first
 		// freeChunks are chunks Poll is done with, for the fetcher's next responses: a
-		// chunk per partition per fetch was most of the consumer's garbage.
+		// chunk per partition per fetch was a quarter of the consumer's garbage.
 		freeChunks []*chunk
 		fetchers   map[int32]*fetcher
 		epochSeq   uint64
