@@ -239,6 +239,11 @@ func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceReques
 			if len(p.Records) > 0 {
 				parts = append(parts, p.Records)
 			}
+			for _, b := range p.Batches {
+				if len(b) > 0 {
+					parts = append(parts, b)
+				}
+			}
 			prev = cuts[i]
 			i++
 		}

@@ -887,3 +887,89 @@ func TestProducerSendDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%d callbacks, want 1002", acked.Load())
 	}
 }
+
+// Batches that piled up go in few requests, several of one partition in one request, and each
+// record is acknowledged with the offset the broker stored it at. The backlog is made by
+// stopping the broker: the producer retries every retry.backoff.ms, and the batches wait.
+func TestProducerBacklogGoesInFewRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		maxRequestSize int
+		// bounds on batches per request, on average over the requests after the restart
+		minPerRequest, maxPerRequest float64
+	}{
+		{"1MiB", 1 << 20, 5, 1e9},
+		{"4KiB", 4096, 3, 4}, // batches of about 1 KiB: at most 4 fit (one per partition: 2)
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := prodBrokerConfig(t.TempDir(), prodFreeAddr(t))
+			b, err := broker.Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := b.Addr().String()
+			const topic = "backlog"
+			prodCreateTopic(t, addr, topic, 2)
+			p := prodNew(t, client.ProducerConfig{
+				Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader, Linger: time.Millisecond,
+				BatchSize: 1024, MaxRequestSize: tc.maxRequestSize, RetryBackoff: 20 * time.Millisecond,
+				DeliveryTimeout: 20 * time.Second,
+			})
+			ctx := prodCtx(t, 20*time.Second)
+			for part := range int32(2) { // connection and metadata ready
+				if _, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: part, Value: []byte("warm")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			out := newProdOutcomes()
+			const n = 500 // ~100-byte records: about 25 batches per partition
+			for i := range n {
+				p.Send(ctx, &client.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(fmt.Sprintf("%-100d", i))}, out.cb(i))
+			}
+			prodWhileDown(t, p, topic)
+			before := p.Stats()
+			b2, err := broker.Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b2.Close(context.Background()) })
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			out.wait(t, 10*time.Second)
+			after := p.Stats()
+
+			stored := map[int32][]batch.Record{}
+			for part := range int32(2) {
+				stored[part] = prodRecords(prodFetch(t, addr, topic, part, n/2+1))
+			}
+			for i := range n {
+				if err := out.errs[i]; err != nil {
+					t.Fatalf("record %d: %v", i, err)
+				}
+				md := out.md[i]
+				recs := stored[md.Partition]
+				if md.Partition != int32(i%2) || md.Offset < 0 || md.Offset >= int64(len(recs)) {
+					t.Fatalf("record %d acknowledged at %d/%d; partition holds %d records", i, md.Partition, md.Offset, len(recs))
+				}
+				if got, want := string(recs[md.Offset].Value), fmt.Sprintf("%-100d", i); got != want {
+					t.Fatalf("record %d acknowledged at %d/%d, which holds %q", i, md.Partition, md.Offset, got)
+				}
+			}
+			reqs, batches := after.Requests-before.Requests, after.Batches-before.Batches
+			t.Logf("%d batches in %d requests after the restart", batches, reqs)
+			if batches < 2*20 {
+				t.Fatalf("%d batches sent after the restart, want the backlog's ~50", batches)
+			}
+			if per := float64(batches) / float64(reqs); per < tc.minPerRequest || per > tc.maxPerRequest {
+				t.Fatalf("%d batches in %d requests (%.1f per request), want %.0f-%.0f", batches, reqs, per, tc.minPerRequest, tc.maxPerRequest)
+			}
+			if after.Bytes-before.Bytes < int64(n*100) {
+				t.Fatalf("%d bytes sent after the restart for %d records of 100 bytes", after.Bytes-before.Bytes, n)
+			}
+		})
+	}
+}

@@ -12,8 +12,8 @@ import (
 )
 
 // brokerSender serves the partitions one broker leads. Its sender goroutine (run) takes an
-// in-flight slot, drains one ready batch from each partition into a Produce request and writes
-// it; its receiver goroutine (receive) takes the answers in request order, completes or
+// in-flight slot, drains the batches ready to go from each partition into a Produce request
+// and writes it; its receiver goroutine (receive) takes the answers in request order, completes or
 // requeues the batches and frees the slot. The limbo sender (id -1) holds partitions without a
 // known leader; the housekeeper drains it without sending.
 type brokerSender struct {
@@ -158,9 +158,10 @@ func (s *brokerSender) run() {
 }
 
 // drain visits the sender's partitions: it moves those whose leader changed, expires batches
-// past delivery.timeout.ms, and (if send) takes the head batch of each partition that may go
-// into a request bounded by max.request.size. It returns the request (nil if none) and when
-// to look again.
+// past delivery.timeout.ms, and (if send) takes from each partition the batches at its head
+// that may go, in order, into a request bounded by max.request.size (a partition's batches
+// are consecutive in req.batches). It returns the request (nil if none) and when to look
+// again.
 func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, next time.Time) {
 	p := s.p
 	s.mu.Lock()
@@ -196,14 +197,23 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 			}
 		}
 		s.expireLocked(ap, now)
-		if b, open := ap.headLocked(); b != nil {
-			next = earliest(next, b.created.Add(p.cfg.DeliveryTimeout))
+		// Every batch of the partition that may go now goes into this request, while it fits:
+		// behind a full in-flight window batches pile up, and one request carrying several of
+		// them is one write, one broker append and one response instead of several.
+		for taken := 0; ; taken++ {
+			b, open := ap.headLocked()
+			if b == nil {
+				break
+			}
+			if taken == 0 {
+				next = earliest(next, b.created.Add(p.cfg.DeliveryTimeout))
+			}
 			switch {
 			case !send:
 			case b.retryAt.After(now):
 				next = earliest(next, b.retryAt)
-			case p.cfg.MaxInFlight == 1 && ap.mu.inflight > 0:
-				// Wait for the partition's batch in flight (its completion signals us).
+			case taken == 0 && p.cfg.MaxInFlight == 1 && ap.mu.inflight > 0:
+				// Wait for the partition's batches in flight (their completion signals us).
 			case open && !ap.lingerDoneLocked(b, now):
 				next = earliest(next, b.created.Add(p.cfg.Linger))
 			case req != nil && size+b.builder.EstimatedSize() > p.cfg.MaxRequestSize:
@@ -220,7 +230,9 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 				}
 				req.batches = append(req.batches, b)
 				size += b.builder.EstimatedSize()
+				continue
 			}
+			break
 		}
 		if ap.mu.open == nil && len(ap.mu.ready) == 0 && ap.mu.inflight == 0 {
 			ap.owner.Store(nil)
@@ -287,7 +299,7 @@ func (r *produceRequest) encode(acks int16, timeout time.Duration) {
 	r.wire.TimeoutMs = int32(min(timeout.Milliseconds(), math.MaxInt32))
 	topics := r.wire.Topics[:0]
 	r.pos = r.pos[:0]
-	for _, b := range r.batches {
+	for i, b := range r.batches {
 		name := b.part.topic.name
 		ti := -1
 		for i := range topics {
@@ -307,7 +319,26 @@ func (r *produceRequest) encode(acks int16, timeout time.Duration) {
 			}
 		}
 		t := &topics[ti]
-		t.Partitions = append(t.Partitions, wire.ProduceRequestPartition{Partition: b.part.partition, Records: b.built})
+		if i > 0 && r.batches[i-1].part == b.part {
+			// The partition's next batch (drain takes a partition's batches together): the
+			// same entry carries both, back to back.
+			last := &t.Partitions[len(t.Partitions)-1]
+			if len(last.Batches) == 0 {
+				last.Batches = append(last.Batches, last.Records)
+				last.Records = nil
+			}
+			last.Batches = append(last.Batches, b.built)
+			r.pos = append(r.pos, r.pos[i-1])
+			continue
+		}
+		if n := len(t.Partitions); n < cap(t.Partitions) {
+			// Reuse the entry's Batches array (recycleRequest emptied it).
+			t.Partitions = t.Partitions[:n+1]
+			t.Partitions[n].Partition, t.Partitions[n].Records = b.part.partition, b.built
+			t.Partitions[n].Batches = t.Partitions[n].Batches[:0]
+		} else {
+			t.Partitions = append(t.Partitions, wire.ProduceRequestPartition{Partition: b.part.partition, Records: b.built})
+		}
 		r.pos = append(r.pos, reqPos{int32(ti), int32(len(t.Partitions) - 1)})
 	}
 	r.wire.Topics = topics
@@ -340,7 +371,13 @@ func (p *Producer) recycleRequest(r *produceRequest) {
 	clear(r.batches)
 	r.batches = r.batches[:0]
 	for i := range r.wire.Topics {
-		clear(r.wire.Topics[i].Partitions) // drop references to batch bytes
+		ps := r.wire.Topics[i].Partitions
+		ps = ps[:cap(ps)]
+		for j := range ps { // drop references to batch bytes, keep the arrays
+			ps[j].Records = nil
+			clear(ps[j].Batches)
+			ps[j].Batches = ps[j].Batches[:0]
+		}
 	}
 	r.conn = nil // r.ch is kept: it is empty, open and no longer known to any connection
 	p.requests.Put(r)
@@ -382,6 +419,13 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 	}
 	if err != nil {
 		req.ch = nil // a failed connection closes it
+	}
+	if err == nil {
+		p.sentRequests.Add(1)
+		p.sentBatches.Add(int64(len(req.batches)))
+		for _, b := range req.batches {
+			p.sentBytes.Add(int64(len(b.built)))
+		}
 	}
 	if err != nil {
 		s.failRequest(req, &connError{fmt.Errorf("broker %d: %w", s.id, err)})
@@ -452,13 +496,23 @@ func (s *brokerSender) receive() {
 
 func (s *brokerSender) handleResponse(req *produceRequest) {
 	p := s.p
+	var base int64 // offset of batch i's first record, when it shares its partition's result
 	for i, b := range req.batches {
 		res := req.result(i)
 		switch {
 		case res == nil:
 			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)})
 		case res.ErrorCode == wire.NoError:
-			p.complete(b, res.BaseOffset, res.LogAppendTimeMs, nil, true)
+			// A partition's batches were appended together, in order: the result's base
+			// offset is the first one's, and each next one starts where the last ended.
+			if i == 0 || req.pos[i] != req.pos[i-1] || res.BaseOffset < 0 {
+				base = res.BaseOffset
+			}
+			at, count := base, int64(b.built.LastOffsetDelta())+1 // b is recycled by complete
+			if base >= 0 {
+				base += count
+			}
+			p.complete(b, at, res.LogAppendTimeMs, nil, true)
 		default:
 			var err error
 			if res.ErrorMessage != nil && *res.ErrorMessage != "" {

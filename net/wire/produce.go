@@ -41,6 +41,23 @@ type ProduceRequestTopic struct {
 type ProduceRequestPartition struct {
 	Partition int32
 	Records   []byte // concatenated record batches; aliases the frame when decoded
+	// Batches is for encoding only: when it is not empty, the partition's records are these
+	// batches back to back and Records must be nil. A client sends several batches of one
+	// partition this way without joining them into one buffer (one copy of every byte less).
+	// Decoding never sets it.
+	Batches [][]byte
+}
+
+// recordsLen is the length of the partition's records as encoded.
+func (p *ProduceRequestPartition) recordsLen() int {
+	if len(p.Batches) == 0 {
+		return len(p.Records)
+	}
+	n := 0
+	for _, b := range p.Batches {
+		n += len(b)
+	}
+	return n
 }
 
 const (
@@ -89,7 +106,14 @@ func (t *ProduceRequestTopic) readFrom(r *reader) {
 
 func (p *ProduceRequestPartition) appendTo(dst []byte) []byte {
 	dst = appendInt32(dst, p.Partition)
-	return appendBytes(dst, p.Records)
+	if len(p.Batches) == 0 {
+		return appendBytes(dst, p.Records)
+	}
+	dst = appendArrayLen(dst, p.recordsLen())
+	for _, b := range p.Batches {
+		dst = append(dst, b...)
+	}
+	return dst
 }
 
 func (p *ProduceRequestPartition) readFrom(r *reader) {
@@ -178,7 +202,8 @@ func (p *ProduceResponsePartition) readFrom(r *reader) {
 // AppendSegments appends the request's encoding without the record bytes, so a client can
 // write the records from the batches where they already are (writev) instead of copying them
 // into the frame. cuts gets one position per partition, in request order: the full encoding is
-// buf[:cuts[0]] + Records₀ + buf[cuts[0]:cuts[1]] + Records₁ + ... + buf[cuts[n-1]:]. It returns
+// buf[:cuts[0]] + Records₀ + buf[cuts[0]:cuts[1]] + Records₁ + ... + buf[cuts[n-1]:], where a
+// partition's records are its Batches back to back when it has any. It returns
 // the number of record bytes left out, for the frame size. The result is byte for byte what
 // AppendTo writes, with the records cut out.
 func (p *ProduceRequest) AppendSegments(dst []byte, cuts []int) (buf []byte, cutsOut []int, recordBytes int64) {
@@ -193,13 +218,14 @@ func (p *ProduceRequest) AppendSegments(dst []byte, cuts []int) (buf []byte, cut
 		for j := range t.Partitions {
 			part := &t.Partitions[j]
 			dst = appendInt32(dst, part.Partition)
-			if part.Records == nil {
+			n := part.recordsLen()
+			if part.Records == nil && len(part.Batches) == 0 {
 				dst = appendInt32(dst, -1)
 			} else {
-				dst = appendArrayLen(dst, len(part.Records))
+				dst = appendArrayLen(dst, n)
 			}
 			cuts = append(cuts, len(dst))
-			recordBytes += int64(len(part.Records))
+			recordBytes += int64(n)
 		}
 	}
 	return dst, cuts, recordBytes
