@@ -114,6 +114,10 @@ type accBatch struct {
 	attempts int       // failed sends so far
 	retryAt  time.Time // not before this (retry.backoff.ms)
 	lastErr  error
+	// alone: send it as its partition's only batch in a request. Set when it failed together
+	// with other batches of its partition in one append, with an error that may be any one
+	// batch's (too large, corrupt): alone, each batch gets its own verdict.
+	alone bool
 	built    batch.Batch // Build's result, set when drained
 }
 
@@ -312,7 +316,7 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	b.builder.Reset(p.builderOpts)
 	b.warm(min(int(ap.lastBytes.Load()), p.cfg.BatchSize), int(ap.lastRecs.Load()))
 	b.recs, b.recsFrom = b.recs[:0], 0
-	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built = reserved, 0, time.Time{}, nil, nil
+	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built, b.alone = reserved, 0, time.Time{}, nil, nil, false
 	return b
 }
 

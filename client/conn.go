@@ -236,7 +236,7 @@ func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceReques
 	for t := range req.Topics {
 		for _, p := range req.Topics[t].Partitions {
 			parts = append(parts, buf[prev:cuts[i]])
-			if len(p.Records) > 0 {
+			if len(p.Records) > 0 && len(p.Batches) == 0 { // as AppendSegments: Batches, if any, are the records
 				parts = append(parts, p.Records)
 			}
 			for _, b := range p.Batches {

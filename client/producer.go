@@ -40,8 +40,9 @@ package client
 // failed and was retried can land after a later batch that was already in flight: the log then
 // holds the later records first (and a batch whose response was lost but which was appended can
 // be appended twice). This is Kafka's guarantee without enable.idempotence. With MaxInFlight = 1
-// a partition never has more than one batch in flight and retries go back to the head of its
-// queue, so order is preserved (duplicates remain possible).
+// a partition never has more than one request in flight (its batches in it are appended all or
+// none, in order) and retries go back to the head of its queue in order, so order is preserved
+// (duplicates remain possible).
 //
 // Callbacks run on the producer's goroutines (a receiver or sender, or the caller of Send for
 // an error Send detects itself), for one partition in the order its batches complete: Send
@@ -329,9 +330,9 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	return p, nil
 }
 
-// ProducerStats are a Producer's counters since NewProducer (Kafka's producer metrics
-// request-total and record-send-total, summed over brokers). Batches / Requests is how many
-// batches a request carried.
+// ProducerStats are a Producer's counters since NewProducer, summed over brokers (Requests is
+// Kafka's producer metric request-total). Batches / Requests is how many batches a request
+// carried.
 type ProducerStats struct {
 	Requests int64 // Produce requests written to a connection (a resent batch's request counts again)
 	Batches  int64 // record batches in those requests

@@ -888,88 +888,184 @@ func TestProducerSendDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// prodBacklog makes a producer pile up batches: it creates topic (with configs), stops the
+// broker, lets send queue records while it is down (the producer retries every
+// retry.backoff.ms), restarts the broker and flushes. It returns the producer's counters from
+// just before the restart and after the flush, and the broker's address.
+func prodBacklog(t *testing.T, topic string, partitions int32, configs map[string]string, pcfg client.ProducerConfig, send func(p *client.Producer)) (before, after client.ProducerStats, addr string) {
+	t.Helper()
+	cfg := prodBrokerConfig(t.TempDir(), prodFreeAddr(t))
+	b, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = b.Addr().String()
+	ctx := prodCtx(t, 20*time.Second)
+	a, err := client.NewAdmin(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: partitions, Configs: configs}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	pcfg.Brokers = []string{addr}
+	pcfg.RetryBackoff, pcfg.DeliveryTimeout = 20*time.Millisecond, 20*time.Second
+	p := prodNew(t, pcfg)
+	for part := range partitions { // connection and metadata ready
+		if _, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: part, Value: []byte("warm")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send(p)
+	prodWhileDown(t, p, topic)
+	before = p.Stats()
+	b2, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b2.Close(context.Background()) })
+	_ = p.Flush(ctx) // the callbacks tell each record's outcome
+	return before, p.Stats(), addr
+}
+
+// prodCheckStored fails unless every record i of n was acknowledged at the offset of
+// partition i%partitions that holds value(i).
+func prodCheckStored(t *testing.T, out *prodOutcomes, addr, topic string, partitions int32, n int, value func(int) string) {
+	t.Helper()
+	out.wait(t, 10*time.Second)
+	stored := map[int32][]batch.Record{}
+	for part := range partitions {
+		stored[part] = prodRecords(prodFetch(t, addr, topic, part, 1))
+	}
+	for i := range n {
+		if err := out.errs[i]; err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		md := out.md[i]
+		recs := stored[md.Partition]
+		if md.Partition != int32(i)%partitions || md.Offset < 0 || md.Offset >= int64(len(recs)) {
+			t.Fatalf("record %d acknowledged at %d/%d; partition holds %d records", i, md.Partition, md.Offset, len(recs))
+		}
+		if got := string(recs[md.Offset].Value); got != value(i) {
+			t.Fatalf("record %d acknowledged at %d/%d, which holds %q", i, md.Partition, md.Offset, got)
+		}
+	}
+}
+
 // Batches that piled up go in few requests, several of one partition in one request, and each
-// record is acknowledged with the offset the broker stored it at. The backlog is made by
-// stopping the broker: the producer retries every retry.backoff.ms, and the batches wait.
+// record is acknowledged with the offset the broker stored it at.
 func TestProducerBacklogGoesInFewRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		maxRequestSize int
+		maxInFlight    int
+		compression    batch.Codec
+		logAppendTime  bool
 		// bounds on batches per request, on average over the requests after the restart
 		minPerRequest, maxPerRequest float64
 	}{
-		{"1MiB", 1 << 20, 5, 1e9},
-		{"4KiB", 4096, 3, 4}, // batches of about 1 KiB: at most 4 fit (one per partition: 2)
+		{name: "1MiB", maxRequestSize: 1 << 20, minPerRequest: 5, maxPerRequest: 1e9},
+		// Batches of about 1 KiB: at most 4 fit (one per partition would be 2).
+		{name: "4KiB", maxRequestSize: 4096, minPerRequest: 3, maxPerRequest: 4},
+		{name: "maxInFlight1", maxRequestSize: 1 << 20, maxInFlight: 1, minPerRequest: 5, maxPerRequest: 1e9},
+		{name: "lz4", maxRequestSize: 1 << 20, compression: batch.LZ4, minPerRequest: 5, maxPerRequest: 1e9},
+		{name: "logAppendTime", maxRequestSize: 1 << 20, logAppendTime: true, minPerRequest: 5, maxPerRequest: 1e9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := prodBrokerConfig(t.TempDir(), prodFreeAddr(t))
-			b, err := broker.Open(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := b.Addr().String()
-			const topic = "backlog"
-			prodCreateTopic(t, addr, topic, 2)
-			p := prodNew(t, client.ProducerConfig{
-				Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader, Linger: time.Millisecond,
-				BatchSize: 1024, MaxRequestSize: tc.maxRequestSize, RetryBackoff: 20 * time.Millisecond,
-				DeliveryTimeout: 20 * time.Second,
-			})
-			ctx := prodCtx(t, 20*time.Second)
-			for part := range int32(2) { // connection and metadata ready
-				if _, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: part, Value: []byte("warm")}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := b.Close(ctx); err != nil {
-				t.Fatal(err)
+			const topic, n = "backlog", 500 // ~100-byte records: about 30 batches per partition
+			value := func(i int) string { return fmt.Sprintf("%-100d", i) }
+			var configs map[string]string
+			if tc.logAppendTime {
+				configs = map[string]string{"message.timestamp.type": "LogAppendTime"}
 			}
 			out := newProdOutcomes()
-			const n = 500 // ~100-byte records: about 25 batches per partition
-			for i := range n {
-				p.Send(ctx, &client.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(fmt.Sprintf("%-100d", i))}, out.cb(i))
-			}
-			prodWhileDown(t, p, topic)
-			before := p.Stats()
-			b2, err := broker.Open(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b2.Close(context.Background()) })
-			if err := p.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			out.wait(t, 10*time.Second)
-			after := p.Stats()
-
-			stored := map[int32][]batch.Record{}
-			for part := range int32(2) {
-				stored[part] = prodRecords(prodFetch(t, addr, topic, part, n/2+1))
-			}
-			for i := range n {
-				if err := out.errs[i]; err != nil {
-					t.Fatalf("record %d: %v", i, err)
+			sentAt := time.Now()
+			before, after, addr := prodBacklog(t, topic, 2, configs, client.ProducerConfig{
+				Acks: client.AcksLeader, Linger: time.Millisecond, BatchSize: 1024, Compression: tc.compression,
+				MaxRequestSize: tc.maxRequestSize, MaxInFlight: tc.maxInFlight,
+			}, func(p *client.Producer) {
+				for i := range n {
+					p.Send(context.Background(), &client.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(value(i))}, out.cb(i))
 				}
-				md := out.md[i]
-				recs := stored[md.Partition]
-				if md.Partition != int32(i%2) || md.Offset < 0 || md.Offset >= int64(len(recs)) {
-					t.Fatalf("record %d acknowledged at %d/%d; partition holds %d records", i, md.Partition, md.Offset, len(recs))
-				}
-				if got, want := string(recs[md.Offset].Value), fmt.Sprintf("%-100d", i); got != want {
-					t.Fatalf("record %d acknowledged at %d/%d, which holds %q", i, md.Partition, md.Offset, got)
-				}
-			}
+			})
+			prodCheckStored(t, out, addr, topic, 2, n, value)
 			reqs, batches := after.Requests-before.Requests, after.Batches-before.Batches
 			t.Logf("%d batches in %d requests after the restart", batches, reqs)
 			if batches < 2*20 {
-				t.Fatalf("%d batches sent after the restart, want the backlog's ~50", batches)
+				t.Fatalf("%d batches sent after the restart, want the backlog's ~60", batches)
 			}
 			if per := float64(batches) / float64(reqs); per < tc.minPerRequest || per > tc.maxPerRequest {
 				t.Fatalf("%d batches in %d requests (%.1f per request), want %.0f-%.0f", batches, reqs, per, tc.minPerRequest, tc.maxPerRequest)
 			}
-			if after.Bytes-before.Bytes < int64(n*100) {
+			if tc.compression == batch.None && after.Bytes-before.Bytes < int64(n*100) {
 				t.Fatalf("%d bytes sent after the restart for %d records of 100 bytes", after.Bytes-before.Bytes, n)
+			}
+			if tc.logAppendTime {
+				// Every batch of a request gets the broker's time, stamped after the restart.
+				for i := range n {
+					if ts := out.md[i].Timestamp; ts.Before(sentAt.Truncate(time.Millisecond)) || ts.After(time.Now()) {
+						t.Fatalf("record %d: timestamp %v, want the broker's append time", i, ts)
+					}
+				}
 			}
 		})
 	}
+}
+
+// A partition's batches in one request are appended all or none, so a batch the broker
+// refuses fails the ones sent with it. Each then goes again on its own: the small records
+// around a batch over max.message.bytes are stored, and only the large one fails.
+func TestProducerBacklogBatchTooLargeFailsAlone(t *testing.T) {
+	const topic, small = "toolarge", 20
+	big := strings.Repeat("x", 3000)
+	value := func(i int) string { return fmt.Sprintf("%-100d", i) }
+	out := newProdOutcomes()
+	_, _, addr := prodBacklog(t, topic, 1, map[string]string{"max.message.bytes": "2048"}, client.ProducerConfig{
+		Acks: client.AcksLeader, Linger: time.Millisecond, BatchSize: 1024,
+	}, func(p *client.Producer) {
+		for i := range 2*small + 1 {
+			v := value(i)
+			if i == small {
+				v = big // a batch of its own, over max.message.bytes
+			}
+			p.Send(context.Background(), &client.Record{Topic: topic, Value: []byte(v)}, out.cb(i))
+		}
+	})
+	out.wait(t, 10*time.Second)
+	if err := out.errs[small]; !errors.Is(err, wire.ErrMessageTooLarge) {
+		t.Fatalf("the large record: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	recs := prodRecords(prodFetch(t, addr, topic, 0, 1))
+	for i := range 2*small + 1 {
+		if i == small {
+			continue
+		}
+		md := out.md[i]
+		if err := out.errs[i]; err != nil {
+			t.Fatalf("small record %d failed with the large one: %v", i, err)
+		}
+		if md.Offset < 0 || md.Offset >= int64(len(recs)) || string(recs[md.Offset].Value) != value(i) {
+			t.Fatalf("record %d acknowledged at offset %d of %d stored", i, md.Offset, len(recs))
+		}
+	}
+}
+
+// segment.bytes bounds one append: batches that each fit a small segment but not together are
+// sent again one by one, and all are stored.
+func TestProducerBacklogLargerThanSegment(t *testing.T) {
+	const topic, n = "smallseg", 100 // ~100-byte records: about 12 batches of ~1 KiB
+	value := func(i int) string { return fmt.Sprintf("%-100d", i) }
+	out := newProdOutcomes()
+	_, _, addr := prodBacklog(t, topic, 1, map[string]string{"segment.bytes": "4096"}, client.ProducerConfig{
+		Acks: client.AcksLeader, Linger: time.Millisecond, BatchSize: 1024,
+	}, func(p *client.Producer) {
+		for i := range n {
+			p.Send(context.Background(), &client.Record{Topic: topic, Value: []byte(value(i))}, out.cb(i))
+		}
+	})
+	prodCheckStored(t, out, addr, topic, 1, n, value)
 }

@@ -212,6 +212,8 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 			case !send:
 			case b.retryAt.After(now):
 				next = earliest(next, b.retryAt)
+			case taken > 0 && b.alone:
+				// Its own request (the next one: run loops while drain returns one).
 			case taken == 0 && p.cfg.MaxInFlight == 1 && ap.mu.inflight > 0:
 				// Wait for the partition's batches in flight (their completion signals us).
 			case open && !ap.lingerDoneLocked(b, now):
@@ -230,7 +232,9 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 				}
 				req.batches = append(req.batches, b)
 				size += b.builder.EstimatedSize()
-				continue
+				if !b.alone {
+					continue
+				}
 			}
 			break
 		}
@@ -496,12 +500,14 @@ func (s *brokerSender) receive() {
 
 func (s *brokerSender) handleResponse(req *produceRequest) {
 	p := s.p
+	now := time.Now()
 	var base int64 // offset of batch i's first record, when it shares its partition's result
 	for i, b := range req.batches {
 		res := req.result(i)
+		shared := (i > 0 && req.pos[i] == req.pos[i-1]) || (i+1 < len(req.batches) && req.pos[i+1] == req.pos[i])
 		switch {
 		case res == nil:
-			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)})
+			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)}, now)
 		case res.ErrorCode == wire.NoError:
 			// A partition's batches were appended together, in order: the result's base
 			// offset is the first one's, and each next one starts where the last ended.
@@ -513,6 +519,11 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 				base += count
 			}
 			p.complete(b, at, res.LogAppendTimeMs, nil, true)
+		case shared && perBatchError(res.ErrorCode):
+			// The log appends a partition's batches all or none, so one batch too large or
+			// corrupt fails the others too. Each goes again on its own, at once and without
+			// counting an attempt, to get its own verdict.
+			p.requeueAlone(b)
 		default:
 			var err error
 			if res.ErrorMessage != nil && *res.ErrorMessage != "" {
@@ -520,14 +531,23 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			} else {
 				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
 			}
-			p.retryOrFail(b, err)
+			p.retryOrFail(b, err, now)
 		}
 	}
 }
 
+// perBatchError reports whether a partition's append may have failed with code because of one
+// of its batches rather than the partition: any error a retry would not cure, and a corrupt
+// batch (retriable, since the bytes may have been damaged on the way, but a batch the
+// producer built wrong would fail its neighbours until their delivery timeout).
+func perBatchError(code wire.ErrorCode) bool {
+	return !code.Retriable() || code == wire.ErrCorruptMessage
+}
+
 func (s *brokerSender) failRequest(req *produceRequest, err error) {
+	now := time.Now()
 	for _, b := range req.batches {
-		s.p.retryOrFail(b, err)
+		s.p.retryOrFail(b, err, now)
 	}
 }
 
@@ -561,10 +581,23 @@ func staleMetadata(err error) bool {
 		code == wire.ErrLeaderNotAvailable || code == wire.ErrFencedLeaderEpoch || code == wire.ErrUnknownLeaderEpoch
 }
 
-// retryOrFail handles an in-flight batch that failed: back to its partition's ready queue
-// after retry.backoff.ms, or completed with the error (or a delivery timeout).
-func (p *Producer) retryOrFail(b *accBatch, err error) {
-	now := time.Now()
+// requeueAlone puts an in-flight batch back at once, to be sent as its partition's only batch
+// in a request (accBatch.alone). It is not an attempt: it may not have been this batch's fault.
+func (p *Producer) requeueAlone(b *accBatch) {
+	ap := b.part
+	ap.mu.Lock()
+	ap.mu.inflight--
+	b.alone = true
+	ap.requeueLocked(b)
+	owner := ap.owner.Load()
+	ap.mu.Unlock()
+	owner.signal()
+}
+
+// retryOrFail handles an in-flight batch that failed at now: back to its partition's ready
+// queue after retry.backoff.ms, or completed with the error (or a delivery timeout). Batches
+// that failed together get the same now, so that they are sent again together.
+func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time) {
 	b.attempts++
 	b.lastErr = err
 	if staleMetadata(err) {
