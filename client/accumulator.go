@@ -118,7 +118,7 @@ type accBatch struct {
 	// with other batches of its partition in one append, with an error that may be any one
 	// batch's (too large, corrupt): alone, each batch gets its own verdict.
 	alone bool
-	built    batch.Batch // Build's result, set when drained
+	built batch.Batch // Build's result, set when drained
 }
 
 // tryAppend appends r to the partition's open batch if it fits. Otherwise it closes the open
