@@ -26,6 +26,9 @@
 //     (within 5 ms of its end, for runs that end with a wait for more records), client,
 //     harness and any in-process broker together; the summary shows it as cores kept busy and
 //     seconds per GB (cpu.go).
+//   - Drivers whose producers count their requests (RequestCounter: Sluice's Producer.Stats,
+//     kgo's hooks) report produce requests and batches over the whole run, warm-up included:
+//     how many batches a request carried explains much of a run's speed.
 //   - MB/s is 10^6 bytes per second of record values (and keys); "gbps" in the limits report is
 //     GB/s, 10^9 bytes per second, so the two compare directly.
 //

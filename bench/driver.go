@@ -62,6 +62,14 @@ type Producer interface {
 	Close() error
 }
 
+// RequestCounter is a Producer that can say how many produce requests it has written so far
+// and how many record batches they carried (Kafka's producer metrics request-total and
+// records-per-request-avg tell the same story): how the records travelled, which explains
+// much of a run's speed.
+type RequestCounter interface {
+	SentRequests() (requests, batches int64)
+}
+
 // ConsumerOptions configure a consumer.
 type ConsumerOptions struct {
 	Topic string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,6 +102,14 @@ type memProducer struct {
 	d     *memDriver
 	topic string
 	ack   AckFunc
+	sends atomic.Int64
+}
+
+// SentRequests implements RequestCounter as if every record were a batch of its own and four
+// batches went in a request.
+func (p *memProducer) SentRequests() (requests, batches int64) {
+	n := p.sends.Load()
+	return (n + 3) / 4, n
 }
 
 func (p *memProducer) Send(_ context.Context, _, value []byte, sent time.Time) {
@@ -112,6 +121,7 @@ func (p *memProducer) Send(_ context.Context, _, value []byte, sent time.Time) {
 	close(d.mu.more)
 	d.mu.more = make(chan struct{})
 	d.mu.Unlock()
+	p.sends.Add(1)
 	if d.sendHook != nil {
 		d.sendHook(n)
 	}

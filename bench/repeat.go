@@ -44,7 +44,8 @@ var figures = []struct {
 }
 
 // Summarize returns the medians and spreads of runs (at least one run) of one workload.
-// Counts (records, bytes) are medians too; errors are summed, and the first error kept.
+// Counts (records, bytes, requests, batches) are medians too; errors are summed, and the first
+// error kept.
 func Summarize(runs []Result) Repeated {
 	out := Repeated{Spread: map[string][2]float64{}, Runs: runs}
 	if len(runs) == 0 {
@@ -64,16 +65,18 @@ func Summarize(runs []Result) Repeated {
 		}
 	}
 	counts := make([]float64, len(runs))
-	for i := range runs {
-		counts[i] = float64(runs[i].Records)
+	for _, count := range []func(*Result) *int64{
+		func(r *Result) *int64 { return &r.Records },
+		func(r *Result) *int64 { return &r.Bytes },
+		func(r *Result) *int64 { return &r.ProduceRequests },
+		func(r *Result) *int64 { return &r.Batches },
+	} {
+		for i := range runs {
+			counts[i] = float64(*count(&runs[i]))
+		}
+		med, _, _ := medianSpread(counts)
+		*count(&out.Result) = int64(med)
 	}
-	med, _, _ := medianSpread(counts)
-	out.Records = int64(med)
-	for i := range runs {
-		counts[i] = float64(runs[i].Bytes)
-	}
-	med, _, _ = medianSpread(counts)
-	out.Bytes = int64(med)
 	for _, r := range runs {
 		out.Errors += r.Errors
 		out.LatencyClamped += r.LatencyClamped
@@ -128,6 +131,9 @@ func (r Repeated) WriteSummary(w io.Writer) {
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d in all (first: %s)\n", r.Errors, r.FirstError)
+	}
+	if line := r.requestsLine(); line != "" {
+		fmt.Fprintln(w, line+" (of the medians; each run whole)")
 	}
 	if line := r.cpuLine(); line != "" {
 		fmt.Fprintf(w, "%s (of the medians; cpu seconds%s)\n", line, sp("cpu_seconds", "%.2f"))

@@ -7,12 +7,13 @@ import (
 
 func TestSummarizeTakesMediansAndSpreads(t *testing.T) {
 	run := func(rps, p99 float64, records int64, errs int64, first string) Result {
-		return Result{Driver: "d", Mode: ModeE2E, Records: records, Bytes: records * 10, Seconds: 1,
+		return Result{Driver: "d", Mode: ModeE2E, Records: records, Bytes: records * 10, Seconds: 1, ProduceRequests: records / 10, Batches: records / 2,
 			RecordsPerSec: rps, MBPerSec: rps / 1e5, LatencyMs: Latency{P50: 1, P99: p99, Max: p99 * 2},
 			Errors: errs, FirstError: first, RSSPeakMB: 50, Timeline: []Interval{{}}}
 	}
 	odd := Summarize([]Result{run(300, 9, 30, 0, ""), run(100, 1, 10, 2, "boom"), run(200, 5, 20, 1, "later")})
-	if odd.RecordsPerSec != 200 || odd.LatencyMs.P99 != 5 || odd.LatencyMs.Max != 10 || odd.Records != 20 || odd.Bytes != 200 {
+	if odd.RecordsPerSec != 200 || odd.LatencyMs.P99 != 5 || odd.LatencyMs.Max != 10 || odd.Records != 20 || odd.Bytes != 200 ||
+		odd.ProduceRequests != 2 || odd.Batches != 10 {
 		t.Errorf("medians of three: %+v", odd.Result)
 	}
 	if got := odd.Spread["records_per_sec"]; got != [2]float64{100, 300} {
@@ -33,7 +34,7 @@ func TestSummarizeTakesMediansAndSpreads(t *testing.T) {
 	}
 	var b strings.Builder
 	odd.WriteSummary(&b)
-	for _, want := range []string{"run 3: 200 records/s", "median of 3 runs: 200 records/s [100–300]", "p99 5.000 [1.000–9.000]", "errors: 3"} {
+	for _, want := range []string{"run 3: 200 records/s", "median of 3 runs: 200 records/s [100–300]", "p99 5.000 [1.000–9.000]", "errors: 3", "requests: 2, 5.0 batches each"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}

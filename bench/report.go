@@ -34,6 +34,11 @@ type Result struct {
 	// SendLagMs (open-loop runs) is how late the harness itself sent the measured records,
 	// after their due times: part of LatencyMs that the system under test did not cause.
 	SendLagMs Latency `json:"send_lag_ms,omitzero"`
+	// ProduceRequests and Batches are the produce requests the producers wrote and the record
+	// batches in them, over the whole run (warm-up and probes' records included), where the
+	// driver counts them (RequestCounter).
+	ProduceRequests int64 `json:"produce_requests,omitempty"`
+	Batches         int64 `json:"batches,omitempty"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
@@ -85,10 +90,21 @@ func (r Result) WriteSummary(w io.Writer) {
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d (first: %s)\n", r.Errors, r.FirstError)
 	}
+	if line := r.requestsLine(); line != "" {
+		fmt.Fprintln(w, line+" (the whole run)")
+	}
 	if line := r.cpuLine(); line != "" {
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
+}
+
+// requestsLine tells how the records travelled: produce requests and batches per request.
+func (r Result) requestsLine() string {
+	if r.ProduceRequests <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("requests: %d, %.1f batches each", r.ProduceRequests, float64(r.Batches)/float64(r.ProduceRequests))
 }
 
 // cpuLine describes the run's CPU time: in all, as cores kept busy over the measured time, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -52,9 +53,18 @@ func TestResultJSONShape(t *testing.T) {
 	if m["records"].(float64) != 100 || m["bytes"].(float64) != 1000 {
 		t.Errorf("records %v bytes %v", m["records"], m["bytes"])
 	}
+	// The producer's counts (memProducer: a batch per record, four a request), over every
+	// record it sent.
+	d.mu.Lock()
+	sent := d.mu.sent
+	d.mu.Unlock()
+	if m["batches"] != float64(sent) || m["produce_requests"] != float64((sent+3)/4) {
+		t.Errorf("batches %v, produce_requests %v; the producer sent %d records", m["batches"], m["produce_requests"], sent)
+	}
 	var sum strings.Builder
 	r.WriteSummary(&sum)
-	if !strings.Contains(sum.String(), "p99.9") || !strings.Contains(sum.String(), "peak RSS") {
+	if !strings.Contains(sum.String(), "p99.9") || !strings.Contains(sum.String(), "peak RSS") ||
+		!strings.Contains(sum.String(), fmt.Sprintf("requests: %d, 4.0 batches each", (sent+3)/4)) {
 		t.Errorf("summary:\n%s", sum.String())
 	}
 }

@@ -548,9 +548,13 @@ func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer
 	return err
 }
 
+// sentCounts are the producers' RequestCounter figures, summed.
+type sentCounts struct{ requests, batches int64 }
+
 // startProducers opens c.Producers producers (producer k on topic k % Topics) and runs their
-// loops; wait returns when all have flushed, with the first error.
-func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value func(k int) func(int64, time.Time) []byte) (all []*stats, wait func() error, err error) {
+// loops; wait returns when all have flushed and closed, with what they sent and the first
+// error.
+func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value func(k int) func(int64, time.Time) []byte) (all []*stats, wait func() (sentCounts, error), err error) {
 	prods := make([]Producer, 0, c.Producers)
 	closeAll := func() {
 		for _, p := range prods {
@@ -582,19 +586,25 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / time.Duration(c.Producers)) // spread the producers' schedules
 		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, st.lag, value(k)) }()
 	}
-	wait = func() error {
+	wait = func() (sentCounts, error) {
 		var first error
 		for range prods {
 			if err := <-errs; err != nil && first == nil {
 				first = err
 			}
 		}
+		var sent sentCounts
 		for _, p := range prods {
 			if err := p.Close(); err != nil && first == nil {
 				first = err
 			}
+			if rc, ok := p.(RequestCounter); ok { // after Close: every request is written
+				reqs, batches := rc.SentRequests()
+				sent.requests += reqs
+				sent.batches += batches
+			}
 		}
-		return first
+		return sent, first
 	}
 	return all, wait, nil
 }
@@ -628,12 +638,13 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	var timeline []Interval // written by progress until wg.Wait
 	wg.Add(1)
 	go progress(c, func() []*stats { return all }, sc.start, sc.measureStart, true, stop, &wg, &timeline)
-	err = wait()
+	sent, err := wait()
 	end := c.Clock.Now()
 	sc.cpu.mark()
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
+	r.ProduceRequests, r.Batches = sent.requests, sent.batches
 	if c.Rate > 0 {
 		r.SendLagMs = mergeLag(all)
 	}
@@ -867,7 +878,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	var timeline []Interval // written by progress until wg.Wait
 	wg.Add(1)
 	go progress(c, func() []*stats { return consumerStats }, sc.start, sc.measureStart, true, stop, &wg, &timeline)
-	perr := wait()
+	counts, perr := wait()
 	var sent int64
 	var perrs int64
 	for _, s := range pstats {
@@ -905,6 +916,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		r.SendLagMs = mergeLag(pstats)
 	}
 	r.Errors += perrs
+	r.ProduceRequests, r.Batches = counts.requests, counts.batches
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError
 	}

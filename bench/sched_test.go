@@ -335,6 +335,9 @@ func TestConsumeAndE2EInMemory(t *testing.T) {
 	if e.LatencyMs.Max <= 0 || e.LatencyMs.P99 > 1000 {
 		t.Errorf("e2e latency %+v", e.LatencyMs)
 	}
+	if e.Batches < e.Records || e.ProduceRequests != (e.Batches+3)/4 { // memProducer's counts, warm-up included
+		t.Errorf("e2e: %d produce requests, %d batches for %d measured records", e.ProduceRequests, e.Batches, e.Records)
+	}
 	if _, err := E2E(ctx, d, Config{Topic: "e", Records: 10}); err == nil {
 		t.Error("e2e without a rate: want an error")
 	}

@@ -111,6 +111,14 @@ func (p *sluiceProducer) Send(ctx context.Context, key, value []byte, sent time.
 
 func (p *sluiceProducer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
 
+var _ RequestCounter = (*sluiceProducer)(nil)
+
+// SentRequests implements RequestCounter.
+func (p *sluiceProducer) SentRequests() (requests, batches int64) {
+	st := p.p.Stats()
+	return st.Requests, st.Batches
+}
+
 func (p *sluiceProducer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -88,3 +88,19 @@ func TestSluiceDriverFetchSize(t *testing.T) {
 		t.Errorf("default fetch size: %d polls for %d records, want a few", dflt, n)
 	}
 }
+
+// TestSluiceDriverCountsRequests: a produce run on the Sluice driver reports the client's
+// requests and batches: at least as many batches as the records need at the batch size, and
+// no more requests than batches.
+func TestSluiceDriverCountsRequests(t *testing.T) {
+	d, ctx := startSluiceDriver(t)
+	const n, size, batchSize = 3000, 100, 1100
+	r, err := Produce(ctx, d, Config{Topic: "count", CreateTopic: true, Records: n, RecordSize: size, BatchSize: batchSize, Acks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d produce requests, %d batches", r.ProduceRequests, r.Batches)
+	if r.Batches < n*size/batchSize || r.ProduceRequests < 1 || r.ProduceRequests > r.Batches {
+		t.Fatalf("%d produce requests, %d batches for %d records of %d bytes in batches of %d", r.ProduceRequests, r.Batches, n, size, batchSize)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -160,13 +161,14 @@ func (d *KafkaDriver) NewProducer(ctx context.Context, opts bench.ProducerOption
 	if err != nil {
 		return nil, err
 	}
-	po = append(po, kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(opts.Topic))
+	counts := new(produceCounts)
+	po = append(po, kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(opts.Topic), kgo.WithHooks(counts))
 	cl, err := kgo.NewClient(po...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: producer: %w", d.name, err)
 	}
 	ack := opts.Ack
-	return &kafkaProducer{cl: cl, topic: opts.Topic, promise: func(r *kgo.Record, err error) {
+	return &kafkaProducer{cl: cl, topic: opts.Topic, counts: counts, promise: func(r *kgo.Record, err error) {
 		sr := (*sentRecord)(unsafe.Pointer(r)) // Send produced it; see sentRecord
 		ack(sr.sent, len(r.Value), err)
 	}}, nil
@@ -175,7 +177,29 @@ func (d *KafkaDriver) NewProducer(ctx context.Context, opts bench.ProducerOption
 type kafkaProducer struct {
 	cl      *kgo.Client
 	topic   string
+	counts  *produceCounts
 	promise func(*kgo.Record, error) // one for every record; see sentRecord
+}
+
+// produceCounts counts, through kgo's hooks, the Produce requests written and the batches
+// the brokers acknowledged (kgo reports batches when their response arrives).
+type produceCounts struct{ requests, batches atomic.Int64 }
+
+func (c *produceCounts) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil { // 0: Produce
+		c.requests.Add(1)
+	}
+}
+
+func (c *produceCounts) OnProduceBatchWritten(kgo.BrokerMetadata, string, int32, kgo.ProduceBatchMetrics) {
+	c.batches.Add(1)
+}
+
+var _ bench.RequestCounter = (*kafkaProducer)(nil)
+
+// SentRequests implements bench.RequestCounter.
+func (p *kafkaProducer) SentRequests() (requests, batches int64) {
+	return p.counts.requests.Load(), p.counts.batches.Load()
 }
 
 // sentRecord is a kgo record with its send time. kgo hands the promise the very *kgo.Record

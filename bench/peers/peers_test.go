@@ -81,6 +81,18 @@ func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, copts 
 	if err := p.Close(); err != nil {
 		t.Fatalf("producer Close: %v", err)
 	}
+	if rc, ok := p.(bench.RequestCounter); ok {
+		// Every record went in some batch and request; a batch holds at most BatchSize bytes
+		// (kgo's and Sluice's producers send as soon as they can, so batches are smaller).
+		reqs, batches := rc.SentRequests()
+		t.Logf("%d produce requests, %d batches", reqs, batches)
+		if reqs < 1 || batches < 1 || batches > nRecords {
+			t.Fatalf("%d produce requests, %d batches for %d records", reqs, batches, nRecords)
+		}
+		if popts.BatchSize > 0 && batches < int64(nRecords*recordSize/popts.BatchSize) {
+			t.Fatalf("%d batches for %d records of %d bytes in batches of at most %d", batches, nRecords, recordSize, popts.BatchSize)
+		}
+	}
 
 	copts.Topic = popts.Topic
 	c, err := d.NewConsumer(ctx, copts)
