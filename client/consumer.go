@@ -133,12 +133,13 @@ var (
 //
 // Goroutines: one fetcher per partition leader (started on first need), one committer that
 // sends every commit in the order it was asked for, and, with auto-commit, one ticker. Each
-// fetcher keeps one Fetch (a long poll) in flight for the partitions it leads that have no
-// undelivered response buffered, and queues the responses undecoded; Poll decodes and
-// decompresses them on the caller's goroutine. A partition is fetched again as soon as Poll
-// starts on its buffered response, so the next fetch is in flight while the application
-// processes the current records, and at most two responses per partition are held (the one
-// Poll is draining and one buffered). Close stops and waits for every goroutine.
+// fetcher keeps one Fetch (a long poll) in flight for the partitions it leads, and queues the
+// responses undecoded; Poll decodes and decompresses them on the caller's goroutine. A
+// partition goes into the next fetch while fewer than responsesAhead (2) of its responses wait
+// for Poll, so fetches go on while the application processes the current records, and at most
+// four responses per partition are held (the one Poll is draining, two waiting, one in
+// flight). A response that ends in an error is not fetched past until Poll starts on it.
+// Close stops and waits for every goroutine.
 //
 // Positions: a partition's position is the offset of the next record Poll will return
 // (Kafka's position()); Poll advances it, Seek sets it, commits send it. Every position change
@@ -207,8 +208,11 @@ type partState struct {
 
 	leader   int32 // -1: look it up
 	inflight bool  // in a fetcher's outstanding request
-	buffered bool  // a response is queued that Poll has not started on
-	err      error // sticky until the next Seek: Poll returns it
+	buffered int   // responses queued that Poll has not started on (at most responsesAhead)
+	// stopAhead: a queued response ends in an error or a reset; fetch no further until Poll
+	// has started on every queued response.
+	stopAhead bool
+	err       error // sticky until the next Seek: Poll returns it
 
 	committed int64 // last offset committed by this consumer or read from the group, -1 none
 }
@@ -350,7 +354,7 @@ func (c *Consumer) setResetLocked(ps *partState, policy string) {
 // invalidateLocked forgets ps's position and everything fetched for it.
 func (c *Consumer) invalidateLocked(ps *partState) {
 	ps.hasPos, ps.needCommitted, ps.needReset, ps.err = false, false, false, nil
-	ps.buffered = false
+	ps.buffered, ps.stopAhead = 0, false
 	ps.epoch = c.nextEpochLocked()
 	c.cancelFetchLocked(ps)
 }
@@ -668,7 +672,9 @@ func (c *Consumer) nextChunk() bool {
 			}
 			continue
 		}
-		ps.buffered = false
+		if ps.buffered--; ps.buffered == 0 {
+			ps.stopAhead = false
+		}
 		c.wakeFetcherLocked(ps) // prefetch: the next response is fetched while this one is used
 		switch {
 		case ch.reset:

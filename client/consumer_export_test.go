@@ -10,15 +10,16 @@ func (c *Consumer) CrashForTest() {
 	c.closeOnce.Do(func() { c.closeErr = c.shutdown(context.Background(), false) })
 }
 
-// QueuedForTest is the number of fetched responses waiting for Poll, and the number of
-// partitions that have one buffered.
-func (c *Consumer) QueuedForTest() (responses, buffered int) {
+// QueuedForTest is the number of fetched responses waiting for Poll, and the most any one
+// partition has buffered.
+func (c *Consumer) QueuedForTest() (responses, maxBuffered int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ps := range c.mu.parts {
-		if ps.buffered {
-			buffered++
-		}
+		maxBuffered = max(maxBuffered, ps.buffered)
 	}
-	return len(c.mu.queue), buffered
+	return len(c.mu.queue), maxBuffered
 }
+
+// ResponsesAhead is responsesAhead, for tests.
+const ResponsesAhead = responsesAhead

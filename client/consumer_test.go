@@ -391,8 +391,8 @@ func TestConsumerSeek(t *testing.T) {
 }
 
 // Poll returns at most MaxPollRecords; records left in a response come with the next Poll,
-// and while the application holds one response the next is already fetched (prefetch), one
-// per partition at most.
+// and while the application holds one response the next ones are already fetched (prefetch),
+// ResponsesAhead per partition at most.
 func TestConsumerPrefetchAndMaxPollRecords(t *testing.T) {
 	f := newConsumerFixture(t)
 	f.createTopic("pre", 1)
@@ -408,23 +408,60 @@ func TestConsumerPrefetchAndMaxPollRecords(t *testing.T) {
 		t.Fatalf("first poll: %v", consumerOffsets(got))
 	}
 	// The application now "processes" records 0-3 without polling. Poll started on the first
-	// response, so the second is fetched meanwhile.
-	for {
+	// response, so the next ones are fetched meanwhile, and no more than ResponsesAhead.
+	for full := (time.Time{}); full.IsZero() || time.Since(full) < 50*time.Millisecond; {
 		responses, buffered := c.QueuedForTest()
-		if responses > 1 || buffered > 1 {
-			t.Fatalf("%d responses, %d partitions buffered: more than one response ahead for one partition", responses, buffered)
+		if responses > client.ResponsesAhead || buffered > client.ResponsesAhead {
+			t.Fatalf("%d responses queued, %d for one partition: more than %d ahead", responses, buffered, client.ResponsesAhead)
 		}
-		if responses == 1 {
-			break
+		if responses == client.ResponsesAhead && full.IsZero() {
+			full = time.Now() // and it stays so: watch a little longer
 		}
 		if f.ctx.Err() != nil {
-			t.Fatal("the next fetch did not happen while the application held the records")
+			t.Fatalf("%d responses fetched ahead while the application held the records, want %d", responses, client.ResponsesAhead)
 		}
 		time.Sleep(time.Millisecond)
 	}
 	rest := f.pollN(c, 36)
 	if !slices.Equal(consumerOffsets(rest), consumerOffsetRange(4, 40)) {
 		t.Fatalf("rest: %v", consumerOffsets(rest))
+	}
+}
+
+// A response that ends in an error (here OFFSET_OUT_OF_RANGE) is not fetched past: what
+// comes next depends on what Poll makes of it (a reset moves the position), so the fetcher
+// waits for Poll instead of fetching the same offset again.
+func TestConsumerNoPrefetchPastAnError(t *testing.T) {
+	f := newConsumerFixture(t)
+	f.createTopic("past", 1)
+	tp := client.TopicPartition{Topic: "past"}
+	f.produceValues("past", 0, consumerValues(10, "v")...)
+	c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest})
+	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	if pos, err := c.Position(f.ctx, tp); err != nil || pos != 0 { // starts the fetcher, as Poll would
+		t.Fatalf("Position = %d, %v", pos, err)
+	}
+	if err := c.Seek(tp, 1000); err != nil { // past the log end: OFFSET_OUT_OF_RANGE
+		t.Fatal(err)
+	}
+	for full := (time.Time{}); full.IsZero() || time.Since(full) < 100*time.Millisecond; {
+		_, buffered := c.QueuedForTest() // responses since the seek (earlier ones are dropped)
+		if buffered > 1 {
+			t.Fatalf("%d responses queued: fetched past an out-of-range response", buffered)
+		}
+		if buffered == 1 && full.IsZero() {
+			full = time.Now()
+		}
+		if f.ctx.Err() != nil {
+			t.Fatal("the out-of-range response never came")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Poll applies auto.offset.reset and reads from the beginning.
+	if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(0, 10)) {
+		t.Fatalf("after the reset: %v", consumerOffsets(got))
 	}
 }
 

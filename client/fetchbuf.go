@@ -17,15 +17,15 @@ import "github.com/sluicemq/sluice/batch"
 //   - the []Record slice and the records' []Header (Consumer.headers): one array each, refilled
 //     by every Poll.
 //
-// Lifetimes, with one partition and the fetcher's prefetch (at most one response in flight,
-// one queued, and the one Poll is draining):
+// Lifetimes, with one partition and the fetcher's prefetch (the response Poll is draining,
+// and responsesAhead = 2 more queued or in flight):
 //
-//	Poll 1: A A A A           starts A (in buffer 1): B is fetched into buffer 2
-//	Poll 2: A A | B B         ends A, starts B: C is fetched into buffer 3, as Poll 2's
+//	Poll 1: A A A A           starts A (in buffer 1): B and C are fetched into buffers 2, 3
+//	Poll 2: A A | B B         ends A, starts B: D is fetched into buffer 4, as Poll 2's
 //	                          records still alias buffer 1
 //	Poll 3: B B B B           Poll 2's records are dead: buffer 1 is free again
 //
-// so a fetcher needs three buffers in steady state, and more only while several partitions'
+// so a fetcher needs four buffers in steady state, and more only while several partitions'
 // chunks share responses.
 //
 // Bounds: a fetcher keeps at most fetchBufsIdle idle buffers, and never pools one larger than
@@ -37,7 +37,7 @@ import "github.com/sluicemq/sluice/batch"
 // maxRingBatchBytes, a batch gets a fresh buffer (as in the default mode) that the garbage
 // collector reclaims.
 const (
-	fetchBufsIdle        = 3
+	fetchBufsIdle        = responsesAhead + 2 // a steady stream's buffers, kept through a pause
 	fetchBufShrinkAfter  = 16
 	maxPollDecompressors = 64
 	maxRingBatchBytes    = 1 << 20
