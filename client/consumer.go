@@ -137,7 +137,7 @@ var (
 // responses undecoded; Poll decodes and decompresses them on the caller's goroutine. A
 // partition goes into the next fetch while fewer than responsesAhead (2) of its responses wait
 // for Poll, so fetches go on while the application processes the current records, and at most
-// four responses per partition are held (the one Poll is draining, two waiting, one in
+// three responses per partition are held (the one Poll is draining and two more, waiting or in
 // flight). A response that ends in an error is not fetched past until Poll starts on it.
 // Close stops and waits for every goroutine.
 //
