@@ -308,6 +308,7 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 	for tp := range c.mu.parts {
 		if !keep[tp] {
 			delete(c.mu.parts, tp)
+			c.dropQueuedLocked(tp)
 		}
 	}
 	c.signal()
@@ -356,7 +357,28 @@ func (c *Consumer) invalidateLocked(ps *partState) {
 	ps.hasPos, ps.needCommitted, ps.needReset, ps.err = false, false, false, nil
 	ps.buffered, ps.stopAhead = 0, false
 	ps.epoch = c.nextEpochLocked()
+	c.dropQueuedLocked(ps.tp)
 	c.cancelFetchLocked(ps)
+}
+
+// dropQueuedLocked takes tp's responses out of the queue, stale once its position moved or it
+// was unassigned. Left there, they would wait for a Poll to drop them, and seeks without one
+// in between would pile them up (with their buffers).
+func (c *Consumer) dropQueuedLocked(tp TopicPartition) {
+	kept := c.mu.queue[:0]
+	for _, ch := range c.mu.queue {
+		if ch.tp != tp {
+			kept = append(kept, ch)
+			continue
+		}
+		if ch.buf != nil { // no Poll returned its records: reuse at once
+			c.unrefLocked(ch.buf)
+			ch.buf = nil
+		}
+		c.freeChunkLocked(ch)
+	}
+	clear(c.mu.queue[len(kept):])
+	c.mu.queue = kept
 }
 
 func (c *Consumer) resetToLocked(ps *partState, ts int64) {

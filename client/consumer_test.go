@@ -465,6 +465,47 @@ func TestConsumerNoPrefetchPastAnError(t *testing.T) {
 	}
 }
 
+// Seeks without a Poll in between do not pile up responses: each seek drops what was fetched
+// for the old position, so the queue never holds more than ResponsesAhead, and Poll then
+// reads from the last position.
+func TestConsumerSeeksWithoutPollDropResponses(t *testing.T) {
+	f := newConsumerFixture(t)
+	f.createTopic("seeks", 1)
+	tp := client.TopicPartition{Topic: "seeks"}
+	for range 4 {
+		f.produceValues("seeks", 0, consumerValues(10, "v")...)
+	}
+	for _, mode := range consumerModes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest, ReuseRecordBuffers: mode.reuse, MaxPartitionFetchBytes: 1}, tp)
+			if pos, err := c.Position(f.ctx, tp); err != nil || pos != 0 { // starts the fetcher, as Poll would
+				t.Fatalf("Position = %d, %v", pos, err)
+			}
+			for i := range 20 {
+				if err := c.Seek(tp, int64(i%4*10)); err != nil {
+					t.Fatal(err)
+				}
+				for { // until something for the new position is queued
+					responses, buffered := c.QueuedForTest()
+					if responses > client.ResponsesAhead {
+						t.Fatalf("seek %d: %d responses queued, want at most %d", i, responses, client.ResponsesAhead)
+					}
+					if buffered > 0 {
+						break
+					}
+					if f.ctx.Err() != nil {
+						t.Fatalf("seek %d: nothing fetched", i)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(30, 40)) {
+				t.Fatalf("after the last seek (to 30): %v", consumerOffsets(got))
+			}
+		})
+	}
+}
+
 // CommitSync commits what Poll returned; a new consumer in the group resumes exactly after.
 func TestConsumerCommitSyncAndResume(t *testing.T) {
 	f := newConsumerFixture(t)
