@@ -5,18 +5,13 @@ package client_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
-	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 )
 
@@ -37,58 +32,19 @@ func aheadWaitQueued(c *client.Consumer, n int, d time.Duration) int {
 // damage: "crc" flips a value bit (found by Poll), "magic" breaks the magic byte (found by
 // the fetcher's wholeBatches).
 func TestConsumerAheadDamagedBatch(t *testing.T) {
-	for _, damage := range []string{"crc", "magic"} {
-		t.Run(damage, func(t *testing.T) {
-			dir := t.TempDir()
-			b := brokertest.Open(t, brokertest.Config(dir, "127.0.0.1:0"))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			conn, err := client.Dial(ctx, b.Addr().String(), "ahead-test")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := &consumerFixture{t: t, b: b, conn: conn, ctx: ctx}
-			f.createTopic("dmg", 1)
-			f.produceValues("dmg", 0, "intact-0", "intact-1", "intact-2")
-			f.produceValues("dmg", 0, "intact-3", "intact-4", "intact-5")
-			f.produceValues("dmg", 0, "damaged-6", "victim-record-7", "damaged-8")
-			f.produceValues("dmg", 0, "after-9", "after-10")
-			f.produceValues("dmg", 0, "after-11", "after-12")
-			conn.Close()
-			if err := b.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			logs, _ := filepath.Glob(filepath.Join(dir, "dmg-0", "*.log"))
-			data, err := os.ReadFile(logs[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			at := bytes.Index(data, []byte("victim-record-7"))
-			switch damage {
-			case "crc":
-				data[at] ^= 0x20
-			case "magic":
-				// the batch start: the last batch boundary before at
-				pos := 0
-				for {
-					size := int(binary.BigEndian.Uint32(data[pos+8:])) + 12 // batch length field + the 12 bytes before it
-					if pos+size > at {
-						break
-					}
-					pos += size
-				}
-				data[pos+16] = 7 // magic
-			}
-			if err := os.WriteFile(logs[0], data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			b = brokertest.Open(t, brokertest.Config(dir, "127.0.0.1:0"))
-			conn, err = client.Dial(ctx, b.Addr().String(), "ahead-test")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { conn.Close() })
-			f = &consumerFixture{t: t, b: b, conn: conn, ctx: ctx}
+	for _, damage := range []struct {
+		name  string
+		apply func([]byte, int)
+	}{{"crc", flipValueBit}, {"magic", breakMagic}} {
+		t.Run(damage.name, func(t *testing.T) {
+			f := damagedLogFixture(t, "dmg", [][]string{
+				{"intact-0", "intact-1", "intact-2"},
+				{"intact-3", "intact-4", "intact-5"},
+				{"damaged-6", "victim-record-7", "damaged-8"},
+				{"after-9", "after-10"},
+				{"after-11", "after-12"},
+			}, "victim-record-7", damage.apply)
+			ctx := f.ctx
 			for _, mode := range consumerModes {
 				t.Run(mode.name, func(t *testing.T) {
 					c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest,

@@ -128,6 +128,33 @@ func (f *consumerFixture) consumer(cfg client.ConsumerConfig, tps ...client.Topi
 	return c
 }
 
+// watchQueued samples c's queue every millisecond until reached(responses queued, most
+// queued for one partition) has held for hold, failing the test as soon as either count
+// exceeds max, or at the fixture's deadline (what names the state awaited).
+func (f *consumerFixture) watchQueued(c *client.Consumer, max int, hold time.Duration, what string, reached func(responses, buffered int) bool) {
+	f.t.Helper()
+	var since time.Time
+	for {
+		responses, buffered := c.QueuedForTest()
+		if responses > max || buffered > max {
+			f.t.Fatalf("%s: %d responses queued, %d for one partition; want at most %d", what, responses, buffered, max)
+		}
+		switch {
+		case !reached(responses, buffered):
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		}
+		if !since.IsZero() && time.Since(since) >= hold {
+			return
+		}
+		if f.ctx.Err() != nil {
+			f.t.Fatalf("%s: not reached (%d responses queued, %d for one partition)", what, responses, buffered)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // pollN polls until it has n records, failing the test on an error or the deadline. It
 // returns copies, valid whatever the consumer's ReuseRecordBuffers.
 func (f *consumerFixture) pollN(c *client.Consumer, n int) []client.Record {
@@ -409,19 +436,8 @@ func TestConsumerPrefetchAndMaxPollRecords(t *testing.T) {
 	}
 	// The application now "processes" records 0-3 without polling. Poll started on the first
 	// response, so the next ones are fetched meanwhile, and no more than ResponsesAhead.
-	for full := (time.Time{}); full.IsZero() || time.Since(full) < 50*time.Millisecond; {
-		responses, buffered := c.QueuedForTest()
-		if responses > client.ResponsesAhead || buffered > client.ResponsesAhead {
-			t.Fatalf("%d responses queued, %d for one partition: more than %d ahead", responses, buffered, client.ResponsesAhead)
-		}
-		if responses == client.ResponsesAhead && full.IsZero() {
-			full = time.Now() // and it stays so: watch a little longer
-		}
-		if f.ctx.Err() != nil {
-			t.Fatalf("%d responses fetched ahead while the application held the records, want %d", responses, client.ResponsesAhead)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	f.watchQueued(c, client.ResponsesAhead, 50*time.Millisecond, "responses fetched ahead while the application held the records",
+		func(responses, _ int) bool { return responses == client.ResponsesAhead })
 	rest := f.pollN(c, 36)
 	if !slices.Equal(consumerOffsets(rest), consumerOffsetRange(4, 40)) {
 		t.Fatalf("rest: %v", consumerOffsets(rest))
@@ -446,19 +462,8 @@ func TestConsumerNoPrefetchPastAnError(t *testing.T) {
 	if err := c.Seek(tp, 1000); err != nil { // past the log end: OFFSET_OUT_OF_RANGE
 		t.Fatal(err)
 	}
-	for full := (time.Time{}); full.IsZero() || time.Since(full) < 100*time.Millisecond; {
-		_, buffered := c.QueuedForTest() // responses since the seek (earlier ones are dropped)
-		if buffered > 1 {
-			t.Fatalf("%d responses queued: fetched past an out-of-range response", buffered)
-		}
-		if buffered == 1 && full.IsZero() {
-			full = time.Now()
-		}
-		if f.ctx.Err() != nil {
-			t.Fatal("the out-of-range response never came")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// Responses since the seek (the earlier ones are dropped): the out-of-range one, and no more.
+	f.watchQueued(c, 1, 100*time.Millisecond, "the out-of-range response", func(_, buffered int) bool { return buffered == 1 })
 	// Poll applies auto.offset.reset and reads from the beginning.
 	if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(0, 10)) {
 		t.Fatalf("after the reset: %v", consumerOffsets(got))
@@ -485,19 +490,8 @@ func TestConsumerSeeksWithoutPollDropResponses(t *testing.T) {
 				if err := c.Seek(tp, int64(i%4*10)); err != nil {
 					t.Fatal(err)
 				}
-				for { // until something for the new position is queued
-					responses, buffered := c.QueuedForTest()
-					if responses > client.ResponsesAhead {
-						t.Fatalf("seek %d: %d responses queued, want at most %d", i, responses, client.ResponsesAhead)
-					}
-					if buffered > 0 {
-						break
-					}
-					if f.ctx.Err() != nil {
-						t.Fatalf("seek %d: nothing fetched", i)
-					}
-					time.Sleep(time.Millisecond)
-				}
+				f.watchQueued(c, client.ResponsesAhead, 0, fmt.Sprintf("a response after seek %d", i),
+					func(_, buffered int) bool { return buffered > 0 })
 			}
 			if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(30, 40)) {
 				t.Fatalf("after the last seek (to 30): %v", consumerOffsets(got))
