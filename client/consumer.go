@@ -138,7 +138,8 @@ var (
 // partition goes into the next fetch while fewer than responsesAhead (2) of its responses wait
 // for Poll, so fetches go on while the application processes the current records, and at most
 // three responses per partition are held (the one Poll is draining and two more, waiting or in
-// flight). A response that ends in an error is not fetched past until Poll starts on it.
+// flight). A response that ends in an error is not fetched past (until a seek), nor one that
+// ends in a reset until Poll applies it.
 // Close stops and waits for every goroutine.
 //
 // Positions: a partition's position is the offset of the next record Poll will return
@@ -209,8 +210,9 @@ type partState struct {
 	leader   int32 // -1: look it up
 	inflight bool  // in a fetcher's outstanding request
 	buffered int   // responses queued that Poll has not started on (at most responsesAhead)
-	// stopAhead: a queued response ends in an error or a reset; fetch no further until Poll
-	// has started on every queued response.
+	// stopAhead: a queued response ends in an error or a reset; fetch no further. A reset
+	// clears it when Poll applies it (the position moves), an error only with a seek: Poll
+	// stops there, and a fetch from the same offset could only bring the error again.
 	stopAhead bool
 	err       error // sticky until the next Seek: Poll returns it
 
@@ -694,8 +696,8 @@ func (c *Consumer) nextChunk() bool {
 			}
 			continue
 		}
-		if ps.buffered--; ps.buffered == 0 {
-			ps.stopAhead = false
+		if ps.buffered--; ps.buffered == 0 && ch.err == nil {
+			ps.stopAhead = false // see partState.stopAhead
 		}
 		c.wakeFetcherLocked(ps) // prefetch: the next response is fetched while this one is used
 		switch {

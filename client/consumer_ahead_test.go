@@ -35,7 +35,15 @@ func TestConsumerAheadDamagedBatch(t *testing.T) {
 	for _, damage := range []struct {
 		name  string
 		apply func([]byte, int)
-	}{{"crc", flipValueBit}, {"magic", breakMagic}} {
+		// fetcherSees: the fetcher finds the damage itself (a batch's magic or length) and
+		// fetches no further; a CRC mismatch only Poll finds.
+		fetcherSees bool
+		fetchBytes  int // max.partition.fetch.bytes: 1 for a batch per response, 0 for all
+	}{
+		{"crc", flipValueBit, false, 1},
+		{"magic", breakMagic, true, 1},
+		{"magic/one-response", breakMagic, true, 0}, // intact batches and the damaged one arrive together
+	} {
 		t.Run(damage.name, func(t *testing.T) {
 			f := damagedLogFixture(t, "dmg", [][]string{
 				{"intact-0", "intact-1", "intact-2"},
@@ -48,7 +56,7 @@ func TestConsumerAheadDamagedBatch(t *testing.T) {
 			for _, mode := range consumerModes {
 				t.Run(mode.name, func(t *testing.T) {
 					c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest,
-						ReuseRecordBuffers: mode.reuse, MaxPartitionFetchBytes: 1, MaxPollRecords: 2},
+						ReuseRecordBuffers: mode.reuse, MaxPartitionFetchBytes: damage.fetchBytes, MaxPollRecords: 2},
 						client.TopicPartition{Topic: "dmg"})
 					var got []string
 					var perr error
@@ -74,8 +82,12 @@ func TestConsumerAheadDamagedBatch(t *testing.T) {
 							t.Fatalf("Poll after the error: %d records, %v", len(recs), err)
 						}
 					}
-					_, buffered := c.QueuedForTest()
-					t.Logf("error: %v; buffered after: %d", perr, buffered)
+					if damage.fetcherSees {
+						time.Sleep(50 * time.Millisecond) // time for a fetch that should not happen
+						if responses, _ := c.QueuedForTest(); responses != 0 {
+							t.Fatalf("%d responses fetched past the damaged batch after the error", responses)
+						}
+					}
 				})
 			}
 		})

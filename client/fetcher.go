@@ -159,10 +159,10 @@ func (f *fetcher) sleep() error {
 const responsesAhead = 2
 
 // fetchable reports whether ps may go into a fetch to broker: this broker leads it, its
-// position is known, fewer than responsesAhead of its responses wait for Poll (none, after
-// one that ends in an error), and it has not failed. c.mu must be held.
+// position is known, fewer than responsesAhead of its responses wait for Poll and none that
+// ends in an error or a reset (stopAhead), and it has not failed. c.mu must be held.
 func (ps *partState) fetchable(broker int32) bool {
-	ahead := ps.buffered == 0 || (ps.buffered < responsesAhead && !ps.stopAhead)
+	ahead := ps.buffered < responsesAhead && !ps.stopAhead
 	return ps.leader == broker && ps.hasPos && !ps.needReset && !ps.needCommitted && !ps.inflight && ahead && ps.err == nil
 }
 
