@@ -307,10 +307,10 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 		}
 		c.mu.parts[tp] = ps
 	}
-	for tp := range c.mu.parts {
+	for tp, ps := range c.mu.parts {
 		if !keep[tp] {
 			delete(c.mu.parts, tp)
-			c.dropQueuedLocked(tp)
+			c.dropQueuedLocked(ps)
 		}
 	}
 	c.signal()
@@ -356,20 +356,24 @@ func (c *Consumer) setResetLocked(ps *partState, policy string) {
 
 // invalidateLocked forgets ps's position and everything fetched for it.
 func (c *Consumer) invalidateLocked(ps *partState) {
+	c.dropQueuedLocked(ps)
 	ps.hasPos, ps.needCommitted, ps.needReset, ps.err = false, false, false, nil
 	ps.buffered, ps.stopAhead = 0, false
 	ps.epoch = c.nextEpochLocked()
-	c.dropQueuedLocked(ps.tp)
 	c.cancelFetchLocked(ps)
 }
 
-// dropQueuedLocked takes tp's responses out of the queue, stale once its position moved or it
+// dropQueuedLocked takes ps's responses out of the queue, stale once its position moved or it
 // was unassigned. Left there, they would wait for a Poll to drop them, and seeks without one
-// in between would pile them up (with their buffers).
-func (c *Consumer) dropQueuedLocked(tp TopicPartition) {
+// in between would pile them up (with their buffers). The queue holds only responses of their
+// partition's current epoch (handle drops older ones), so ps.buffered counts ps's.
+func (c *Consumer) dropQueuedLocked(ps *partState) {
+	if ps.buffered == 0 {
+		return
+	}
 	kept := c.mu.queue[:0]
 	for _, ch := range c.mu.queue {
-		if ch.tp != tp {
+		if ch.tp != ps.tp {
 			kept = append(kept, ch)
 			continue
 		}

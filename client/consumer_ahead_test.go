@@ -88,6 +88,23 @@ func TestConsumerAheadDamagedBatch(t *testing.T) {
 							t.Fatalf("%d responses fetched past the damaged batch after the error", responses)
 						}
 					}
+					// A seek past the damage resumes: the error is the partition's until then.
+					if err := c.Seek(client.TopicPartition{Topic: "dmg"}, 9); err != nil {
+						t.Fatal(err)
+					}
+					var after []string
+					for len(after) < 4 {
+						recs, err := c.Poll(ctx)
+						if err != nil {
+							t.Fatalf("Poll after seeking past the damaged batch: %v (after %q)", err, after)
+						}
+						for _, r := range recs {
+							after = append(after, string(r.Value))
+						}
+					}
+					if want := []string{"after-9", "after-10", "after-11", "after-12"}; !slices.Equal(after, want) {
+						t.Fatalf("after the seek: %q, want %q", after, want)
+					}
 				})
 			}
 		})

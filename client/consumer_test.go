@@ -131,13 +131,13 @@ func (f *consumerFixture) consumer(cfg client.ConsumerConfig, tps ...client.Topi
 // watchQueued samples c's queue every millisecond until reached(responses queued, most
 // queued for one partition) has held for hold, failing the test as soon as either count
 // exceeds max, or at the fixture's deadline (what names the state awaited).
-func (f *consumerFixture) watchQueued(c *client.Consumer, max int, hold time.Duration, what string, reached func(responses, buffered int) bool) {
-	f.t.Helper()
+func (f *consumerFixture) watchQueued(t *testing.T, c *client.Consumer, max int, hold time.Duration, what string, reached func(responses, buffered int) bool) {
+	t.Helper()
 	var since time.Time
 	for {
 		responses, buffered := c.QueuedForTest()
 		if responses > max || buffered > max {
-			f.t.Fatalf("%s: %d responses queued, %d for one partition; want at most %d", what, responses, buffered, max)
+			t.Fatalf("%s: %d responses queued, %d for one partition; want at most %d", what, responses, buffered, max)
 		}
 		switch {
 		case !reached(responses, buffered):
@@ -149,7 +149,7 @@ func (f *consumerFixture) watchQueued(c *client.Consumer, max int, hold time.Dur
 			return
 		}
 		if f.ctx.Err() != nil {
-			f.t.Fatalf("%s: not reached (%d responses queued, %d for one partition)", what, responses, buffered)
+			t.Fatalf("%s: not reached (%d responses queued, %d for one partition)", what, responses, buffered)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -436,7 +436,7 @@ func TestConsumerPrefetchAndMaxPollRecords(t *testing.T) {
 	}
 	// The application now "processes" records 0-3 without polling. Poll started on the first
 	// response, so the next ones are fetched meanwhile, and no more than ResponsesAhead.
-	f.watchQueued(c, client.ResponsesAhead, 50*time.Millisecond, "responses fetched ahead while the application held the records",
+	f.watchQueued(t, c, client.ResponsesAhead, 50*time.Millisecond, "responses fetched ahead while the application held the records",
 		func(responses, _ int) bool { return responses == client.ResponsesAhead })
 	rest := f.pollN(c, 36)
 	if !slices.Equal(consumerOffsets(rest), consumerOffsetRange(4, 40)) {
@@ -463,7 +463,7 @@ func TestConsumerNoPrefetchPastAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Responses since the seek (the earlier ones are dropped): the out-of-range one, and no more.
-	f.watchQueued(c, 1, 100*time.Millisecond, "the out-of-range response", func(_, buffered int) bool { return buffered == 1 })
+	f.watchQueued(t, c, 1, 100*time.Millisecond, "the out-of-range response", func(_, buffered int) bool { return buffered == 1 })
 	// Poll applies auto.offset.reset and reads from the beginning.
 	if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(0, 10)) {
 		t.Fatalf("after the reset: %v", consumerOffsets(got))
@@ -490,11 +490,23 @@ func TestConsumerSeeksWithoutPollDropResponses(t *testing.T) {
 				if err := c.Seek(tp, int64(i%4*10)); err != nil {
 					t.Fatal(err)
 				}
-				f.watchQueued(c, client.ResponsesAhead, 0, fmt.Sprintf("a response after seek %d", i),
+				f.watchQueued(t, c, client.ResponsesAhead, 0, fmt.Sprintf("a response after seek %d", i),
 					func(_, buffered int) bool { return buffered > 0 })
 			}
 			if got := f.pollN(c, 10); !slices.Equal(consumerOffsets(got), consumerOffsetRange(30, 40)) {
 				t.Fatalf("after the last seek (to 30): %v", consumerOffsets(got))
+			}
+			// Unassigning drops what was fetched for the partition too.
+			if err := c.Seek(tp, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.watchQueued(t, c, client.ResponsesAhead, 0, "responses before unassigning",
+				func(responses, _ int) bool { return responses == client.ResponsesAhead })
+			if err := c.Assign(nil); err != nil {
+				t.Fatal(err)
+			}
+			if responses, _ := c.QueuedForTest(); responses != 0 {
+				t.Fatalf("%d responses queued after unassigning the partition", responses)
 			}
 		})
 	}
