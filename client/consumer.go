@@ -377,14 +377,19 @@ func (c *Consumer) dropQueuedLocked(ps *partState) {
 			kept = append(kept, ch)
 			continue
 		}
-		if ch.buf != nil { // no Poll returned its records: reuse at once
-			c.unrefLocked(ch.buf)
-			ch.buf = nil
-		}
-		c.freeChunkLocked(ch)
+		c.discardQueuedLocked(ch)
 	}
 	clear(c.mu.queue[len(kept):])
 	c.mu.queue = kept
+}
+
+// discardQueuedLocked gives back a response taken out of the queue unused.
+func (c *Consumer) discardQueuedLocked(ch *chunk) {
+	if ch.buf != nil { // no Poll returned its records: reuse at once
+		c.unrefLocked(ch.buf)
+		ch.buf = nil
+	}
+	c.freeChunkLocked(ch)
 }
 
 func (c *Consumer) resetToLocked(ps *partState, ts int64) {
@@ -694,10 +699,9 @@ func (c *Consumer) nextChunk() bool {
 		c.mu.queue = c.mu.queue[1:]
 		ps := c.mu.parts[ch.tp]
 		if ps == nil || ps.epoch != ch.epoch {
-			if ch.buf != nil { // no Poll returned its records: reuse at once
-				c.unrefLocked(ch.buf)
-				ch.buf = nil
-			}
+			// Not expected: dropQueuedLocked takes a partition's responses out when its epoch
+			// changes or it is unassigned. Kept so that a stale response is never delivered.
+			c.discardQueuedLocked(ch)
 			continue
 		}
 		if ps.buffered--; ps.buffered == 0 && ch.err == nil {

@@ -425,11 +425,13 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 		req.ch = nil // a failed connection closes it
 	}
 	if err == nil {
+		n := 0
+		for _, b := range req.batches {
+			n += len(b.built)
+		}
 		p.sentRequests.Add(1)
 		p.sentBatches.Add(int64(len(req.batches)))
-		for _, b := range req.batches {
-			p.sentBytes.Add(int64(len(b.built)))
-		}
+		p.sentBytes.Add(int64(n))
 	}
 	if err != nil {
 		s.failRequest(req, &connError{fmt.Errorf("broker %d: %w", s.id, err)})
