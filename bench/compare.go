@@ -13,7 +13,10 @@ import (
 // fresh data) and returns its driver; closing the driver stops it.
 type System struct {
 	Name string
-	Open func(ctx context.Context) (Driver, error)
+	// Transport is how its client reaches it, TransportTCP or TransportUnix (which limits
+	// bound it: BoundingProbes); empty means TCP.
+	Transport string
+	Open      func(ctx context.Context) (Driver, error)
 }
 
 // CompareRow is one system's outcome. Ratio is its records/s over the first system's (the
@@ -84,10 +87,19 @@ func CompareFrom(ctx context.Context, systems []System, first int, run func(ctx 
 	return rows
 }
 
-// WriteCompareTable prints the rows as a table.
+// WriteCompareTable prints the rows as a table. Where the runs were measured against the
+// machine's limits (Result.Limits), a last column gives each system's nearest one.
 func WriteCompareTable(w io.Writer, rows []CompareRow) {
+	bounded := false
+	for _, r := range rows {
+		bounded = bounded || len(r.Result.Limits) > 0
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\trecords/s\tMB/s\tp99 ms\tCPU s/GB\tvs first\t")
+	header := "system\trecords/s\tMB/s\tp99 ms\tCPU s/GB\tvs first\t"
+	if bounded {
+		header += "nearest limit\t"
+	}
+	fmt.Fprintln(tw, header)
 	for _, r := range rows {
 		if r.Error != "" {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t  error: %s\n", r.System, r.Error)
@@ -97,7 +109,15 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) {
 		if res := r.Result; res.CPUSeconds > 0 && res.Bytes > 0 {
 			perGB = fmt.Sprintf("%.2f", res.CPUSeconds/(float64(res.Bytes)/1e9))
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.3f\t%s\t%.2fx\t\n", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, r.Result.LatencyMs.P99, perGB, r.Ratio)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.3f\t%s\t%.2fx\t", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, r.Result.LatencyMs.P99, perGB, r.Ratio)
+		if bounded {
+			limit := "-"
+			if b, ok := r.Result.Tightest(); ok {
+				limit = fmt.Sprintf("%.2f of %s %.2f GB/s", b.Ratio, ProbeTitle(b.Probe), b.GBps)
+			}
+			fmt.Fprintf(tw, "%s\t", limit)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

@@ -31,10 +31,15 @@
 //     how many batches a request carried explains much of a run's speed.
 //   - MB/s is 10^6 bytes per second of record values (and keys); "gbps" in the limits report is
 //     GB/s, 10^9 bytes per second, so the two compare directly.
+//   - A run can be measured against the machine's limits that bound it (Result.Limits,
+//     bounds.go): the limits probes its mode and transport meet (BoundingProbes) run right
+//     before it, and each Bound is the run's MB/s over one probe's. On a shared machine the
+//     limits drift as much as the runs, so a ratio is only quoted against probes made next to
+//     its own run; repeated runs report the median of the runs' own ratios.
 //
 // Files: driver.go (the Driver interface), sluice.go (the Sluice driver and the embedded
 // broker), run.go (produce, consume and e2e runs), sched.go (the open-loop pacer; its alarm in
 // finetimer_*.go), hist.go
 // (histograms), payload.go (record values), workload.go (YAML workloads), limits.go (machine
-// probes), report.go (summaries and JSON), compare.go (one workload against several systems).
+// probes), bounds.go (a run against them), report.go (summaries and JSON), compare.go (one workload against several systems).
 package bench

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -54,18 +55,92 @@ type LimitsResult struct {
 
 // WriteSummary prints r for people.
 func (r LimitsResult) WriteSummary(w io.Writer) {
-	fmt.Fprintf(w, "loopback TCP stream      %6.2f GB/s\n", r.TCPStream)
-	fmt.Fprintf(w, "unix stream              %6.2f GB/s\n", r.UnixStream)
-	fmt.Fprintf(w, "sendfile over TCP        %6.2f GB/s\n", r.SendfileTCP)
-	fmt.Fprintf(w, "sendfile over unix       %6.2f GB/s\n", r.SendfileUnix)
-	fmt.Fprintf(w, "sequential write         %6.2f GB/s  (%s)\n", r.DiskWrite, r.Dir)
-	fmt.Fprintf(w, "write + fdatasync 1 MiB  %6.2f GB/s\n", r.Fdatasync1MiB)
-	fmt.Fprintf(w, "CRC-32C from memory      %6.2f GB/s  (one core)\n", r.CRC32CMemory)
+	for _, p := range probeTitles {
+		note := ""
+		switch p.name {
+		case ProbeDiskWrite:
+			note = "  (" + r.Dir + ")"
+		case ProbeCRC32C:
+			note = "  (one core)"
+		}
+		fmt.Fprintf(w, "%-25s%6.2f GB/s%s\n", p.title, r.Get(p.name), note)
+	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
+}
+
+// Probe names: each is the JSON key of its figure in LimitsResult.
+const (
+	ProbeTCPStream    = "tcp_stream_gbps"
+	ProbeUnixStream   = "unix_stream_gbps"
+	ProbeSendfileTCP  = "sendfile_tcp_gbps"
+	ProbeSendfileUnix = "sendfile_unix_gbps"
+	ProbeDiskWrite    = "disk_write_gbps"
+	ProbeFdatasync    = "fdatasync_1mib_gbps"
+	ProbeCRC32C       = "crc32c_memory_gbps"
+)
+
+// probeTitles name the probes for people, in the order Limits runs them.
+var probeTitles = []struct{ name, title string }{
+	{ProbeTCPStream, "loopback TCP stream"},
+	{ProbeUnixStream, "unix stream"},
+	{ProbeSendfileTCP, "sendfile over TCP"},
+	{ProbeSendfileUnix, "sendfile over unix"},
+	{ProbeDiskWrite, "sequential write"},
+	{ProbeFdatasync, "write + fdatasync 1 MiB"},
+	{ProbeCRC32C, "CRC-32C from memory"},
+}
+
+// ProbeTitle is how summaries name a probe ("sequential write"); the name itself if unknown.
+func ProbeTitle(name string) string {
+	for _, p := range probeTitles {
+		if p.name == name {
+			return p.title
+		}
+	}
+	return name
+}
+
+// figure returns the field of r that holds probe name's result, nil if there is none.
+func (r *LimitsResult) figure(name string) *float64 {
+	switch name {
+	case ProbeTCPStream:
+		return &r.TCPStream
+	case ProbeUnixStream:
+		return &r.UnixStream
+	case ProbeSendfileTCP:
+		return &r.SendfileTCP
+	case ProbeSendfileUnix:
+		return &r.SendfileUnix
+	case ProbeDiskWrite:
+		return &r.DiskWrite
+	case ProbeFdatasync:
+		return &r.Fdatasync1MiB
+	case ProbeCRC32C:
+		return &r.CRC32CMemory
+	}
+	return nil
+}
+
+// Get returns probe name's figure in GB/s (0 if it did not run or is unknown).
+func (r LimitsResult) Get(name string) float64 {
+	if f := r.figure(name); f != nil {
+		return *f
+	}
+	return 0
 }
 
 // Limits runs every probe, one after another, in this process.
 func Limits(ctx context.Context, c LimitsConfig) (LimitsResult, error) {
+	names := make([]string, len(probeTitles))
+	for i, p := range probeTitles {
+		names[i] = p.name
+	}
+	return LimitsOf(ctx, c, names...)
+}
+
+// LimitsOf runs the probes named (Probe constants), one after another in the order Limits
+// runs them, each once; the figures of the others stay zero.
+func LimitsOf(ctx context.Context, c LimitsConfig, names ...string) (LimitsResult, error) {
 	if c.Duration <= 0 {
 		c.Duration = time.Second
 	}
@@ -80,32 +155,36 @@ func Limits(ctx context.Context, c LimitsConfig) (LimitsResult, error) {
 	}
 	start := time.Now()
 	r := LimitsResult{Dir: c.Dir}
+	for _, n := range names {
+		if r.figure(n) == nil {
+			return r, fmt.Errorf("bench: limits: no probe %q", n)
+		}
+	}
 	tmp, err := os.MkdirTemp(c.Dir, "sluice-limits-")
 	if err != nil {
 		return r, err
 	}
 	defer os.RemoveAll(tmp)
 	sock := filepath.Join(tmp, "s.sock")
-	probes := []struct {
-		name string
-		out  *float64
-		run  func() (int64, time.Duration, error)
-	}{
-		{"tcp stream", &r.TCPStream, func() (int64, time.Duration, error) { return streamProbe(ctx, "tcp", "127.0.0.1:0", c, nil) }},
-		{"unix stream", &r.UnixStream, func() (int64, time.Duration, error) { return streamProbe(ctx, "unix", sock, c, nil) }},
-		{"sendfile tcp", &r.SendfileTCP, func() (int64, time.Duration, error) { return sendfileProbe(ctx, "tcp", "127.0.0.1:0", tmp, c) }},
-		{"sendfile unix", &r.SendfileUnix, func() (int64, time.Duration, error) { return sendfileProbe(ctx, "unix", sock, tmp, c) }},
-		{"disk write", &r.DiskWrite, func() (int64, time.Duration, error) { return diskProbe(ctx, tmp, c, false) }},
-		{"fdatasync", &r.Fdatasync1MiB, func() (int64, time.Duration, error) { return diskProbe(ctx, tmp, c, true) }},
-		{"crc32c", &r.CRC32CMemory, func() (int64, time.Duration, error) { return crcProbe(ctx, c) }},
+	run := map[string]func() (int64, time.Duration, error){
+		ProbeTCPStream:    func() (int64, time.Duration, error) { return streamProbe(ctx, "tcp", "127.0.0.1:0", c, nil) },
+		ProbeUnixStream:   func() (int64, time.Duration, error) { return streamProbe(ctx, "unix", sock, c, nil) },
+		ProbeSendfileTCP:  func() (int64, time.Duration, error) { return sendfileProbe(ctx, "tcp", "127.0.0.1:0", tmp, c) },
+		ProbeSendfileUnix: func() (int64, time.Duration, error) { return sendfileProbe(ctx, "unix", sock, tmp, c) },
+		ProbeDiskWrite:    func() (int64, time.Duration, error) { return diskProbe(ctx, tmp, c, false) },
+		ProbeFdatasync:    func() (int64, time.Duration, error) { return diskProbe(ctx, tmp, c, true) },
+		ProbeCRC32C:       func() (int64, time.Duration, error) { return crcProbe(ctx, c) },
 	}
-	for _, p := range probes {
-		n, d, err := p.run()
+	for _, p := range probeTitles {
+		if !slices.Contains(names, p.name) {
+			continue
+		}
+		n, d, err := run[p.name]()
 		if err != nil {
-			return r, fmt.Errorf("bench: limits: %s: %w", p.name, err)
+			return r, fmt.Errorf("bench: limits: %s: %w", p.title, err)
 		}
 		if d > 0 {
-			*p.out = float64(n) / d.Seconds() / 1e9
+			*r.figure(p.name) = float64(n) / d.Seconds() / 1e9
 		}
 		os.Remove(sock)
 	}

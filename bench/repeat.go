@@ -77,6 +77,7 @@ func Summarize(runs []Result) Repeated {
 		med, _, _ := medianSpread(counts)
 		*count(&out.Result) = int64(med)
 	}
+	summarizeBounds(&out, runs)
 	for _, r := range runs {
 		out.Errors += r.Errors
 		out.LatencyClamped += r.LatencyClamped
@@ -137,6 +138,9 @@ func (r Repeated) WriteSummary(w io.Writer) {
 	}
 	if line := r.cpuLine(); line != "" {
 		fmt.Fprintf(w, "%s (of the medians; cpu seconds%s)\n", line, sp("cpu_seconds", "%.2f"))
+	}
+	if line := r.limitsLine(sp); line != "" {
+		fmt.Fprintln(w, line+", each ratio from its own run and the probes before it")
 	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB%s, Go heap in use %.1f MB%s\n", r.RSSPeakMB, sp("rss_peak_mb", "%.1f"), r.HeapInuseMB, sp("heap_inuse_mb", "%.1f"))
 }

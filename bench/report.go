@@ -41,6 +41,9 @@ type Result struct {
 	Batches         int64 `json:"batches,omitempty"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
+	// Limits are the machine's limits that bound the run, probed right before it, and the
+	// run's throughput against each (SetBounds; none unless asked for).
+	Limits []Bound `json:"limits,omitempty"`
 	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
 	// any in-process broker or peer) over the measured window: from the first measured send
 	// (consume: the first record received) to the last record (within 5 ms). Zero where the
@@ -95,6 +98,9 @@ func (r Result) WriteSummary(w io.Writer) {
 	}
 	if line := r.cpuLine(); line != "" {
 		fmt.Fprintln(w, line)
+	}
+	if line := r.limitsLine(func(string, string) string { return "" }); line != "" {
+		fmt.Fprintln(w, line+", probed before the run")
 	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
 }

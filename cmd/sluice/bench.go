@@ -13,6 +13,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,12 @@ type benchOptions struct {
 	traceFile string
 	memProf   string
 	report    string
+	// limits probes the machine's limits that bound each run right before it (--limits),
+	// each probe limitsDuration long.
+	limits         bool
+	limitsDuration time.Duration
+	// mode is the kind of run the command makes (bench.ModeProduce, …), for --limits.
+	mode string
 
 	topic       string
 	partitions  int
@@ -104,6 +111,62 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between runs")
+	addLimitsFlags(cmd, o)
+}
+
+// addLimitsFlags adds --limits and --limits-duration.
+func addLimitsFlags(cmd *cobra.Command, o *benchOptions) {
+	f := cmd.Flags()
+	f.BoolVar(&o.limits, "limits", false, "before each run, probe the machine's limits that bound it (as `bench limits`: produce, the transport's stream and the disk write, with fdatasync for acks=all; consume, sendfile over the transport), sync and pause, and report the run's throughput against each; the disk probes write in --data-dir; a --cpuprofile includes them")
+	f.DurationVar(&o.limitsDuration, "limits-duration", time.Second, "with --limits: time bound of each probe")
+}
+
+// clientTransport is how the run's client reaches the system: the Sluice driver over
+// --transport when embedded, unix for a unix:// --broker, else TCP (the embedded peers'
+// clients included).
+func (o *benchOptions) clientTransport() string {
+	switch {
+	case o.embedded && o.driver == "sluice":
+		return o.transport
+	case !o.embedded && strings.HasPrefix(o.broker, "unix://"):
+		return bench.TransportUnix
+	}
+	return bench.TransportTCP
+}
+
+// boundingProbes are the limits probes that bound the run (none without --limits).
+func (o *benchOptions) boundingProbes() ([]string, error) {
+	if !o.limits {
+		return nil, nil
+	}
+	acks, err := bench.ParseAcks(o.acks)
+	if err != nil {
+		return nil, err
+	}
+	probes := bench.BoundingProbes(o.mode, o.clientTransport(), acks)
+	if len(probes) == 0 {
+		return nil, fmt.Errorf("--limits: no limit bounds a %s run (its rate is set, not found)", o.mode)
+	}
+	return probes, nil
+}
+
+// probeLimits runs probes and then settles (sync, --pause), so that the run does not meet the
+// probes' dirty pages nor get the pages they freed a moment before (on the test VM, pages
+// freed a moment ago are reused many times faster than pages the host has taken back).
+func probeLimits(ctx context.Context, o *benchOptions, probes []string, stderr io.Writer) (bench.LimitsResult, error) {
+	titles := make([]string, len(probes))
+	for i, p := range probes {
+		titles[i] = bench.ProbeTitle(p)
+	}
+	fmt.Fprintf(stderr, "probing the limits that bound the run: %s\n", strings.Join(titles, ", "))
+	l, err := bench.LimitsOf(ctx, bench.LimitsConfig{Dir: o.dataDir, Duration: o.limitsDuration}, probes...)
+	if err != nil {
+		return l, err
+	}
+	for _, p := range probes {
+		fmt.Fprintf(stderr, "  %-25s%6.2f GB/s\n", bench.ProbeTitle(p), l.Get(p))
+	}
+	return l, settle(ctx, o.pause)
 }
 
 // addRunFlags adds the flags that describe a run.
@@ -215,6 +278,10 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		if o.runs < 1 {
 			return fmt.Errorf("--runs %d: want at least 1", o.runs)
 		}
+		probes, err := o.boundingProbes()
+		if err != nil {
+			return err
+		}
 		stopProfile, err := startProfiles(o.cpuProf, o.traceFile, o.memProf)
 		if err != nil {
 			return err
@@ -230,11 +297,18 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 			if o.runs > 1 {
 				fmt.Fprintf(stderr, "== run %d of %d\n", i+1, o.runs)
 			}
+			var limits bench.LimitsResult
+			if len(probes) > 0 {
+				if limits, err = probeLimits(ctx, o, probes, stderr); err != nil {
+					break
+				}
+			}
 			var r bench.Result
 			r, err = runOnce(ctx, o, stderr, run)
 			if r.Driver == "" { // the run did not start
 				break
 			}
+			r.SetBounds(limits, probes)
 			if o.runs > 1 {
 				baseName = r.Name
 				r.Name = strings.TrimSpace(r.Name + fmt.Sprintf(" run %d", i+1))
@@ -370,7 +444,7 @@ func writeResult(asJSON bool, stdout, stderr io.Writer, v any, summary func(io.W
 }
 
 func benchProduceCmd() *cobra.Command {
-	var o benchOptions
+	o := benchOptions{mode: bench.ModeProduce}
 	cmd := &cobra.Command{
 		Use:   "produce",
 		Short: "Produce records flat out, or open-loop at --rate, and report throughput and ack latency",
@@ -389,7 +463,7 @@ func benchProduceCmd() *cobra.Command {
 }
 
 func benchConsumeCmd() *cobra.Command {
-	var o benchOptions
+	o := benchOptions{mode: bench.ModeConsume}
 	cmd := &cobra.Command{
 		Use:   "consume",
 		Short: "Read --records records (or all there are) from a topic and report throughput",
@@ -429,7 +503,7 @@ records (default 100000) of --record-size bytes by a producer, reported on stder
 }
 
 func benchE2ECmd() *cobra.Command {
-	var o benchOptions
+	o := benchOptions{mode: bench.ModeE2E}
 	cmd := &cobra.Command{
 		Use:   "e2e",
 		Short: "Produce at --rate and consume in the same process; latency from scheduled send to receipt",
@@ -482,6 +556,11 @@ func benchRunCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), w)
+			c, err := w.Config()
+			if err != nil {
+				return err
+			}
+			o.mode, o.acks = w.Mode(), strconv.Itoa(c.Acks) // for --limits
 			return benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 				return bench.RunWorkload(ctx, d, w, stderr)
 			})(cmd, nil)
@@ -495,7 +574,7 @@ func benchRunCmd() *cobra.Command {
 func compareSystems(dataDir string, stderr io.Writer) []bench.System {
 	systems := []bench.System{}
 	for _, t := range []string{bench.TransportTCP, bench.TransportUnix} {
-		systems = append(systems, bench.System{Name: "sluice-" + t, Open: func(ctx context.Context) (bench.Driver, error) {
+		systems = append(systems, bench.System{Name: "sluice-" + t, Transport: t, Open: func(ctx context.Context) (bench.Driver, error) {
 			return bench.EmbeddedSluice(ctx, dataDir, t, benchLogger(stderr))
 		}})
 	}
@@ -532,12 +611,18 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 			defer stop()
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var run func(ctx context.Context, d bench.Driver) (bench.Result, error)
+			acks := 1 // the run's, for --limits
 			if workload != "" {
 				w, err := bench.LoadWorkload(workload)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(stderr, w)
+				c, err := w.Config()
+				if err != nil {
+					return err
+				}
+				mode, acks = w.Mode(), c.Acks
 				run = func(ctx context.Context, d bench.Driver) (bench.Result, error) {
 					return bench.RunWorkload(ctx, d, w, stderr)
 				}
@@ -546,6 +631,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 				if err != nil {
 					return err
 				}
+				acks = c.Acks
 				switch mode {
 				case bench.ModeProduce:
 					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) { return bench.Produce(ctx, d, c) }
@@ -558,6 +644,25 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 			if o.runs < 1 {
 				return fmt.Errorf("--runs %d: want at least 1", o.runs)
 			}
+			systems := compareSystems(o.dataDir, stderr)
+			// With --limits, each comparison is preceded by every probe that bounds one of
+			// its systems (the peers' clients use TCP), and each row is measured against its
+			// own system's.
+			probesOf := map[string][]string{}
+			var probes []string
+			if o.limits {
+				for _, sys := range systems {
+					probesOf[sys.Name] = bench.BoundingProbes(mode, sys.Transport, acks)
+					for _, p := range probesOf[sys.Name] {
+						if !slices.Contains(probes, p) {
+							probes = append(probes, p)
+						}
+					}
+				}
+				if len(probes) == 0 {
+					return fmt.Errorf("--limits: no limit bounds a %s run (its rate is set, not found)", mode)
+				}
+			}
 			var all [][]bench.CompareRow
 			for i := range o.runs {
 				if i > 0 && settle(ctx, o.pause) != nil {
@@ -566,9 +671,24 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 				if o.runs > 1 {
 					fmt.Fprintf(stderr, "=== compare run %d of %d\n", i+1, o.runs)
 				}
+				var limits bench.LimitsResult
+				if len(probes) > 0 {
+					var err error
+					if limits, err = probeLimits(ctx, &o, probes, stderr); err != nil {
+						if len(all) == 0 {
+							return err
+						}
+						break
+					}
+				}
 				// Run i starts with system i (round the list), so that over --runs no
 				// system always runs first or after the same other one.
-				rows := bench.CompareFrom(ctx, compareSystems(o.dataDir, stderr), i, run, stderr)
+				rows := bench.CompareFrom(ctx, systems, i, run, stderr)
+				for k := range rows {
+					if rows[k].Error == "" {
+						rows[k].Result.SetBounds(limits, probesOf[rows[k].System])
+					}
+				}
 				if o.runs > 1 {
 					bench.WriteCompareTable(stderr, rows)
 				}
@@ -612,6 +732,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary table, throughput and latency over time of every system) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run the whole comparison this many times, each starting with the next system, and report each system's medians (the report draws the last run)")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between comparisons")
+	addLimitsFlags(cmd, &o)
 	addRunFlags(cmd, &o)
 	addFetchFlag(cmd, &o) // for --mode e2e
 	return cmd

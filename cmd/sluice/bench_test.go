@@ -222,3 +222,69 @@ func TestBenchBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchLimitsNextToRuns: --limits probes what bounds each run before it and reports the
+// run's throughput against each probe.
+func TestBenchLimitsNextToRuns(t *testing.T) {
+	probes := func(t *testing.T, v any) map[string]float64 {
+		t.Helper()
+		got := map[string]float64{}
+		list, _ := v.([]any)
+		for _, b := range list {
+			m := b.(map[string]any)
+			gbps, ratio := m["gbps"].(float64), m["ratio"].(float64)
+			if gbps <= 0 || ratio <= 0 {
+				t.Errorf("bound %v: want a positive figure and ratio", m)
+			}
+			got[m["probe"].(string)] = ratio
+		}
+		return got
+	}
+	limitFlags := []string{"--limits", "--limits-duration", "20ms", "--pause", "10ms"}
+
+	m := benchJSON(t, append([]string{"produce", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--records", "2000", "--record-size", "64", "--runs", "2"}, limitFlags...)...)
+	checkRun(t, m, "produce", 2000)
+	for i, r := range m["runs"].([]any) {
+		run := r.(map[string]any)
+		got := probes(t, run["limits"])
+		if len(got) != 2 || got["unix_stream_gbps"] == 0 || got["disk_write_gbps"] == 0 {
+			t.Errorf("run %d: bounds %v, want the unix stream and the disk write", i+1, run["limits"])
+		}
+		for _, b := range run["limits"].([]any) {
+			bm := b.(map[string]any)
+			if want := run["mb_per_sec"].(float64) / 1e3 / bm["gbps"].(float64); math.Abs(bm["ratio"].(float64)-want) > 1e-9 {
+				t.Errorf("run %d: %v ratio %v, want %v", i+1, bm["probe"], bm["ratio"], want)
+			}
+		}
+	}
+	if got := probes(t, m["limits"]); len(got) != 2 {
+		t.Errorf("medians: bounds %v", m["limits"])
+	}
+	if _, ok := m["spread"].(map[string]any)["limits.disk_write_gbps.ratio"]; !ok {
+		t.Errorf("spread %v: want the disk ratio's", m["spread"])
+	}
+
+	m = benchJSON(t, append([]string{"consume", "--embedded", "--data-dir", t.TempDir(), "--records", "2000", "--record-size", "64", "--acks", "all"}, limitFlags...)...)
+	if got := probes(t, m["limits"]); len(got) != 1 || got["sendfile_tcp_gbps"] == 0 {
+		t.Errorf("consume over TCP: bounds %v, want sendfile over TCP", m["limits"])
+	}
+
+	saved := embeddedPeers
+	embeddedPeers = map[string]func(context.Context, string) (bench.Driver, error){}
+	defer func() { embeddedPeers = saved }()
+	m = benchJSON(t, append([]string{"compare", "--data-dir", t.TempDir(), "--records", "1000", "--record-size", "64", "--acks", "all"}, limitFlags...)...)
+	rows, _ := m["results"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("results %v", m["results"])
+	}
+	for i, want := range []string{"tcp_stream_gbps", "unix_stream_gbps"} {
+		got := probes(t, rows[i].(map[string]any)["result"].(map[string]any)["limits"])
+		if len(got) != 2 || got[want] == 0 || got["fdatasync_1mib_gbps"] == 0 {
+			t.Errorf("row %d: bounds %v, want %s and fdatasync (acks=all)", i, got, want)
+		}
+	}
+
+	if _, _, err := runBench(t, append([]string{"e2e", "--embedded", "--data-dir", t.TempDir(), "--rate", "100", "--duration", "100ms"}, limitFlags...)...); err == nil {
+		t.Error("e2e --limits: want an error (nothing bounds a run at a set rate)")
+	}
+}
