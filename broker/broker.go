@@ -293,12 +293,13 @@ func (b *Broker) closeLogs() error {
 	return errors.Join(errs...)
 }
 
-// Serve implements server.Handler: one request, on the connection's reader goroutine.
+// Serve implements server.Handler: one request, on the connection's reader goroutine (or its
+// overlap goroutine, for a large one), one at a time per connection, in request order.
 func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	select {
 	case <-b.ready:
 	default:
-		// Start-up only (milliseconds): the one wait a handler may do on the reader goroutine.
+		// Start-up only (milliseconds): the one wait a handler may do on a connection's goroutine.
 		select {
 		case <-b.ready:
 		case <-ctx.Done():

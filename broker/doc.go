@@ -2,8 +2,9 @@
 // assigns to it, answers the protocol's requests (one handler file per request family, each
 // headed by a "Behavior:" comment), and owns the broker-level configuration.
 //
-// Request flow: net/server calls Serve on a connection's reader goroutine, in request order.
-// Handlers never block that goroutine on a wait: produce appends inline (one write per
+// Request flow: net/server calls Serve in request order, one request at a time per connection,
+// on the connection's reader goroutine (or, for a request of 64 KiB or more, on its overlap
+// goroutine while the reader reads the next). Handlers never block either on a wait: produce appends inline (one write per
 // partition) and, for acks=all, completes its response from the log's group-commit callback;
 // a fetch that cannot be answered yet parks in a goroutine woken by the partitions' appends;
 // requests that wait on raft (topic administration) run off the reader goroutine.

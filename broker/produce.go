@@ -5,8 +5,10 @@ package broker
 // Each partition's batches are checked against max.message.bytes (per batch, as Kafka), then
 // validated and appended by the partition's log with one write (segment.Log.Append: CRC, magic,
 // lastOffsetDelta consistent with the record count; nothing is appended if any batch is bad).
-// Appends happen on the connection's reader goroutine, in request order, so a pipelined
-// producer's batches land in the order sent. acks=0 gets no response; acks=1 is answered after
+// Appends happen in request order, one request at a time per connection (on its reader
+// goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader
+// reads the next: server.Config.OverlapBytes), so a pipelined producer's batches land in the
+// order sent. acks=0 gets no response; acks=1 is answered after
 // the append; acks=-1 on a topic with write.caching=false is answered after the group-commit
 // flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT after the
 // request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed); with write.caching=true it

@@ -57,6 +57,20 @@ const readBufSize = 16 << 10
 // ever held up by a socket. The reader also leaves a response to the writer
 // when it has more requests buffered, so that the writer batches a
 // pipelined run of small responses into one write.
+//
+// # Who serves a request
+//
+// A request of Config.OverlapBytes or more is handed to the overlap
+// goroutine (started with the first one), which serves such requests in
+// the order handed and queues their Pendings for the writer; it never
+// writes to the socket. Meanwhile the reader reads the next request: the
+// copy out of the socket overlaps the handler's work (a large produce's
+// CRC check and append). Before serving a smaller request itself, the
+// reader waits until the overlap goroutine has served everything handed to
+// it, so Serve is called in request order, one call at a time, and the
+// queue stays in request order. The reader raises outstanding when it
+// hands a request off, as for one it serves, so only the reader raises it;
+// the overlap goroutine lowers it for a request without a response.
 type Conn struct {
 	id        uint64
 	transport string
@@ -99,6 +113,15 @@ type Conn struct {
 	// lastActive is the time of the last read or written byte, as
 	// nanoseconds since srv.epoch (monotonic).
 	lastActive atomic.Int64
+
+	// overlapCh carries requests from the reader to the overlap goroutine
+	// (nil until the first large request; capacity MaxInFlight, so with
+	// slots the send never blocks). The reader sends and closes it; overlapping
+	// counts the requests sent and not yet served, and overlapDone is closed
+	// when the overlap goroutine has exited.
+	overlapCh   chan overlapReq
+	overlapping sync.WaitGroup
+	overlapDone chan struct{}
 
 	// Reader goroutine only.
 	br      *bufio.Reader
@@ -199,6 +222,12 @@ func (c *Conn) readLoop() {
 	if !errors.Is(err, errStopped) {
 		c.cancel()
 	}
+	if c.overlapCh != nil {
+		// It finishes the requests handed to it; its Pendings go on the
+		// queue before the queue closes.
+		close(c.overlapCh)
+		<-c.overlapDone
+	}
 	close(c.queue)
 	<-c.writerDone
 	for p := range c.queue {
@@ -258,6 +287,11 @@ func (c *Conn) readRequests() error {
 		s.stats.requests.Add(1)
 		s.stats.bytesRead.Add(int64(wire.FrameSizeLen + n))
 
+		if s.cfg.OverlapBytes > 0 && n >= s.cfg.OverlapBytes {
+			c.overlap(overlapReq{hdr: c.hdr, body: body, frame: frame})
+			continue
+		}
+		c.overlapping.Wait() // Serve in request order
 		p := s.handler.Serve(c.ctx, c, c.hdr, body)
 		if p == nil {
 			putBuf(frame)
@@ -276,6 +310,49 @@ func (c *Conn) readRequests() error {
 			continue
 		}
 		c.queue <- p
+	}
+}
+
+// overlapReq is a request handed to the overlap goroutine.
+type overlapReq struct {
+	hdr   wire.RequestHeader // a copy: the reader decodes the next one into c.hdr
+	body  []byte
+	frame *[]byte
+}
+
+// overlap hands r to the overlap goroutine, starting it if need be. Reader
+// only.
+func (c *Conn) overlap(r overlapReq) {
+	if c.overlapCh == nil {
+		c.overlapCh = make(chan overlapReq, c.srv.cfg.MaxInFlight)
+		c.overlapDone = make(chan struct{})
+		go c.overlapLoop()
+	}
+	c.srv.stats.overlapped.Add(1)
+	c.outstanding.Add(1)
+	c.overlapping.Add(1)
+	c.overlapCh <- r
+}
+
+// overlapLoop is the overlap goroutine: it serves the requests handed to it,
+// in order, until the reader closes overlapCh. readLoop waits for it.
+func (c *Conn) overlapLoop() {
+	defer close(c.overlapDone)
+	for r := range c.overlapCh {
+		p := c.srv.handler.Serve(c.ctx, c, r.hdr, r.body)
+		if p == nil {
+			putBuf(r.frame)
+			c.touch() // before outstanding falls, as the writer does
+			c.outstanding.Add(-1)
+			<-c.slots
+		} else {
+			if p.conn != c {
+				panic("server: Handler.Serve returned a Pending not from this Conn's NewPending")
+			}
+			p.frame = r.frame
+			c.queue <- p
+		}
+		c.overlapping.Done()
 	}
 }
 

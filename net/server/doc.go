@@ -6,12 +6,14 @@
 // # Goroutine model
 //
 // A Server runs one accept goroutine per listener and, per connection, one
-// reader and one writer goroutine. All of them are started by New or by the
-// accept loop and are waited for by Close.
+// reader and one writer goroutine, and an overlap goroutine once the
+// connection has sent a large request. All of them are started by New, by
+// the accept loop or by the reader, and are waited for by Close.
 //
 //	accept ──> Conn ──┬─ reader: size ─> frame ─> header ─> Handler.Serve ─┬─> queue
 //	                  │                                                      └─> direct write ─> release
 //	                  │                                                          (what would block ─> queue)
+//	                  ├─ overlap: large requests ─> Handler.Serve ─> queue
 //	                  └─ writer: queue ─> wait Complete ─> write parts ─> release
 //
 // The reader reads the 4-byte size, checks it with wire.ReadFrameSize
@@ -22,6 +24,13 @@
 // from the queue in request order, waits for each to be completed (possibly
 // out of order: a produce with acks=all waits for an fsync, a fetch long
 // polls), writes its parts, and releases it.
+//
+// A request of Config.OverlapBytes or more (a produce of many batches) goes
+// to the overlap goroutine instead, and the reader reads on: copying the next
+// request out of the socket overlaps the handler's check and append of this
+// one. A smaller request is served by the reader once the overlap goroutine
+// has served everything before it, so the handler sees one request at a
+// time, in request order, whoever calls it.
 //
 // A Pending that Serve returns completed, when nothing is queued or being
 // written ahead of it and no further request is already buffered, is written
@@ -36,6 +45,8 @@
 //
 //   - Responses are written in request order, whatever order the Pendings
 //     complete in.
+//   - Handler.Serve is called in request order, one call at a time per
+//     connection.
 //   - At most Config.MaxInFlight requests of a connection have been read and
 //     not yet answered; beyond that the reader stops reading the socket, so a
 //     slow client slows only itself (backpressure through TCP flow control).

@@ -19,7 +19,10 @@ import (
 // Handler serves requests. A broker implements it; the server knows nothing
 // of what requests mean.
 type Handler interface {
-	// Serve is called on the connection's reader goroutine, in request order.
+	// Serve is called once per request, in request order, one call at a time
+	// per connection: on the connection's reader goroutine, or for a request of
+	// Config.OverlapBytes or more on its overlap goroutine (see Conn), each
+	// call returning before the next starts (happens-before).
 	// It must not block on I/O or waits: it starts the work and returns a
 	// Pending from c.NewPending, completed now or later, or nil for no
 	// response (acks=0 produce).
@@ -68,6 +71,15 @@ type Config struct {
 	// their responses; beyond it the server stops reading that connection.
 	// Default 16.
 	MaxInFlight int
+	// OverlapBytes: a request frame of at least this many bytes is served on
+	// a second goroutine of its connection, so that the reader reads the next
+	// request while the handler checks and appends this one (a large produce
+	// spends most of its time there: on a 2-core VM, 1 KiB records over the
+	// unix socket went from 934 to 1,205 MB/s in the median of 10 alternated
+	// pairs). Smaller requests are served by the reader, after every request
+	// before them. Default DefaultOverlapBytes; negative: every request on
+	// the reader.
+	OverlapBytes int
 	// Logger gets connection and listener events. Default slog.Default().
 	Logger *slog.Logger
 	// Listen opens the listeners. Default net.Listen; tests inject their
@@ -79,6 +91,9 @@ type Config struct {
 const (
 	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxInFlight = 16
+	// DefaultOverlapBytes leaves small requests (a fetch, a produce of a few
+	// records, where latency is made of goroutine wake-ups) on the reader.
+	DefaultOverlapBytes = 64 << 10
 	// DefaultSendBufferBytes holds a 1 MiB fetch (Kafka's max.partition.fetch.bytes) several
 	// times over.
 	DefaultSendBufferBytes = 4 << 20
@@ -93,6 +108,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.OverlapBytes == 0 {
+		cfg.OverlapBytes = DefaultOverlapBytes
 	}
 	if cfg.SendBufferBytes == 0 {
 		cfg.SendBufferBytes = DefaultSendBufferBytes
@@ -136,6 +154,7 @@ type Stats struct {
 	Accepted        int64 // connections accepted
 	Open            int64 // connections open now
 	Requests        int64 // requests read and passed to the handler
+	Overlapped      int64 // of those, served on the overlap goroutine (Config.OverlapBytes)
 	Responses       int64 // responses written, empty ones included
 	DirectWrites    int64 // responses written whole by the connection's reader (see Conn)
 	HandedOff       int64 // direct writes that would have waited (full socket buffer, file part to copy), finished by the writer
@@ -147,9 +166,9 @@ type Stats struct {
 }
 
 type counters struct {
-	accepted, open, requests, responses, malformed atomic.Int64
-	direct, handedOff                              atomic.Int64
-	bytesRead, bytesWritten, copiedFile, sendfile  atomic.Int64
+	accepted, open, requests, overlapped, responses, malformed atomic.Int64
+	direct, handedOff                                          atomic.Int64
+	bytesRead, bytesWritten, copiedFile, sendfile              atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -159,6 +178,7 @@ func (s *Server) Stats() Stats {
 		Accepted:        c.accepted.Load(),
 		Open:            c.open.Load(),
 		Requests:        c.requests.Load(),
+		Overlapped:      c.overlapped.Load(),
 		Responses:       c.responses.Load(),
 		DirectWrites:    c.direct.Load(),
 		HandedOff:       c.handedOff.Load(),

@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Produce requests sent back to back on one connection land in the order sent, whether the
+// connection's reader appended them or, being large, its overlap goroutine did while the
+// reader read on (acks=0: the client does not wait between them; then one acks=1 request).
+func TestPipelinedLargeAndSmallProducesLandInOrder(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	transports(t, b, func(t *testing.T, c *client.Conn) {
+		topic := "overlap-" + t.Name()[len("TestPipelinedLargeAndSmallProducesLandInOrder/"):]
+		createTopic(t, c, topic, 1)
+		value := func(i int) []byte {
+			size := 10
+			if i%3 != 2 { // two large requests, then a small one
+				size = 100 << 10
+			}
+			v := bytes.Repeat([]byte{byte(i)}, size)
+			return fmt.Appendf(v[:0], "%04d", i)[:size]
+		}
+		const n = 30
+		for i := range n {
+			req := &wire.ProduceRequest{Acks: wire.AcksNone, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+				{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, string(value(i)))}}},
+			}}
+			if err := c.Send(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res := produce(t, c, topic, 0, wire.AcksLeader, records(t, "last")); res.ErrorCode != wire.NoError || res.BaseOffset != n {
+			t.Fatalf("produce after %d pipelined: %+v, want offset %d", n, res, n)
+		}
+		var got [][]byte
+		for offset := int64(0); offset < n; {
+			p := fetchP(t, c, topic, 0, offset, 0, 1)
+			if p.ErrorCode != wire.NoError || len(p.Records) == 0 {
+				t.Fatalf("fetch at %d: %+v", offset, p.ErrorCode)
+			}
+			for rest := p.Records; len(rest) > 0; {
+				bt, r, err := batch.Next(rest)
+				if err != nil && len(rest) < len(p.Records) {
+					break // a fetch may end in part of a batch
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				it := bt.Iter(batch.IterOptions{})
+				var rec batch.Record
+				for it.Next(&rec) {
+					got = append(got, append([]byte(nil), rec.Value...))
+					offset++
+				}
+				if it.Err() != nil {
+					t.Fatal(it.Err())
+				}
+				rest = r
+			}
+		}
+		for i := range n {
+			if !bytes.Equal(got[i], value(i)) {
+				t.Fatalf("offset %d holds the value of request %.4s, want %04d", i, got[i], i)
+			}
+		}
+	})
+	if st := b.srv.Stats(); st.Overlapped == 0 {
+		t.Errorf("no request went to the overlap goroutine: %+v", st)
+	}
+}

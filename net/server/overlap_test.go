@@ -1,0 +1,223 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// overlapTestBytes is the overlap threshold of these tests: frames of large() go to the
+// overlap goroutine, frames of small() stay on the reader.
+const overlapTestBytes = 1024
+
+func large(i int) []byte { return bytes.Repeat([]byte{byte('A' + i%26)}, 2*overlapTestBytes) }
+func small(i int) []byte { return fmt.Appendf(nil, "small %d", i) }
+
+// serveLog records the order of Serve calls, and checks that no two overlap.
+type serveLog struct {
+	mu      sync.Mutex
+	order   []int32
+	inServe bool
+	overlap bool // two Serve calls of one connection ran at once
+}
+
+func (l *serveLog) enter(corr int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.overlap = l.overlap || l.inServe
+	l.inServe = true
+	l.order = append(l.order, corr)
+}
+
+func (l *serveLog) leave() {
+	l.mu.Lock()
+	l.inServe = false
+	l.mu.Unlock()
+}
+
+// The reader reads the next requests while a large one is being served: with the first
+// large request's Serve held, the server still reads the two behind it. Without the overlap
+// goroutine the reader is inside that Serve and reads nothing more.
+func TestOverlapReadsAheadOfServe(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			release := make(chan struct{})
+			open := sync.OnceFunc(func() { close(release) })
+			var log serveLog
+			cfg := testConfig(t, tr)
+			cfg.OverlapBytes = overlapTestBytes
+			s := startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				log.enter(h.CorrelationID)
+				defer log.leave()
+				if h.CorrelationID == 0 {
+					<-release
+				}
+				return echo(nil, c, h, body)
+			}))
+			t.Cleanup(open) // before the server's Close, should the test stop early
+			c := dial(t, s, tr)
+			var frames []byte
+			for i := range 3 {
+				frames = appendRequest(frames, wire.Produce, int32(i), large(i))
+			}
+			c.write(frames)
+			waitFor(t, "the requests behind a held large one read", func() bool { return s.Stats().Requests == 3 })
+			open()
+			for i := range 3 {
+				if corr, body := c.recv(); corr != int32(i) || !bytes.Equal(body, large(i)) {
+					t.Fatalf("response %d: corr %d, %d bytes", i, corr, len(body))
+				}
+			}
+			if st := s.Stats(); st.Overlapped != 3 {
+				t.Errorf("overlapped %d, want 3", st.Overlapped)
+			}
+		})
+	}
+}
+
+// Large and small requests mixed: the handler sees them in request order, one at a time,
+// and the responses come back in request order, whichever goroutine served each and
+// whether it had a response (acks=0: nil) or completed later.
+func TestOverlapKeepsRequestOrder(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			var log serveLog
+			var later sync.WaitGroup
+			t.Cleanup(later.Wait)
+			cfg := testConfig(t, tr)
+			cfg.OverlapBytes = overlapTestBytes
+			cfg.MaxInFlight = 4 // the reader waits for slots, the overlap goroutine gives them back
+			s := startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				log.enter(h.CorrelationID)
+				defer log.leave()
+				if h.CorrelationID%5 == 0 {
+					time.Sleep(200 * time.Microsecond) // widen the window for an out-of-order Serve
+				}
+				switch h.CorrelationID % 7 {
+				case 3:
+					return nil // no response
+				case 4: // completed by another goroutine, later
+					p := c.NewPending()
+					later.Add(1)
+					go func() {
+						defer later.Done()
+						time.Sleep(time.Millisecond)
+						respond(p, h.CorrelationID, body)
+					}()
+					return p
+				}
+				return echo(nil, c, h, body)
+			}))
+			c := dial(t, s, tr)
+			const n = 200
+			bodyOf := func(i int) []byte {
+				// Runs of large and of small requests, and alternations.
+				if (i/3)%2 == 0 || i%5 == 1 {
+					return large(i)
+				}
+				return small(i)
+			}
+			var frames []byte
+			for i := range n {
+				frames = appendRequest(frames, wire.Produce, int32(i), bodyOf(i))
+			}
+			go c.write(frames) // more than the socket buffers: read while writing
+			for i := range n {
+				if i%7 == 3 {
+					continue
+				}
+				if corr, body := c.recv(); corr != int32(i) || !bytes.Equal(body, bodyOf(i)) {
+					t.Fatalf("response for %d: corr %d, %d bytes", i, corr, len(body))
+				}
+			}
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			if log.overlap {
+				t.Error("two Serve calls of one connection ran at once")
+			}
+			for i, corr := range log.order {
+				if corr != int32(i) {
+					t.Fatalf("Serve order %v: want request order", log.order)
+				}
+			}
+			if st := s.Stats(); st.Overlapped == 0 || st.Overlapped == n {
+				t.Errorf("overlapped %d of %d: want both kinds", st.Overlapped, n)
+			}
+		})
+	}
+}
+
+// A small request behind a held large one waits for it: it is not served first.
+func TestOverlapSmallWaitsForLarge(t *testing.T) {
+	release := make(chan struct{})
+	open := sync.OnceFunc(func() { close(release) })
+	var log serveLog
+	cfg := testConfig(t, "unix")
+	cfg.OverlapBytes = overlapTestBytes
+	s := startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+		log.enter(h.CorrelationID)
+		defer log.leave()
+		if h.CorrelationID == 0 {
+			<-release
+		}
+		return echo(nil, c, h, body)
+	}))
+	t.Cleanup(open) // before the server's Close, should the test stop early
+	c := dial(t, s, "unix")
+	c.write(appendRequest(appendRequest(nil, wire.Produce, 0, large(0)), wire.Metadata, 1, small(1)))
+	waitFor(t, "both requests read", func() bool { return s.Stats().Requests == 2 })
+	time.Sleep(20 * time.Millisecond) // a wrongly ordered Serve would run now
+	log.mu.Lock()
+	order := append([]int32(nil), log.order...)
+	log.mu.Unlock()
+	if len(order) != 1 {
+		t.Fatalf("served %v while request 0 was held: the small request went first", order)
+	}
+	open()
+	for i := range 2 {
+		if corr, _ := c.recv(); corr != int32(i) {
+			t.Fatalf("response %d: corr %d", i, corr)
+		}
+	}
+}
+
+// A connection that ends with large requests still handed off: they are served and their
+// responses written (graceful close) or dropped (the peer gone), and no goroutine is left
+// (startServer's cleanup checks).
+func TestOverlapConnectionEnds(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			served := make(chan int32, 64)
+			cfg := testConfig(t, tr)
+			cfg.OverlapBytes = overlapTestBytes
+			s := startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				time.Sleep(time.Millisecond)
+				served <- h.CorrelationID
+				return echo(nil, c, h, body)
+			}))
+			c := dial(t, s, tr)
+			var frames []byte
+			for i := range 8 {
+				frames = appendRequest(frames, wire.Produce, int32(i), large(i))
+			}
+			c.write(frames)
+			c.nc.Close()
+			for i := range 8 {
+				select {
+				case corr := <-served:
+					if corr != int32(i) {
+						t.Fatalf("served %d, want %d", corr, i)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("request %d not served after its connection closed", i)
+				}
+			}
+			waitFor(t, "connection gone", func() bool { return s.Stats().Open == 0 })
+		})
+	}
+}
