@@ -74,11 +74,12 @@ type Config struct {
 	// OverlapBytes: a request frame of at least this many bytes is served on
 	// a second goroutine of its connection, so that the reader reads the next
 	// request while the handler checks and appends this one (a large produce
-	// spends most of its time there: on a 2-core VM, 1 KiB records over the
-	// unix socket went from 934 to 1,205 MB/s in the median of 10 alternated
-	// pairs). Smaller requests are served by the reader, after every request
-	// before them. Default DefaultOverlapBytes; negative: every request on
-	// the reader.
+	// spends most of its time there; on the 2-core test VM, produce over the
+	// unix socket gained 7-29 % in the median of alternated runs, over TCP,
+	// where the client's side costs more, nothing: see BENCHMARKS.md).
+	// Smaller requests are served by the reader, after every request before
+	// them. Default DefaultOverlapBytes; negative: every request on the
+	// reader.
 	OverlapBytes int
 	// Logger gets connection and listener events. Default slog.Default().
 	Logger *slog.Logger
