@@ -226,6 +226,13 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"div":   func(a, b float64) float64 { return a / b },
 	"perGB": func(s float64, bytes int64) float64 { return s / (float64(bytes) / 1e9) },
 	"f3":    func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"nearest": func(r Result) string {
+		b, ok := r.Tightest()
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("%.2f of %s %.2f GB/s", b.Ratio, ProbeTitle(b.Probe), b.GBps)
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>
@@ -242,14 +249,14 @@ produce, from the (scheduled) send to the acknowledgement; e2e, from the schedul
 Send lag: how late after the scheduled time the harness itself sent (open-loop runs).</p>
 <table>
 <tr><th>run</th><th>mode</th><th>records</th><th>seconds</th><th>records/s</th><th>MB/s</th><th>target/s</th>
-<th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th title="how late the harness sent the records (open-loop), included in the latency">send lag p99 ms</th><th>errors</th><th title="process CPU time (client, harness and any in-process broker) over the measured time">CPU cores</th><th>CPU s per GB</th><th>peak RSS MB</th></tr>
+<th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th title="how late the harness sent the records (open-loop), included in the latency">send lag p99 ms</th><th>errors</th><th title="process CPU time (client, harness and any in-process broker) over the measured time">CPU cores</th><th>CPU s per GB</th><th>peak RSS MB</th><th title="the machine's limit, probed before the run (--limits), the run came nearest to">nearest limit</th></tr>
 {{range .Results}}<tr><td><span class="swatch" style="background:{{.Color}}"></span>{{if .Name}}{{.Name}} on {{end}}{{.Driver}}</td>
 <td>{{.Mode}}</td><td>{{.Records}}</td><td>{{f2 .Seconds}}</td><td>{{f0 .RecordsPerSec}}</td><td>{{f2 .MBPerSec}}</td>
 <td>{{if .TargetRate}}{{f0 .TargetRate}}{{end}}</td>
 {{if eq .Mode "consume"}}<td></td><td></td><td></td><td></td><td></td>{{else}}<td>{{f3 .LatencyMs.P50}}</td><td>{{f3 .LatencyMs.P95}}</td><td>{{f3 .LatencyMs.P99}}</td><td>{{f3 .LatencyMs.P999}}</td><td>{{f3 .LatencyMs.Max}}</td>{{end}}
 <td>{{if .TargetRate}}{{f3 .SendLagMs.P99}}{{end}}</td>
 <td{{if .Errors}} class="err" title="{{.FirstError}}"{{end}}>{{.Errors}}</td>
-<td>{{if and .CPUSeconds .Seconds}}{{f2 (div .CPUSeconds .Seconds)}}{{end}}</td><td>{{if and .CPUSeconds .Bytes}}{{f2 (perGB .CPUSeconds .Bytes)}}{{end}}</td><td>{{f2 .RSSPeakMB}}</td></tr>
+<td>{{if and .CPUSeconds .Seconds}}{{f2 (div .CPUSeconds .Seconds)}}{{end}}</td><td>{{if and .CPUSeconds .Bytes}}{{f2 (perGB .CPUSeconds .Bytes)}}{{end}}</td><td>{{f2 .RSSPeakMB}}</td><td>{{nearest .Result}}</td></tr>
 {{end}}</table>
 {{if .Throughput}}<h2>Throughput</h2>
 {{.Throughput}}{{end}}

@@ -19,7 +19,7 @@ func TestHTMLReport(t *testing.T) {
 	}
 	results := []Result{
 		{Driver: "sluice-tcp", Mode: ModeProduce, Records: 3000, RecordsPerSec: 1750, MBPerSec: 1.75, Timeline: timeline(1), WarmupSeconds: 1,
-			Seconds: 2, Bytes: 3e9, CPUSeconds: 3},
+			Seconds: 2, Bytes: 3e9, CPUSeconds: 3, Limits: []Bound{{ProbeTCPStream, 2.5, 0.0007}, {ProbeDiskWrite, 0.5, 0.0035}}},
 		{Driver: `<script>alert("x")</script>`, Mode: ModeProduce, Records: 300, Errors: 2, FirstError: "boom", Timeline: timeline(0.1)},
 	}
 	var buf bytes.Buffer
@@ -32,6 +32,9 @@ func TestHTMLReport(t *testing.T) {
 	}
 	if !strings.Contains(page, "<td>1.50</td><td>1.00</td>") {
 		t.Error("the first run's CPU (1.50 cores, 1.00 s per GB) is not in the table")
+	}
+	if !strings.Contains(page, "<td>0.00 of sequential write 0.50 GB/s</td>") {
+		t.Error("the first run's nearest limit (the disk write) is not in the table")
 	}
 	svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(page, -1)
 	if len(svgs) != 2 {
