@@ -40,26 +40,34 @@ func (l *serveLog) leave() {
 	l.mu.Unlock()
 }
 
+// serveHoldingFirst starts a server with these tests' overlap threshold whose handler logs
+// the order of Serve calls, echoes each request, and holds request 0 until open is called (a
+// cleanup calls it too, before the server's Close, should the test stop early).
+func serveHoldingFirst(t *testing.T, transport string) (s *Server, log *serveLog, open func()) {
+	release := make(chan struct{})
+	open = sync.OnceFunc(func() { close(release) })
+	log = new(serveLog)
+	cfg := testConfig(t, transport)
+	cfg.OverlapBytes = overlapTestBytes
+	s = startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+		log.enter(h.CorrelationID)
+		defer log.leave()
+		if h.CorrelationID == 0 {
+			<-release
+		}
+		return echo(nil, c, h, body)
+	}))
+	t.Cleanup(open)
+	return s, log, open
+}
+
 // The reader reads the next requests while a large one is being served: with the first
 // large request's Serve held, the server still reads the two behind it. Without the overlap
 // goroutine the reader is inside that Serve and reads nothing more.
 func TestOverlapReadsAheadOfServe(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			release := make(chan struct{})
-			open := sync.OnceFunc(func() { close(release) })
-			var log serveLog
-			cfg := testConfig(t, tr)
-			cfg.OverlapBytes = overlapTestBytes
-			s := startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
-				log.enter(h.CorrelationID)
-				defer log.leave()
-				if h.CorrelationID == 0 {
-					<-release
-				}
-				return echo(nil, c, h, body)
-			}))
-			t.Cleanup(open) // before the server's Close, should the test stop early
+			s, _, open := serveHoldingFirst(t, tr)
 			c := dial(t, s, tr)
 			var frames []byte
 			for i := range 3 {
@@ -154,20 +162,7 @@ func TestOverlapKeepsRequestOrder(t *testing.T) {
 
 // A small request behind a held large one waits for it: it is not served first.
 func TestOverlapSmallWaitsForLarge(t *testing.T) {
-	release := make(chan struct{})
-	open := sync.OnceFunc(func() { close(release) })
-	var log serveLog
-	cfg := testConfig(t, "unix")
-	cfg.OverlapBytes = overlapTestBytes
-	s := startServer(t, cfg, HandlerFunc(func(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
-		log.enter(h.CorrelationID)
-		defer log.leave()
-		if h.CorrelationID == 0 {
-			<-release
-		}
-		return echo(nil, c, h, body)
-	}))
-	t.Cleanup(open) // before the server's Close, should the test stop early
+	s, log, open := serveHoldingFirst(t, "unix")
 	c := dial(t, s, "unix")
 	c.write(appendRequest(appendRequest(nil, wire.Produce, 0, large(0)), wire.Metadata, 1, small(1)))
 	waitFor(t, "both requests read", func() bool { return s.Stats().Requests == 2 })
