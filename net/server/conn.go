@@ -68,7 +68,9 @@ const readBufSize = 16 << 10
 // CRC check and append). Before serving a smaller request itself, the
 // reader waits until the overlap goroutine has served everything handed to
 // it, so Serve is called in request order, one call at a time, and the
-// queue stays in request order. The reader raises outstanding when it
+// queue stays in request order. Once a handler has closed the connection
+// (Close), the requests read behind it are dropped unserved, as the reader
+// would not have read them without the overlap goroutine. The reader raises outstanding when it
 // hands a request off, as for one it serves, so only the reader raises it;
 // the overlap goroutine lowers it for a request without a response.
 type Conn struct {
@@ -77,9 +79,9 @@ type Conn struct {
 	srv       *Server
 	nc        net.Conn
 	// ctx is passed to Serve. It is cancelled when the connection ends: as soon as the reader
-	// stops on end of file or an error (the peer is gone: a parked long poll answers now
-	// rather than at its maxWait), and after the queued responses are written when the
-	// connection is closed gracefully.
+	// stops on end of file or an error and the requests it read before are served (the peer
+	// is gone: a parked long poll answers now rather than at its maxWait), and after the
+	// queued responses are written when the connection is closed gracefully.
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -194,6 +196,16 @@ func (c *Conn) closeHard() {
 	c.nc.Close()
 }
 
+// hardClosed reports whether closeHard has run.
+func (c *Conn) hardClosed() bool {
+	select {
+	case <-c.hard:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *Conn) stopping() bool {
 	select {
 	case <-c.stop:
@@ -219,14 +231,14 @@ func (c *Conn) touch() { c.lastActive.Store(int64(time.Since(c.srv.epoch))) }
 func (c *Conn) readLoop() {
 	defer c.srv.connWG.Done()
 	err := c.readRequests()
-	if !errors.Is(err, errStopped) {
-		c.cancel()
-	}
 	if c.overlapCh != nil {
-		// It finishes the requests handed to it; its Pendings go on the
-		// queue before the queue closes.
+		// It finishes the requests handed to it, with the context they were
+		// read under; its Pendings go on the queue before the queue closes.
 		close(c.overlapCh)
 		<-c.overlapDone
+	}
+	if !errors.Is(err, errStopped) {
+		c.cancel()
 	}
 	close(c.queue)
 	<-c.writerDone
@@ -292,6 +304,13 @@ func (c *Conn) readRequests() error {
 			continue
 		}
 		c.overlapping.Wait() // Serve in request order
+		if c.stopping() {
+			// A request served on the overlap goroutine closed the connection:
+			// nothing after it is served, as if never read.
+			putBuf(frame)
+			<-c.slots
+			return errStopped
+		}
 		p := s.handler.Serve(c.ctx, c, c.hdr, body)
 		if p == nil {
 			putBuf(frame)
@@ -339,7 +358,13 @@ func (c *Conn) overlap(r overlapReq) {
 func (c *Conn) overlapLoop() {
 	defer close(c.overlapDone)
 	for r := range c.overlapCh {
-		p := c.srv.handler.Serve(c.ctx, c, r.hdr, r.body)
+		// Once the connection is closing (Conn.Close, from an earlier request's
+		// Serve or the server's Close, or a hard close), requests already read
+		// are dropped unserved, as the reader would not have read them.
+		var p *Pending
+		if !c.stopping() && !c.hardClosed() {
+			p = c.srv.handler.Serve(c.ctx, c, r.hdr, r.body)
+		}
 		if p == nil {
 			putBuf(r.frame)
 			c.touch() // before outstanding falls, as the writer does

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -213,6 +214,64 @@ func TestOverlapConnectionEnds(t *testing.T) {
 				}
 			}
 			waitFor(t, "connection gone", func() bool { return s.Stats().Open == 0 })
+		})
+	}
+}
+
+// Conn.Close from a handler means "serve nothing more" (TestHandlerClosesConn), also when the
+// closing request is a large one served on the overlap goroutine while the reader has already
+// read the requests behind it: a large one handed off too, and a small one waiting for the
+// overlap goroutine. Neither is served nor answered, with or without the overlap goroutine.
+// (Found in review: both were served and answered.)
+func TestOverlapHandlerCloseStopsLaterRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		overlap int
+	}{{"overlap", overlapTestBytes}, {"no-overlap-control", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			open := sync.OnceFunc(func() { close(release) })
+			t.Cleanup(open)
+			var mu sync.Mutex
+			var served []int32
+			cfg := testConfig(t, "unix")
+			cfg.OverlapBytes = tc.overlap
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				mu.Lock()
+				served = append(served, h.CorrelationID)
+				mu.Unlock()
+				if h.CorrelationID == 0 {
+					<-release // e.g. a large malformed produce: the broker closes the connection
+					c.Close()
+					return nil
+				}
+				return echo(ctx, c, h, body)
+			}))
+			c := dial(t, s, "unix")
+			var frames []byte
+			frames = appendRequest(frames, wire.Produce, 0, large(0))
+			frames = appendRequest(frames, wire.Produce, 1, large(1))
+			frames = appendRequest(frames, wire.Metadata, 2, small(2))
+			c.write(frames)
+			if tc.overlap > 0 {
+				// The reader reads on while request 0 is being served (that is the point of
+				// the overlap goroutine): 1 is handed off, 2 waits in overlapping.Wait.
+				waitFor(t, "the requests behind the held one read", func() bool { return s.Stats().Requests == 3 })
+			}
+			open()
+			var got []int32
+			for {
+				corr, _, err := c.tryRecv()
+				if err != nil {
+					break // EOF: the connection closed
+				}
+				got = append(got, corr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(served, []int32{0}) || len(got) != 0 {
+				t.Fatalf("after the handler closed the connection in request 0's Serve: served %v, responses %v; want served [0], no response", served, got)
+			}
 		})
 	}
 }
