@@ -101,13 +101,19 @@ func Open(cfg Config) (*Broker, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := b.register(); err != nil {
+	// A start-up failure after the listeners are open: requests already waiting in Serve for
+	// the broker to be ready give up when b.ctx ends, so it ends before the server's Close
+	// waits for them.
+	stopServing := func(err error) (*Broker, error) {
+		b.cancel()
 		_ = b.srv.Close(context.Background())
 		return fail(err)
 	}
+	if err := b.register(); err != nil {
+		return stopServing(err)
+	}
 	if b.offsets, err = b.openOffsetStore(); err != nil {
-		_ = b.srv.Close(context.Background())
-		return fail(err)
+		return stopServing(err)
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
