@@ -16,6 +16,11 @@ type Bound struct {
 	Ratio float64 `json:"ratio"` // the run's record bytes per second over the probe's
 }
 
+// String reads "0.95 of sequential write 1.05 GB/s".
+func (b Bound) String() string {
+	return fmt.Sprintf("%.2f of %s %.2f GB/s", b.Ratio, ProbeTitle(b.Probe), b.GBps)
+}
+
 // BoundingProbes returns the probes that bound a run of mode whose client reaches the system
 // over transport (TransportTCP or TransportUnix). A produce run moves every byte through the
 // socket and into the log: the transport's stream, and the disk (sequential writes; writes

@@ -113,7 +113,7 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) {
 		if bounded {
 			limit := "-"
 			if b, ok := r.Result.Tightest(); ok {
-				limit = fmt.Sprintf("%.2f of %s %.2f GB/s", b.Ratio, ProbeTitle(b.Probe), b.GBps)
+				limit = b.String()
 			}
 			fmt.Fprintf(tw, "%s\t", limit)
 		}

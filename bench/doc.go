@@ -41,5 +41,6 @@
 // broker), run.go (produce, consume and e2e runs), sched.go (the open-loop pacer; its alarm in
 // finetimer_*.go), hist.go
 // (histograms), payload.go (record values), workload.go (YAML workloads), limits.go (machine
-// probes), bounds.go (a run against them), report.go (summaries and JSON), compare.go (one workload against several systems).
+// probes), bounds.go (a run against them), report.go (summaries and JSON), compare.go (one
+// workload against several systems).
 package bench

@@ -231,7 +231,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 		if !ok {
 			return ""
 		}
-		return fmt.Sprintf("%.2f of %s %.2f GB/s", b.Ratio, ProbeTitle(b.Probe), b.GBps)
+		return b.String()
 	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
