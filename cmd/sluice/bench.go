@@ -111,7 +111,9 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between runs")
-	addLimitsFlags(cmd, o)
+	if o.mode != bench.ModeE2E { // nothing bounds a run at a set rate
+		addLimitsFlags(cmd, o)
+	}
 }
 
 // addLimitsFlags adds --limits and --limits-duration.
