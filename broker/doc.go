@@ -4,10 +4,11 @@
 //
 // Request flow: net/server calls Serve in request order, one request at a time per connection,
 // on the connection's reader goroutine (or, for a request of 64 KiB or more, on its overlap
-// goroutine while the reader reads the next). Handlers never block either on a wait: produce appends inline (one write per
-// partition) and, for acks=all, completes its response from the log's group-commit callback;
-// a fetch that cannot be answered yet parks in a goroutine woken by the partitions' appends;
-// requests that wait on raft (topic administration) run off the reader goroutine.
+// goroutine while the reader reads the next). Handlers never block either on a wait: produce
+// appends inline (one write per partition) and, for acks=all, completes its response from the
+// log's group-commit callback; a fetch that cannot be answered yet parks in a goroutine woken by
+// the partitions' appends; requests that wait on raft (topic administration) run off the
+// connection's goroutines.
 //
 // Partitions: the reconciler applies every committed metadata change (open the logs of newly
 // assigned partitions, delete the data of deleted topics, apply altered configs); partition
