@@ -210,13 +210,7 @@ func TestConsumerAheadRecordLifetime(t *testing.T) {
 			topic := "lt2-" + codec.String()
 			f.createTopic(topic, 1)
 			const batches, perBatch, perPoll = 12, 20, 15
-			for b := range batches {
-				recs := make([]batch.Record, perBatch)
-				for i := range recs {
-					recs[i] = batch.Record{Timestamp: 1, Value: fmt.Appendf(nil, "batch-%02d-record-%02d", b, i)}
-				}
-				f.produce(topic, 0, codec, recs)
-			}
+			f.produceSameLength(topic, codec, batches, perBatch)
 			c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest, ReuseRecordBuffers: true,
 				MaxPartitionFetchBytes: 1, MaxPollRecords: perPoll}, client.TopicPartition{Topic: topic})
 			var held []client.Record

@@ -96,15 +96,7 @@ func TestConsumerRecordLifetime(t *testing.T) {
 				f.createTopic(topic, 1)
 				tp := client.TopicPartition{Topic: topic}
 				const batches, perBatch, perPoll = 8, 20, 15
-				for b := range batches {
-					recs := make([]batch.Record, perBatch)
-					for i := range recs {
-						// Same length in every batch, so that a reused buffer puts another
-						// batch's value where this one was.
-						recs[i] = batch.Record{Timestamp: 1, Value: fmt.Appendf(nil, "batch-%02d-record-%02d", b, i)}
-					}
-					f.produce(topic, 0, codec, recs)
-				}
+				f.produceSameLength(topic, codec, batches, perBatch)
 				// One batch per fetch; Polls end inside batches.
 				c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest, ReuseRecordBuffers: mode.reuse,
 					MaxPartitionFetchBytes: 1, MaxPollRecords: perPoll}, tp)

@@ -102,6 +102,30 @@ func (f *consumerFixture) produceValues(topic string, partition int32, values ..
 	return f.produce(topic, partition, batch.None, recs)
 }
 
+// produceSameLength appends n batches of perBatch records, compressed with codec, whose values
+// ("batch-BB-record-RR") have the same length in every batch: a reused buffer then puts
+// another batch's value exactly where a held one was.
+func (f *consumerFixture) produceSameLength(topic string, codec batch.Codec, n, perBatch int) {
+	f.t.Helper()
+	for b := range n {
+		recs := make([]batch.Record, perBatch)
+		for i := range recs {
+			recs[i] = batch.Record{Timestamp: 1, Value: fmt.Appendf(nil, "batch-%02d-record-%02d", b, i)}
+		}
+		f.produce(topic, 0, codec, recs)
+	}
+}
+
+// topicOfBatches creates a one-partition topic holding n uncompressed batches of 10 values.
+func (f *consumerFixture) topicOfBatches(name string, n int) client.TopicPartition {
+	f.t.Helper()
+	f.createTopic(name, 1)
+	for range n {
+		f.produceValues(name, 0, consumerValues(10, "v")...)
+	}
+	return client.TopicPartition{Topic: name}
+}
+
 // consumer starts a consumer on the TCP address unless cfg names brokers; Close runs at the
 // end of the test (a crashed consumer ignores it).
 func (f *consumerFixture) consumer(cfg client.ConsumerConfig, tps ...client.TopicPartition) *client.Consumer {
@@ -422,11 +446,7 @@ func TestConsumerSeek(t *testing.T) {
 // ResponsesAhead per partition at most.
 func TestConsumerPrefetchAndMaxPollRecords(t *testing.T) {
 	f := newConsumerFixture(t)
-	f.createTopic("pre", 1)
-	tp := client.TopicPartition{Topic: "pre"}
-	for range 4 {
-		f.produceValues("pre", 0, consumerValues(10, "v")...)
-	}
+	tp := f.topicOfBatches("pre", 4)
 	// One batch per fetch: each batch is ~150 bytes, so a 1-byte partition limit returns
 	// exactly the first batch whole.
 	c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest, MaxPartitionFetchBytes: 1, MaxPollRecords: 4}, tp)
@@ -475,11 +495,7 @@ func TestConsumerNoPrefetchPastAnError(t *testing.T) {
 // reads from the last position.
 func TestConsumerSeeksWithoutPollDropResponses(t *testing.T) {
 	f := newConsumerFixture(t)
-	f.createTopic("seeks", 1)
-	tp := client.TopicPartition{Topic: "seeks"}
-	for range 4 {
-		f.produceValues("seeks", 0, consumerValues(10, "v")...)
-	}
+	tp := f.topicOfBatches("seeks", 4)
 	for _, mode := range consumerModes {
 		t.Run(mode.name, func(t *testing.T) {
 			c := f.consumer(client.ConsumerConfig{AutoOffsetReset: client.OffsetResetEarliest, ReuseRecordBuffers: mode.reuse, MaxPartitionFetchBytes: 1}, tp)
