@@ -7,6 +7,7 @@ import (
 // APIKey identifies a request type in the request header. The numbers are
 // Kafka's, so a packet capture reads the same in Kafka tooling, and keys
 // Sluice will need later are reserved now so nothing else takes them.
+// Sluice's own apis (shared.go) start at 9000, far above Kafka's.
 type APIKey int16
 
 // Api keys with request types in this package.
@@ -90,6 +91,8 @@ var apiTable = []apiInfo{
 	{AlterPartition, "AlterPartition", false, 0, 0},
 	{BrokerRegistration, "BrokerRegistration", false, 0, 0},
 	{BrokerHeartbeat, "BrokerHeartbeat", false, 0, 0},
+	{AttachMemory, "AttachMemory", true, 0, 0},
+	{ProduceShared, "ProduceShared", true, 0, 0},
 }
 
 func lookupAPI(k APIKey) (apiInfo, bool) {
@@ -202,6 +205,10 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(DescribeConfigsRequest), nil
 	case AlterConfigs:
 		return new(AlterConfigsRequest), nil
+	case AttachMemory:
+		return new(AttachMemoryRequest), nil
+	case ProduceShared:
+		return new(ProduceSharedRequest), nil
 	}
 	return nil, ErrUnknownAPI // unreachable while apiTable and this switch agree; a test checks they do
 }
@@ -235,6 +242,10 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(DescribeConfigsResponse), nil
 	case AlterConfigs:
 		return new(AlterConfigsResponse), nil
+	case AttachMemory:
+		return new(AttachMemoryResponse), nil
+	case ProduceShared:
+		return new(ProduceSharedResponse), nil
 	}
 	return nil, ErrUnknownAPI
 }

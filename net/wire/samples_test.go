@@ -113,6 +113,14 @@ func samples() []sample {
 			}},
 		}}},
 
+		{"AttachMemoryRequest", &AttachMemoryRequest{Bytes: 8 << 20}},
+		{"AttachMemoryResponse", &AttachMemoryResponse{}},
+		{"AttachMemoryResponse/error", &AttachMemoryResponse{ErrorCode: ErrInvalidRequest, ErrorMessage: sp("not a sealed memfd")}},
+		{"ProduceSharedRequest", &ProduceSharedRequest{Offset: 1 << 20, Length: 65536}},
+		{"ProduceSharedResponse", &ProduceSharedResponse{ProduceResponse{ThrottleMs: 1, Topics: []ProduceResponseTopic{
+			{Topic: "logs", Partitions: []ProduceResponsePartition{{Partition: 2, BaseOffset: 7, LogAppendTimeMs: -1, LogStartOffset: 0}}},
+		}}}},
+
 		{"FetchRequest", &FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20, IsolationLevel: ReadCommitted,
 			Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
 				{Partition: 0, CurrentLeaderEpoch: 3, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
