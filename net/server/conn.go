@@ -125,7 +125,19 @@ type Conn struct {
 	overlapping sync.WaitGroup
 	overlapDone chan struct{}
 
+	// unix is nc when it is a unix socket (descriptors may be passed), else nil.
+	unix *net.UnixConn
+
+	// attachMu guards files, values and attachClosed: descriptors the peer
+	// passed and no handler has taken yet, values handlers keep for the
+	// connection's life (TakeFile, SetValue), and whether closeAttached ran.
+	attachMu     sync.Mutex
+	files        []*os.File
+	values       map[any]io.Closer
+	attachClosed bool
+
 	// Reader goroutine only.
+	oob     []byte // ancillary data of a read on a unix socket
 	br      *bufio.Reader
 	sizeBuf [wire.FrameSizeLen]byte
 	hdr     wire.RequestHeader // reused so the client id decodes without allocating
@@ -148,6 +160,9 @@ func newConn(s *Server, nc net.Conn, transport string) *Conn {
 		writerDone: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if uc, ok := nc.(*net.UnixConn); ok {
+		c.unix, c.oob = uc, make([]byte, oobBytes)
+	}
 	c.br = bufio.NewReaderSize((*connReader)(c), readBufSize)
 	c.w.init(c)
 	c.direct = directWriteSupported && c.w.rc != nil
@@ -245,6 +260,7 @@ func (c *Conn) readLoop() {
 	for p := range c.queue {
 		p.abandon()
 	}
+	c.closeAttached()
 	c.cancel()
 	c.srv.forget(c)
 	c.logEnd(err)
@@ -415,7 +431,7 @@ type connReader Conn
 func (r *connReader) Read(b []byte) (int, error) {
 	c := (*Conn)(r)
 	for {
-		n, err := c.nc.Read(b)
+		n, err := c.read(b)
 		if n > 0 {
 			// Hand over the bytes; a deadline error resurfaces on the next
 			// call. Returning it now would make bufio fail mid-frame.
@@ -441,6 +457,19 @@ func (r *connReader) Read(b []byte) (int, error) {
 			return 0, errStopped
 		}
 	}
+}
+
+// read reads from the socket; on a unix socket it also keeps the descriptors
+// passed with the bytes read (a plain read would have the kernel close them).
+func (c *Conn) read(b []byte) (int, error) {
+	if c.unix == nil {
+		return c.nc.Read(b)
+	}
+	n, oobn, _, _, err := c.unix.ReadMsgUnix(b, c.oob)
+	if oobn > 0 {
+		c.keepPassedFiles(c.oob[:oobn])
+	}
+	return max(n, 0), err // n is -1 on some errors, which bufio.Reader does not accept
 }
 
 // idleDeadline returns when the idle timer should next fire, or false if
