@@ -157,6 +157,7 @@ func (c Config) withDefaults() Config {
 	c.IdleTimeout = nonZero(c.IdleTimeout, d.IdleTimeout)
 	c.WritebackBytes = nonZero(c.WritebackBytes, d.WritebackBytes)
 	c.PreallocateBytes = nonZero(c.PreallocateBytes, d.PreallocateBytes)
+	c.SharedMemoryBytes = nonZero(c.SharedMemoryBytes, d.SharedMemoryBytes)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -344,6 +345,10 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleOffsetCommit(c, h, body)
 	case wire.OffsetFetch:
 		return b.handleOffsetFetch(c, h, body)
+	case wire.AttachMemory:
+		return b.handleAttachMemory(c, h, body)
+	case wire.ProduceShared:
+		return b.handleProduceShared(c, h, body)
 	}
 	c.Close()
 	return nil

@@ -46,10 +46,13 @@ type Config struct {
 	// WritebackBytes and PreallocateBytes (Sluice's own) tune how an active segment meets the
 	// disk: writeback started every this many appended bytes, and disk blocks reserved this far
 	// ahead; -1 turns either off. See segment.Options for why (64 MiB each).
-	WritebackBytes   int64         // log.writeback.bytes
-	PreallocateBytes int64         // log.preallocate.bytes
-	IdleTimeout      time.Duration // connections.max.idle.ms: 10 min
-	ShutdownTimeout  time.Duration // controlled.shutdown... bound on Close: 30 s
+	WritebackBytes   int64 // log.writeback.bytes
+	PreallocateBytes int64 // log.preallocate.bytes
+	// SharedMemoryBytes (Sluice's own) is the largest shared-memory region a producer on this
+	// host may attach to its unix-socket connection (AttachMemory); -1 refuses them all.
+	SharedMemoryBytes int64         // shared.memory.max.bytes: 64 MiB
+	IdleTimeout       time.Duration // connections.max.idle.ms: 10 min
+	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	Logger *slog.Logger
 
@@ -80,6 +83,7 @@ func DefaultConfig() Config {
 		IndexIntervalBytes:     4096,
 		IndexMaxBytes:          10 << 20,
 		WritebackBytes:         segment.Defaults.WritebackBytes,
+		SharedMemoryBytes:      64 << 20,
 		PreallocateBytes:       segment.Defaults.PreallocateBytes,
 		IdleTimeout:            10 * time.Minute,
 		ShutdownTimeout:        30 * time.Second,
@@ -237,6 +241,8 @@ func (c *Config) Set(key, value string) error {
 		return i64(&c.WritebackBytes)
 	case "log.preallocate.bytes":
 		return i64(&c.PreallocateBytes)
+	case "shared.memory.max.bytes":
+		return i64(&c.SharedMemoryBytes)
 	case "connections.max.idle.ms":
 		return dur(&c.IdleTimeout, time.Millisecond)
 	default:

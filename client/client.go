@@ -29,6 +29,13 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives connection events (slog.Default if nil).
 	Logger *slog.Logger
+	// SharedMemoryBytes (Sluice's own), when above zero, gives each connection over a unix
+	// socket a shared-memory region of this many bytes for its Produce requests
+	// (Conn.AttachSharedMemory): their bytes go through the region and only a pointer through
+	// the socket. It should hold the requests a producer keeps in flight (max in flight times
+	// max.request.size); a request that finds no room goes through the socket. A broker that
+	// refuses the region (not Linux, or a smaller limit) leaves the connection as it was.
+	SharedMemoryBytes int
 }
 
 func (c Config) withDefaults() Config {
@@ -141,6 +148,11 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 	conn, err := Dial(ctx, addr, c.cfg.ClientID)
 	if err != nil {
 		return nil, err
+	}
+	if c.cfg.SharedMemoryBytes > 0 && conn.unix != nil {
+		if err := conn.AttachSharedMemory(ctx, c.cfg.SharedMemoryBytes); err != nil {
+			c.cfg.Logger.Info("sluice client: produce requests go through the socket", "broker", addr, "err", err)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

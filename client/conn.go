@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/net/wire"
@@ -53,14 +55,19 @@ func ParseAddress(addr string) (network, address string, err error) {
 // Conn is one connection to a broker.
 type Conn struct {
 	nc       net.Conn
+	unix     *net.UnixConn // nc, when it is a unix socket
 	clientID string
 
-	wmu    sync.Mutex // guards w, nextID, buf, cuts, parts: request order on the wire
-	w      *bufio.Writer
-	nextID int32
-	buf    []byte
-	cuts   []int
-	parts  [][]byte
+	// wmu guards w, nextID, buf, cuts, parts, shm and shmClosed: request order on the wire, and
+	// the shared-memory region, which the reader unmaps (under wmu) when it stops.
+	wmu       sync.Mutex
+	w         *bufio.Writer
+	nextID    int32
+	buf       []byte
+	cuts      []int
+	parts     [][]byte
+	shm       *shmRing // nil until AttachSharedMemory succeeds
+	shmClosed bool
 
 	mu      sync.Mutex // guards pending and err
 	pending map[int32]pendingCall
@@ -88,8 +95,10 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 		// connection, so it must stay well above what one response needs.
 		_ = tc.SetReadBuffer(receiveBufferBytes)
 	}
+	uc, _ := nc.(*net.UnixConn)
 	c := &Conn{
 		nc:       nc,
+		unix:     uc,
 		clientID: clientID,
 		w:        bufio.NewWriterSize(nc, 64<<10),
 		pending:  map[int32]pendingCall{},
@@ -108,6 +117,10 @@ type pendingCall struct {
 	// the caller to reuse (CallInto). Otherwise the body gets a buffer of its exact size.
 	into bool
 	buf  []byte
+	// ring, if set, is the shared-memory region holding the request: given back up to shmEnd
+	// when the response arrives.
+	ring   *shmRing
+	shmEnd int64
 }
 
 // Call sends req and decodes the response into resp. Calls from several goroutines are
@@ -115,7 +128,7 @@ type pendingCall struct {
 // alias (a fetch response's records do) for as long as it likes.
 func (c *Conn) Call(ctx context.Context, req wire.Request, resp wire.Response) error {
 	ch := make(chan []byte, 1)
-	if err := c.send(req, ch); err != nil {
+	if _, err := c.send(req, ch); err != nil {
 		return err
 	}
 	select {
@@ -143,7 +156,7 @@ func (c *Conn) Call(ctx context.Context, req wire.Request, resp wire.Response) e
 // case and fail with the connection in the second.
 func (c *Conn) CallInto(ctx context.Context, req wire.Request, resp wire.Response, buf []byte) ([]byte, error) {
 	ch := make(chan []byte, 1)
-	id, err := c.sendCall(req, pendingCall{ch: ch, into: true, buf: buf})
+	id, _, err := c.sendCall(req, pendingCall{ch: ch, into: true, buf: buf}, nil)
 	if err != nil {
 		return buf, err
 	}
@@ -178,46 +191,88 @@ func (c *Conn) CallInto(ctx context.Context, req wire.Request, resp wire.Respons
 }
 
 // Send sends a request that gets no response (a produce with acks=0).
-func (c *Conn) Send(req wire.Request) error { return c.send(req, nil) }
-
-// send writes req and, if ch is not nil, registers ch to receive the response body (in a
-// fresh buffer) or to be closed if the connection fails first. ch needs capacity 1.
-func (c *Conn) send(req wire.Request, ch chan []byte) error {
-	_, err := c.sendCall(req, pendingCall{ch: ch})
+func (c *Conn) Send(req wire.Request) error {
+	_, err := c.send(req, nil)
 	return err
 }
 
+// send writes req and, if ch is not nil, registers ch to receive the response body (in a
+// fresh buffer) or to be closed if the connection fails first. ch needs capacity 1. It reports
+// whether the request went through the shared-memory region.
+func (c *Conn) send(req wire.Request, ch chan []byte) (shared bool, err error) {
+	_, shared, err = c.sendCall(req, pendingCall{ch: ch}, nil)
+	return shared, err
+}
+
 // sendCall writes req and, if p.ch is set, registers p to receive the response. It returns
-// the request's correlation id.
-func (c *Conn) sendCall(req wire.Request, p pendingCall) (int32, error) {
+// the request's correlation id and whether the request went through the shared-memory region.
+// A Produce request that expects a response goes through the
+// shared-memory region if the connection has one with room; file, if not nil, is passed with
+// the request (SCM_RIGHTS; unix sockets only).
+func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, bool, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.nextID++
 	id := c.nextID
+	pr, isProduce := req.(*wire.ProduceRequest)
+	var shared wire.ProduceSharedRequest
+	if isProduce && p.ch != nil && c.shm != nil {
+		var ok bool
+		shared, p.shmEnd, c.buf, c.cuts, ok = c.shm.placeProduce(pr, c.buf, c.cuts)
+		if ok {
+			p.ring = c.shm
+		}
+	}
 	if p.ch != nil {
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
-			return id, c.err
+			return id, false, c.err
 		}
 		c.pending[id] = p
 		c.mu.Unlock()
 	}
 	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: id, ClientID: c.clientID}
 	var err error
-	if pr, ok := req.(*wire.ProduceRequest); ok {
+	switch {
+	case p.ring != nil:
+		h.APIKey = wire.ProduceShared
+		err = c.writeLocked(&h, &shared, nil)
+	case isProduce:
 		err = c.writeProduceLocked(&h, pr)
-	} else {
-		c.buf = wire.AppendRequestFrame(c.buf[:0], &h, req)
-		if _, err = c.w.Write(c.buf); err == nil {
-			err = c.w.Flush()
-		}
+	default:
+		err = c.writeLocked(&h, req, file)
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("client: write: %w", err))
-		return id, c.closedErr()
+		return id, false, c.closedErr()
 	}
-	return id, nil
+	return id, p.ring != nil, nil
+}
+
+// writeLocked writes one request frame, with file passed alongside if not nil. Called with wmu
+// held.
+func (c *Conn) writeLocked(h *wire.RequestHeader, req wire.Request, file *os.File) error {
+	c.buf = wire.AppendRequestFrame(c.buf[:0], h, req)
+	if file == nil {
+		if _, err := c.w.Write(c.buf); err != nil {
+			return err
+		}
+		return c.w.Flush()
+	}
+	if c.unix == nil {
+		return fmt.Errorf("%w: passing a descriptor needs a unix socket", ErrSharedMemory)
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	// The descriptor goes with the frame's first byte; the rest, if the socket took only part,
+	// follows without it.
+	n, _, err := c.unix.WriteMsgUnix(c.buf, syscall.UnixRights(int(file.Fd())), nil)
+	if err == nil && n < len(c.buf) {
+		_, err = c.nc.Write(c.buf[n:])
+	}
+	return err
 }
 
 // writeProduceLocked writes a Produce request without copying its records: the encoded parts
@@ -232,23 +287,7 @@ func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceReques
 		return err
 	}
 	parts := c.parts[:0]
-	prev, i := 0, 0
-	for t := range req.Topics {
-		for _, p := range req.Topics[t].Partitions {
-			parts = append(parts, buf[prev:cuts[i]])
-			if len(p.Records) > 0 && len(p.Batches) == 0 { // as AppendSegments: Batches, if any, are the records
-				parts = append(parts, p.Records)
-			}
-			for _, b := range p.Batches {
-				if len(b) > 0 {
-					parts = append(parts, b)
-				}
-			}
-			prev = cuts[i]
-			i++
-		}
-	}
-	parts = append(parts, buf[prev:])
+	forProduceParts(req, buf, cuts, func(b []byte) { parts = append(parts, b) })
 	c.parts = parts
 	if err := c.w.Flush(); err != nil { // nothing is buffered between requests; keep it so
 		return err
@@ -265,6 +304,7 @@ func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceReques
 // the socket, so of a large body only what was already buffered is copied.
 func (c *Conn) readLoop() {
 	defer close(c.done)
+	defer c.unmapShared()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var hdr [wire.FrameSizeLen + wire.ResponseHeaderLen]byte
 	for {
@@ -290,6 +330,9 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("client: response to unknown correlation id %d", rh.CorrelationID))
 			return
 		}
+		if p.ring != nil {
+			p.ring.give(p.shmEnd) // the broker copied the span before it answered
+		}
 		n -= wire.ResponseHeaderLen
 		var body []byte
 		switch {
@@ -307,6 +350,18 @@ func (c *Conn) readLoop() {
 		}
 		p.ch <- body
 	}
+}
+
+// unmapShared drops the shared-memory region once the connection has failed: under wmu, so no
+// writer is copying into it, and for good, so none will.
+func (c *Conn) unmapShared() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.shm != nil {
+		c.shm.unmap()
+		c.shm = nil
+	}
+	c.shmClosed = true
 }
 
 // fail records the connection's first error, closes the socket and fails every waiting call.

@@ -276,7 +276,7 @@ type Producer struct {
 	clock    recordClock
 
 	// Counters for Stats, raised by the senders as they write requests.
-	sentRequests, sentBatches, sentBytes atomic.Int64
+	sentRequests, sentBatches, sentBytes, sentShared atomic.Int64
 
 	// Flush waiters sleep on flushCh, which completions close (and replace) while
 	// flushWaiters > 0.
@@ -337,11 +337,14 @@ type ProducerStats struct {
 	Requests int64 // Produce requests written to a connection (a resent batch's request counts again)
 	Batches  int64 // record batches in those requests
 	Bytes    int64 // bytes of those batches, as sent (compressed)
+	// SharedRequests counts the Requests whose bytes went through a shared-memory region
+	// (Config.SharedMemoryBytes) rather than the socket.
+	SharedRequests int64
 }
 
 // Stats returns the producer's counters.
 func (p *Producer) Stats() ProducerStats {
-	return ProducerStats{Requests: p.sentRequests.Load(), Batches: p.sentBatches.Load(), Bytes: p.sentBytes.Load()}
+	return ProducerStats{Requests: p.sentRequests.Load(), Batches: p.sentBatches.Load(), Bytes: p.sentBytes.Load(), SharedRequests: p.sentShared.Load()}
 }
 
 // Send hands r to the producer and returns once it is in a batch; cb (which may be nil) is

@@ -411,6 +411,7 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 	}
 	req.encode(p.acks, p.cfg.RequestTimeout)
 	conn, err := s.brokerConn()
+	shared := false
 	if err == nil {
 		if p.acks == wire.AcksNone {
 			err = conn.Send(&req.wire)
@@ -418,7 +419,7 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 			if req.ch == nil {
 				req.ch = make(chan []byte, 1)
 			}
-			err = conn.send(&req.wire, req.ch)
+			shared, err = conn.send(&req.wire, req.ch)
 		}
 	}
 	if err != nil {
@@ -430,6 +431,9 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 			n += len(b.built)
 		}
 		p.sentRequests.Add(1)
+		if shared {
+			p.sentShared.Add(1)
+		}
 		p.sentBatches.Add(int64(len(req.batches)))
 		p.sentBytes.Add(int64(n))
 	}

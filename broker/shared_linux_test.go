@@ -1,0 +1,322 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/net/wire"
+	"golang.org/x/sys/unix"
+)
+
+// rawUnix speaks frames by hand over the broker's unix socket, to send what the client never
+// would.
+type rawUnix struct {
+	t  *testing.T
+	nc *net.UnixConn
+}
+
+func dialRawUnix(t *testing.T, b *Broker) *rawUnix {
+	t.Helper()
+	nc, err := net.Dial("unix", b.UnixAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawUnix{t: t, nc: nc.(*net.UnixConn)}
+}
+
+// send writes one request frame, with file passed alongside if not nil.
+func (r *rawUnix) send(corr int32, req wire.Request, file *os.File) {
+	r.t.Helper()
+	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: corr, ClientID: "raw"}
+	frame := wire.AppendRequestFrame(nil, &h, req)
+	var oob []byte
+	if file != nil {
+		oob = unix.UnixRights(int(file.Fd()))
+	}
+	if _, _, err := r.nc.WriteMsgUnix(frame, oob, nil); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// recv reads one response and decodes it into resp; it reports false if the broker closed
+// the connection instead.
+func (r *rawUnix) recv(corr int32, resp wire.Response) bool {
+	r.t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(r.nc, size[:]); err != nil {
+		return false
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(r.nc, frame); err != nil {
+		r.t.Fatal(err)
+	}
+	var h wire.ResponseHeader
+	body, err := h.ReadFrom(frame)
+	if err != nil || h.CorrelationID != corr {
+		r.t.Fatalf("response header %+v, want correlation id %d: %v", h, corr, err)
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		r.t.Fatal(err)
+	}
+	return true
+}
+
+// attach sends AttachMemory with file and returns the answer.
+func (r *rawUnix) attach(corr int32, size int64, file *os.File) wire.AttachMemoryResponse {
+	r.t.Helper()
+	r.send(corr, &wire.AttachMemoryRequest{Bytes: size}, file)
+	var resp wire.AttachMemoryResponse
+	if !r.recv(corr, &resp) {
+		r.t.Fatal("connection closed on AttachMemory")
+	}
+	return resp
+}
+
+// memfd returns a memfd of size bytes, sealed as given (0: not at all), and its mapping.
+func memfd(t *testing.T, size int, seals int) (*os.File, []byte) {
+	t.Helper()
+	fd, err := unix.MemfdCreate("test", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "memfd")
+	t.Cleanup(func() { f.Close() })
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if seals != 0 {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return f, mem
+}
+
+// memfdMappings counts this process's mappings of memfds named name.
+func memfdMappings(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	return strings.Count(string(b), "/memfd:"+name+" ")
+}
+
+// Produce requests through a shared-memory region land in the log as they would through the
+// socket, while the socket carries only the pointers (the ring's spans are given back and
+// reused, and requests that find it full go through the socket); the broker unmaps the region
+// when the connection ends.
+func TestProduceSharedLandsInTheLog(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, "unix://"+b.UnixAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if n := memfdMappings(t, "sluice-produce"); n != 2 {
+		t.Fatalf("%d mappings of the region, want the client's and the broker's", n)
+	}
+	createTopic(t, c, "shm", 1)
+	before := b.srv.Stats().BytesRead
+	const n = 40
+	value := func(i int) string { return fmt.Sprintf("%03d-%s", i, strings.Repeat("v", 60<<10)) }
+	chans := make([]chan error, n)
+	for i := range n { // pipelined: up to 16 spans of 60 KiB in a 1 MiB ring, then the socket
+		chans[i] = make(chan error, 1)
+		go func(i int) {
+			var resp wire.ProduceResponse
+			err := c.Call(ctx, &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+				{Topic: "shm", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, value(i))}}},
+			}}, &resp)
+			if err == nil && resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
+				err = resp.Topics[0].Partitions[0].ErrorCode
+			}
+			chans[i] <- err
+		}(i)
+		if i%8 == 7 { // let some complete, so spans are given back and reused
+			for j := i - 7; j <= i; j++ {
+				if err := <-chans[j]; err != nil {
+					t.Fatalf("produce %d: %v", j, err)
+				}
+			}
+		}
+	}
+	if read := b.srv.Stats().BytesRead - before; read > 20<<10 {
+		t.Errorf("the socket carried %d bytes for %d produces of 60 KiB: not through the region", read, n)
+	}
+	var got []string
+	for offset := int64(0); offset < n; {
+		p := fetchP(t, c, "shm", 0, offset, 0, 1)
+		for rest := p.Records; len(rest) > 0; {
+			bt, r, err := batch.Next(rest)
+			if err != nil {
+				break // a fetch may end in part of a batch
+			}
+			it := bt.Iter(batch.IterOptions{})
+			var rec batch.Record
+			for it.Next(&rec) {
+				got = append(got, string(rec.Value))
+				offset++
+			}
+			rest = r
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range got {
+		seen[v] = true
+	}
+	if len(got) != n {
+		t.Fatalf("%d records in the log, want %d", len(got), n)
+	}
+	for i := range n {
+		if !seen[value(i)] {
+			t.Fatalf("value %d missing from the log", i)
+		}
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for memfdMappings(t, "sluice-produce") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mappings of the region left after the connection closed", memfdMappings(t, "sluice-produce"))
+		}
+		time.Sleep(time.Millisecond) // poll interval
+	}
+}
+
+// AttachMemory refuses what the broker could fault on or should not hold, and the connection
+// goes on; ProduceShared that does not point into an attached region closes it.
+func TestAttachMemoryRefusals(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.SharedMemoryBytes = 1 << 20
+	b := startBroker(t, cfg)
+	regular, err := os.CreateTemp(t.TempDir(), "regular")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regular.Close()
+	regular.Truncate(4096)
+	unsealed, _ := memfd(t, 4096, 0)
+	sealed, _ := memfd(t, 4096, unix.F_SEAL_SHRINK)
+	large, _ := memfd(t, 2<<20, unix.F_SEAL_SHRINK)
+	for _, tc := range []struct {
+		name string
+		size int64
+		file *os.File
+		want string
+	}{
+		{"no descriptor", 4096, nil, "no descriptor"},
+		{"regular file", 4096, regular, "not a memfd"},
+		{"unsealed memfd", 4096, unsealed, "not a memfd sealed"},
+		{"size claimed wrong", 8192, sealed, "size"},
+		{"over the limit", 2 << 20, large, "size"},
+		{"zero size", 0, sealed, "size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRawUnix(t, b)
+			resp := r.attach(1, tc.size, tc.file)
+			if resp.ErrorCode != wire.ErrInvalidRequest || resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, tc.want) {
+				t.Fatalf("got %v %v, want INVALID_REQUEST with %q", resp.ErrorCode, strPtrString(resp.ErrorMessage), tc.want)
+			}
+			// Refused, the connection goes on, and has no region.
+			var md wire.MetadataResponse
+			r.send(2, &wire.MetadataRequest{}, nil)
+			if !r.recv(2, &md) {
+				t.Fatal("connection closed after a refused AttachMemory")
+			}
+			r.send(3, &wire.ProduceSharedRequest{Offset: 0, Length: 100}, nil)
+			if r.recv(3, &wire.ProduceResponse{}) {
+				t.Fatal("ProduceShared without a region was answered")
+			}
+		})
+	}
+	t.Run("off", func(t *testing.T) {
+		cfg := testConfig(t, t.TempDir())
+		cfg.SharedMemoryBytes = -1
+		b := startBroker(t, cfg)
+		resp := dialRawUnix(t, b).attach(1, 4096, sealed)
+		if resp.ErrorCode != wire.ErrInvalidRequest || !strings.Contains(strPtrString(resp.ErrorMessage), "off") {
+			t.Fatalf("got %v %v, want INVALID_REQUEST: off", resp.ErrorCode, strPtrString(resp.ErrorMessage))
+		}
+	})
+	for _, span := range []wire.ProduceSharedRequest{
+		{Offset: 4000, Length: 97}, {Offset: -1, Length: 10}, {Offset: 0, Length: 0}, {Offset: 1 << 62, Length: 1 << 30},
+	} {
+		t.Run(fmt.Sprintf("span %d+%d", span.Offset, span.Length), func(t *testing.T) {
+			r := dialRawUnix(t, b)
+			if resp := r.attach(1, 4096, sealed); resp.ErrorCode != wire.NoError {
+				t.Fatalf("attach: %v", resp.ErrorCode)
+			}
+			r.send(2, &span, nil)
+			if r.recv(2, &wire.ProduceResponse{}) {
+				t.Fatal("a span outside the region was answered")
+			}
+		})
+	}
+}
+
+// The broker copies a span before it decodes it: a body that is not a Produce request is a
+// malformed request (the connection closes), and a request whose batch the client corrupted is
+// refused per partition, as through the socket.
+func TestProduceSharedChecksWhatItCopied(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, "unix://"+b.UnixAddr().String())
+	createTopic(t, c, "shm-bad", 1)
+	file, mem := memfd(t, 64<<10, unix.F_SEAL_SHRINK)
+
+	r := dialRawUnix(t, b)
+	if resp := r.attach(1, int64(len(mem)), file); resp.ErrorCode != wire.NoError {
+		t.Fatalf("attach: %v", resp.ErrorCode)
+	}
+	recs := records(t, "good")
+	req := &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+		{Topic: "shm-bad", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: recs}}},
+	}}
+	body := req.AppendTo(nil)
+	n := copy(mem[1000:], body)
+	r.send(2, &wire.ProduceSharedRequest{Offset: 1000, Length: int32(n)}, nil)
+	var resp wire.ProduceResponse
+	if !r.recv(2, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
+		t.Fatalf("good produce: %+v", resp)
+	}
+	// The same body with one record byte flipped: the CRC check sees the copy.
+	bad := bytes.Clone(body)
+	bad[len(bad)-3] ^= 0xff
+	copy(mem[5000:], bad)
+	r.send(3, &wire.ProduceSharedRequest{Offset: 5000, Length: int32(len(bad))}, nil)
+	if !r.recv(3, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.ErrCorruptMessage {
+		t.Fatalf("corrupt batch: %+v, want CORRUPT_MESSAGE", resp.Topics[0].Partitions[0])
+	}
+	// Not a Produce body at all.
+	copy(mem[9000:], []byte{0xff, 0xff, 0xff})
+	r.send(4, &wire.ProduceSharedRequest{Offset: 9000, Length: 3}, nil)
+	if r.recv(4, &resp) {
+		t.Fatal("a malformed body was answered")
+	}
+	if p := fetchP(t, c, "shm-bad", 0, 0, 0, 1); p.HighWatermark != 1 {
+		t.Fatalf("high watermark %d, want 1 (only the good batch)", p.HighWatermark)
+	}
+}
+
+func strPtrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
