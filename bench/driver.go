@@ -37,6 +37,9 @@ type ProducerOptions struct {
 	Compression string // none, gzip, snappy, lz4, zstd
 	BatchSize   int    // batch.size in bytes
 	LingerMs    int    // linger.ms
+	// NoSharedMemory keeps a Sluice producer's requests on the unix socket instead of a
+	// shared-memory region (client.Config.SharedMemoryBytes); other drivers ignore it.
+	NoSharedMemory bool
 	// Ack is called exactly once per record sent, on any goroutine, when the record is
 	// acknowledged as Acks asks (err nil) or has failed.
 	Ack AckFunc
@@ -68,6 +71,12 @@ type Producer interface {
 // much of a run's speed.
 type RequestCounter interface {
 	SentRequests() (requests, batches int64)
+}
+
+// SharedRequestCounter is a Producer that can say how many of its produce requests went through
+// shared memory rather than the socket (Sluice's producer over a unix socket).
+type SharedRequestCounter interface {
+	SharedRequests() int64
 }
 
 // ConsumerOptions configure a consumer.

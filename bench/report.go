@@ -39,6 +39,9 @@ type Result struct {
 	// driver counts them (RequestCounter).
 	ProduceRequests int64 `json:"produce_requests,omitempty"`
 	Batches         int64 `json:"batches,omitempty"`
+	// SharedRequests counts the ProduceRequests that went through shared memory rather than
+	// the socket (SharedRequestCounter).
+	SharedRequests int64 `json:"shared_requests,omitempty"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// Limits are the machine's limits that bound the run, probed right before it, and the
@@ -110,7 +113,11 @@ func (r Result) requestsLine() string {
 	if r.ProduceRequests <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("requests: %d, %.1f batches each", r.ProduceRequests, float64(r.Batches)/float64(r.ProduceRequests))
+	line := fmt.Sprintf("requests: %d, %.1f batches each", r.ProduceRequests, float64(r.Batches)/float64(r.ProduceRequests))
+	if r.SharedRequests > 0 {
+		line += fmt.Sprintf(", %d through shared memory", r.SharedRequests)
+	}
+	return line
 }
 
 // cpuLine describes the run's CPU time: in all, as cores kept busy over the measured time, and

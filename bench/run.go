@@ -54,6 +54,9 @@ type Config struct {
 	Compression   string        // none (default), gzip, snappy, lz4, zstd
 	BatchSize     int           // default 16384
 	LingerMs      int           // default 5 (negative: 0)
+	// NoSharedMemory keeps Sluice producers over a unix socket off shared memory
+	// (ProducerOptions.NoSharedMemory).
+	NoSharedMemory bool
 
 	Group string // consumer group for consume runs (none by default)
 	// FetchBytes is the consumers' fetch size per partition (ConsumerOptions.FetchBytes; 0:
@@ -253,7 +256,7 @@ func (c Config) TopicName(i int) string {
 }
 
 func (c Config) producerOptions(topic string) ProducerOptions {
-	return ProducerOptions{Topic: topic, Acks: c.Acks, Compression: c.Compression, BatchSize: c.BatchSize, LingerMs: c.LingerMs}
+	return ProducerOptions{Topic: topic, Acks: c.Acks, Compression: c.Compression, BatchSize: c.BatchSize, LingerMs: c.LingerMs, NoSharedMemory: c.NoSharedMemory}
 }
 
 func createTopics(ctx context.Context, d Driver, c Config) error {
@@ -549,7 +552,7 @@ func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer
 }
 
 // sentCounts are the producers' RequestCounter figures, summed.
-type sentCounts struct{ requests, batches int64 }
+type sentCounts struct{ requests, batches, shared int64 }
 
 // startProducers opens c.Producers producers (producer k on topic k % Topics) and runs their
 // loops; wait returns when all have flushed and closed, with what they sent and the first
@@ -603,6 +606,9 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 				sent.requests += reqs
 				sent.batches += batches
 			}
+			if sc, ok := p.(SharedRequestCounter); ok {
+				sent.shared += sc.SharedRequests()
+			}
 		}
 		return sent, first
 	}
@@ -644,7 +650,7 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
-	r.ProduceRequests, r.Batches = sent.requests, sent.batches
+	r.ProduceRequests, r.Batches, r.SharedRequests = sent.requests, sent.batches, sent.shared
 	if c.Rate > 0 {
 		r.SendLagMs = mergeLag(all)
 	}
@@ -916,7 +922,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		r.SendLagMs = mergeLag(pstats)
 	}
 	r.Errors += perrs
-	r.ProduceRequests, r.Batches = counts.requests, counts.batches
+	r.ProduceRequests, r.Batches, r.SharedRequests = counts.requests, counts.batches, counts.shared
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError
 	}

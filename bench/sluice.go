@@ -85,8 +85,12 @@ func (d *SluiceDriver) NewProducer(ctx context.Context, o ProducerOptions) (Prod
 	if linger <= 0 {
 		linger = -1 // linger.ms=0 (zero would take the default)
 	}
+	cfg := d.config("sluice-bench-producer")
+	if o.NoSharedMemory {
+		cfg.SharedMemoryBytes = -1
+	}
 	p, err := client.NewProducer(ctx, client.ProducerConfig{
-		Config: d.config("sluice-bench-producer"),
+		Config: cfg,
 		Acks:   acks, Compression: codec, BatchSize: o.BatchSize, Linger: linger,
 	})
 	if err != nil {
@@ -111,7 +115,13 @@ func (p *sluiceProducer) Send(ctx context.Context, key, value []byte, sent time.
 
 func (p *sluiceProducer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
 
-var _ RequestCounter = (*sluiceProducer)(nil)
+var (
+	_ RequestCounter       = (*sluiceProducer)(nil)
+	_ SharedRequestCounter = (*sluiceProducer)(nil)
+)
+
+// SharedRequests implements SharedRequestCounter.
+func (p *sluiceProducer) SharedRequests() int64 { return p.p.Stats().SharedRequests }
 
 // SentRequests implements RequestCounter.
 func (p *sluiceProducer) SentRequests() (requests, batches int64) {

@@ -32,11 +32,16 @@ type Config struct {
 	// SharedMemoryBytes (Sluice's own), when above zero, gives each connection over a unix
 	// socket a shared-memory region of this many bytes for its Produce requests
 	// (Conn.AttachSharedMemory): their bytes go through the region and only a pointer through
-	// the socket. It should hold the requests a producer keeps in flight (max in flight times
-	// max.request.size); a request that finds no room goes through the socket. A broker that
-	// refuses the region (not Linux, or a smaller limit) leaves the connection as it was.
+	// the socket. It should hold the requests a producer keeps in flight; a request that finds
+	// no room goes through the socket. A broker that refuses the region (not Linux, or a
+	// smaller limit) leaves the connection as it was. A Producer's default (zero) is room for
+	// MaxInFlight + 1 requests of MaxRequestSize, at most 64 MiB (the broker's default limit);
+	// other clients attach none. Negative: none.
 	SharedMemoryBytes int
 }
+
+// defaultSharedMemoryLimit is the broker's default shared.memory.max.bytes.
+const defaultSharedMemoryLimit = 64 << 20
 
 func (c Config) withDefaults() Config {
 	if c.ClientID == "" {

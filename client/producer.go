@@ -222,6 +222,11 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	if c.MaxRequestSize <= 0 {
 		c.MaxRequestSize = 1 << 20
 	}
+	if c.SharedMemoryBytes == 0 {
+		// Room for every request in flight and one more (a span never wraps, so the ring's
+		// end can go unused), within the broker's default limit.
+		c.SharedMemoryBytes = min((c.MaxInFlight+1)*(c.MaxRequestSize+64<<10), defaultSharedMemoryLimit)
+	}
 	if c.Partitioner == nil {
 		c.Partitioner = DefaultPartitioner{}
 	}

@@ -68,6 +68,7 @@ type benchOptions struct {
 	compression string
 	batchSize   int
 	lingerMs    int
+	sharedMem   bool
 	group       string
 	idleTimeout time.Duration
 	fetchSize   int
@@ -190,6 +191,7 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
 	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms")
+	f.BoolVar(&o.sharedMem, "shared-memory", true, "Sluice producers over the unix socket hand their requests over in a shared-memory region, as the client does by default (false: through the socket)")
 }
 
 func peerNames() []string {
@@ -222,7 +224,7 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		Records: o.records, Duration: o.duration, Warmup: o.warmup,
 		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
 		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
-		BatchSize: o.batchSize, LingerMs: o.lingerMs, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
+		BatchSize: o.batchSize, LingerMs: o.lingerMs, NoSharedMemory: !o.sharedMem, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
 		Progress: progress,
 	}, nil
 }
