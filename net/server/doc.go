@@ -41,6 +41,16 @@
 // never waits for a client. Conn documents who owns the socket's write side
 // when.
 //
+// # Passed descriptors and connection values
+//
+// On a unix socket the reader reads with recvmsg, and keeps the descriptors a
+// peer passes with SCM_RIGHTS (at most a few; the rest are closed) for a
+// handler to take (Conn.TakeFile): a producer on the broker's host passes its
+// shared-memory region this way. A handler can keep values with the
+// connection (Conn.SetValue, such as that region's mapping); the connection
+// closes them, and any descriptors not taken, after its last request has
+// been served.
+//
 // # Invariants
 //
 //   - Responses are written in request order, whatever order the Pendings
