@@ -108,20 +108,29 @@ func memfd(t *testing.T, size int, seals int) (*os.File, []byte) {
 	return f, mem
 }
 
-// memfdMappings counts this process's mappings of memfds named name.
-func memfdMappings(t *testing.T, name string) int {
+// memfdUses counts this process's mappings of memfds named name and its descriptors of them.
+func memfdUses(t *testing.T, name string) (mappings, fds int) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		t.Skip("no /proc/self/maps")
 	}
-	return strings.Count(string(b), "/memfd:"+name+" ")
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, "/memfd:"+name+" ") {
+			fds++
+		}
+	}
+	return strings.Count(string(b), "/memfd:"+name+" "), fds
 }
 
 // Produce requests through a shared-memory region land in the log as they would through the
 // socket, while the socket carries only the pointers (the ring's spans are given back and
-// reused, and requests that find it full go through the socket); the broker unmaps the region
-// when the connection ends.
+// reused, and requests that find it full go through the socket); the client unmaps the region
+// and the broker closes its descriptor when the connection ends.
 func TestProduceSharedLandsInTheLog(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
 	c := dial(t, "unix://"+b.UnixAddr().String())
@@ -130,8 +139,8 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 	if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if n := memfdMappings(t, "sluice-produce"); n != 2 {
-		t.Fatalf("%d mappings of the region, want the client's and the broker's", n)
+	if m, fds := memfdUses(t, "sluice-produce"); m != 1 || fds != 1 {
+		t.Fatalf("%d mappings and %d descriptors of the region, want the client's mapping and the broker's descriptor", m, fds)
 	}
 	createTopic(t, c, "shm", 1)
 	before := b.srv.Stats().BytesRead
@@ -192,9 +201,13 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 	}
 	c.Close()
 	deadline := time.Now().Add(5 * time.Second)
-	for memfdMappings(t, "sluice-produce") != 0 {
+	for {
+		m, fds := memfdUses(t, "sluice-produce")
+		if m == 0 && fds == 0 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d mappings of the region left after the connection closed", memfdMappings(t, "sluice-produce"))
+			t.Fatalf("%d mappings and %d descriptors of the region left after the connection closed", m, fds)
 		}
 		time.Sleep(time.Millisecond) // poll interval
 	}

@@ -101,6 +101,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	conns  map[string]*Conn // by dial address
+	noShm  map[string]bool  // addresses whose broker closed the connection on AttachMemory
 	closed bool
 
 	meta      atomic.Pointer[metadata]
@@ -113,7 +114,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, fmt.Errorf("%w: Config.Brokers is empty", ErrNoBrokers)
 	}
-	c := &Client{cfg: cfg, conns: map[string]*Conn{}}
+	c := &Client{cfg: cfg, conns: map[string]*Conn{}, noShm: map[string]bool{}}
 	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil {
 		return nil, err
 	} else {
@@ -154,9 +155,19 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.SharedMemoryBytes > 0 && conn.unix != nil {
+	if c.cfg.SharedMemoryBytes > 0 && conn.unix != nil && !c.noSharedMemory(addr) {
 		if err := conn.AttachSharedMemory(ctx, c.cfg.SharedMemoryBytes); err != nil {
 			c.cfg.Logger.Info("sluice client: produce requests go through the socket", "broker", addr, "err", err)
+			if conn.isClosed() {
+				// A broker that does not know AttachMemory closes the connection: it is one
+				// from before shared memory. Never ask it again; dial once more without.
+				c.mu.Lock()
+				c.noShm[addr] = true
+				c.mu.Unlock()
+				if conn, err = Dial(ctx, addr, c.cfg.ClientID); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	c.mu.Lock()
@@ -171,6 +182,14 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 	}
 	c.conns[addr] = conn
 	return conn, nil
+}
+
+// noSharedMemory reports whether the broker at addr closed a connection that asked for a
+// shared-memory region.
+func (c *Client) noSharedMemory(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.noShm[addr]
 }
 
 // brokerAddr is how this client reaches broker b.

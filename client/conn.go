@@ -67,6 +67,7 @@ type Conn struct {
 	cuts      []int
 	parts     [][]byte
 	shm       *shmRing // nil until AttachSharedMemory succeeds
+	shmAttach int32    // correlation id of the last AttachMemory sent
 	shmClosed bool
 
 	mu      sync.Mutex // guards pending and err
@@ -214,6 +215,12 @@ func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, 
 	defer c.wmu.Unlock()
 	c.nextID++
 	id := c.nextID
+	if _, ok := req.(*wire.AttachMemoryRequest); ok {
+		// The broker drops the connection's region when it serves this, before the answer:
+		// requests sent from now on must not name a span of it.
+		c.dropSharedLocked()
+		c.shmAttach = id
+	}
 	pr, isProduce := req.(*wire.ProduceRequest)
 	var shared wire.ProduceSharedRequest
 	if isProduce && p.ch != nil && c.shm != nil {
@@ -357,11 +364,18 @@ func (c *Conn) readLoop() {
 func (c *Conn) unmapShared() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.dropSharedLocked()
+	c.shmClosed = true
+}
+
+// dropSharedLocked stops using the shared-memory region. Spans still in flight stay valid for
+// the broker, which reads its own descriptor of the memfd; their responses give them back to a
+// ring no longer used. Called with wmu held.
+func (c *Conn) dropSharedLocked() {
 	if c.shm != nil {
 		c.shm.unmap()
 		c.shm = nil
 	}
-	c.shmClosed = true
 }
 
 // fail records the connection's first error, closes the socket and fails every waiting call.

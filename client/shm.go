@@ -114,7 +114,8 @@ func (c *Conn) AttachSharedMemory(ctx context.Context, size int) error {
 	defer file.Close() // the broker has its own reference once it has the request
 	var resp wire.AttachMemoryResponse
 	ch := make(chan []byte, 1)
-	if _, _, err := c.sendCall(&wire.AttachMemoryRequest{Bytes: int64(size)}, pendingCall{ch: ch}, file); err != nil {
+	id, _, err := c.sendCall(&wire.AttachMemoryRequest{Bytes: int64(size)}, pendingCall{ch: ch}, file)
+	if err != nil {
 		ring.unmap()
 		return err
 	}
@@ -126,7 +127,7 @@ func (c *Conn) AttachSharedMemory(ctx context.Context, size int) error {
 			err = resp.ReadFrom(body)
 		}
 	case <-ctx.Done():
-		err = ctx.Err() // the broker may still attach it: harmless, nothing will use it
+		err = ctx.Err() // the broker may still attach it: harmless, no request will name it
 	}
 	if err == nil && resp.ErrorCode != wire.NoError {
 		msg := ""
@@ -141,12 +142,13 @@ func (c *Conn) AttachSharedMemory(ctx context.Context, size int) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.shmClosed {
+	switch {
+	case c.shmClosed:
 		ring.unmap()
 		return c.closedErr()
-	}
-	if c.shm != nil {
-		c.shm.unmap() // replaced: the broker dropped the old one when it took this one
+	case c.shmAttach != id:
+		ring.unmap() // a later AttachMemory replaced this region on the broker
+		return fmt.Errorf("%w: replaced by a later region", ErrSharedMemory)
 	}
 	c.shm = ring
 	return nil

@@ -33,16 +33,21 @@ func (c *Conn) TakeFile() *os.File {
 }
 
 // SetValue keeps v with the connection under key, closing the value it
-// replaces, if any. The connection closes v once it has served its last
-// request: a handler may use it without other synchronization for as long
-// as it is serving a request of the connection.
+// replaces, if any; a nil v just drops (and closes) that value. The
+// connection closes v once it has served its last request: a handler may use
+// it without other synchronization for as long as it is serving a request of
+// the connection.
 func (c *Conn) SetValue(key any, v io.Closer) {
 	c.attachMu.Lock()
 	if c.values == nil {
 		c.values = map[any]io.Closer{}
 	}
 	old := c.values[key]
-	c.values[key] = v
+	if v == nil {
+		delete(c.values, key)
+	} else {
+		c.values[key] = v
+	}
 	c.attachMu.Unlock()
 	if old != nil && old != v {
 		_ = old.Close()
