@@ -348,7 +348,7 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 	case wire.AttachMemory:
 		return b.handleAttachMemory(c, h, body)
 	case wire.ProduceShared:
-		return b.handleProduceShared(c, h, body)
+		return b.handleProduce(c, h, body) // the reader loaded the body (BodyLength, LoadBody)
 	}
 	c.Close()
 	return nil

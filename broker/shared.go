@@ -8,7 +8,8 @@ package broker
 // shrinking, no larger than Config.SharedMemoryBytes), and its descriptor kept until the
 // connection ends. Each ProduceShared span is read out of it with pread before anything in it is
 // decoded or checked, so a client that rewrites the region afterwards changes nothing the broker
-// does; from there the request is a Produce request like any other. Reading with pread rather
+// does; from there the request is a Produce request like any other (the connection's reader
+// loads the span, as it reads a request from the socket: server.BodyLoader). Reading with pread rather
 // than through a mapping means nothing the client does to its memfd can fault the broker (a hole
 // reads as zeros without allocating; a short read is an error), and there is no mapping to
 // leak. The copy replaces the socket's two (the client's write and the broker's read) and their
@@ -21,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
@@ -49,10 +49,6 @@ func (r *sharedRegion) Close() error { return r.f.Close() }
 
 // sharedRegionKey is the server.Conn value key of a connection's attached region.
 type sharedRegionKey struct{}
-
-// sharedBodies holds the buffers ProduceShared copies request bodies into; handleProduce is
-// done with a body when it returns, so a buffer is back in the pool before the next request.
-var sharedBodies = sync.Pool{New: func() any { return new([]byte) }}
 
 func (b *Broker) handleAttachMemory(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	var req wire.AttachMemoryRequest
@@ -95,27 +91,50 @@ func (b *Broker) attachRegion(c *server.Conn, size int64) (*sharedRegion, error)
 	return &sharedRegion{f: f, size: size}, nil
 }
 
-func (b *Broker) handleProduceShared(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+// BodyLength implements server.BodyLoader: a ProduceShared request stands for the Produce body
+// in its span of the connection's region, which the connection's reader loads (LoadBody) as it
+// would read one from the socket, so that a large one is checked and appended on the overlap
+// goroutine while the reader loads the next. The server bounds the length by
+// socket.request.max.bytes, as for a request through the socket.
+func (b *Broker) BodyLength(c *server.Conn, h wire.RequestHeader, small []byte) (int, error) {
+	if h.APIKey != wire.ProduceShared {
+		return -1, nil
+	}
+	span, _, err := sharedSpan(c, h, small)
+	if err != nil {
+		return 0, err
+	}
+	return int(span.Length), nil
+}
+
+// LoadBody implements server.BodyLoader: it reads the span with pread.
+func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byte) error {
+	span, region, err := sharedSpan(c, h, small)
+	if err != nil {
+		return err
+	}
+	if _, err := region.f.ReadAt(dst[:span.Length], span.Offset); err != nil {
+		return fmt.Errorf("%w: %w", errSpanRead, err)
+	}
+	return nil
+}
+
+// sharedSpan decodes a ProduceShared request and checks its span against the connection's
+// region.
+func sharedSpan(c *server.Conn, h wire.RequestHeader, small []byte) (wire.ProduceSharedRequest, *sharedRegion, error) {
 	var req wire.ProduceSharedRequest
-	if err := req.ReadFrom(body); err != nil {
-		return b.malformed(c, h, err)
+	if err := wire.CheckVersion(h.APIKey, h.APIVersion); err != nil {
+		return req, nil, err
+	}
+	if err := req.ReadFrom(small); err != nil {
+		return req, nil, err
 	}
 	region, _ := c.Value(sharedRegionKey{}).(*sharedRegion)
 	if region == nil {
-		return b.malformed(c, h, errNoRegion)
+		return req, nil, errNoRegion
 	}
-	// A body through the region is bounded as one through the socket (socket.request.max.bytes).
-	if req.Offset < 0 || req.Length <= 0 || int(req.Length) > b.cfg.SocketRequestMaxBytes || req.Offset > region.size-int64(req.Length) {
-		return b.malformed(c, h, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, req.Offset, req.Length, region.size))
+	if req.Offset < 0 || req.Length <= 0 || req.Offset > region.size-int64(req.Length) {
+		return req, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, req.Offset, req.Length, region.size)
 	}
-	bp := sharedBodies.Get().(*[]byte)
-	defer sharedBodies.Put(bp)
-	if cap(*bp) < int(req.Length) {
-		*bp = make([]byte, req.Length)
-	}
-	copied := (*bp)[:req.Length]
-	if _, err := region.f.ReadAt(copied, req.Offset); err != nil {
-		return b.malformed(c, h, fmt.Errorf("%w: %w", errSpanRead, err))
-	}
-	return b.handleProduce(c, h, copied)
+	return req, region, nil
 }

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -187,6 +189,85 @@ func TestConnValuesClosedWhenTheConnectionEnds(t *testing.T) {
 			if first.n.Load() != 1 {
 				t.Errorf("first closed %d times", first.n.Load())
 			}
+		})
+	}
+}
+
+// sizedLoader stands a request of key 9001 whose body is "<size> <byte>" for a body of size
+// copies of byte; Serve answers each request with its body's length and first byte.
+type sizedLoader struct{}
+
+func (sizedLoader) Serve(_ context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+	p := c.NewPending()
+	first := byte('-')
+	if len(body) > 0 {
+		first = body[0]
+	}
+	respond(p, h.CorrelationID, fmt.Appendf(nil, "%d %c", len(body), first))
+	return p
+}
+
+func (sizedLoader) BodyLength(_ *Conn, h wire.RequestHeader, small []byte) (int, error) {
+	if h.APIKey != 9001 {
+		return -1, nil
+	}
+	var n int
+	var b byte
+	if _, err := fmt.Sscanf(string(small), "%d %c", &n, &b); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (sizedLoader) LoadBody(_ *Conn, _ wire.RequestHeader, small, dst []byte) error {
+	for i := range dst {
+		dst[i] = small[len(small)-1]
+	}
+	return nil
+}
+
+// A BodyLoader's requests are served with the bodies it loads, large ones on the overlap
+// goroutine, in request order with the requests around them; one it cannot load closes the
+// connection.
+func TestBodyLoader(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			cfg := testConfig(t, tr)
+			cfg.MaxRequestBytes = 1 << 20
+			s := startServer(t, cfg, sizedLoader{})
+			c := dial(t, s, tr)
+			want := []string{}
+			for i, body := range []string{"100000 a", "plain", "10 b", "200000 c", "x"} {
+				key := wire.APIKey(9001)
+				if !strings.Contains(body, " ") {
+					key = wire.APIVersions
+				}
+				c.send(key, int32(i), []byte(body))
+				switch body {
+				case "plain":
+					want = append(want, "5 p")
+				case "x":
+					want = append(want, "1 x")
+				default:
+					var n int
+					var b byte
+					fmt.Sscanf(body, "%d %c", &n, &b)
+					want = append(want, fmt.Sprintf("%d %c", n, b))
+				}
+			}
+			for i, w := range want {
+				if corr, body := c.recv(); corr != int32(i) || string(body) != w {
+					t.Fatalf("response %d: corr %d %q, want %q", i, corr, body, w)
+				}
+			}
+			if st := s.Stats(); st.LoadedBytes != 300010 || st.Overlapped != 2 {
+				t.Errorf("loaded %d bytes, overlapped %d requests; want 300010 and 2", st.LoadedBytes, st.Overlapped)
+			}
+			c.send(9001, 9, []byte("2000000 z")) // over MaxRequestBytes
+			c.expectClosed()
+			c2 := dial(t, s, tr)
+			c2.send(9001, 1, []byte("no size"))
+			c2.expectClosed()
 		})
 	}
 }

@@ -314,6 +314,12 @@ func (c *Conn) readRequests() error {
 		}
 		s.stats.requests.Add(1)
 		s.stats.bytesRead.Add(int64(wire.FrameSizeLen + n))
+		if s.loader != nil {
+			if frame, body, n, err = c.load(frame, body, n); err != nil {
+				s.stats.malformed.Add(1)
+				return &malformedError{err}
+			}
+		}
 
 		if s.cfg.OverlapBytes > 0 && n >= s.cfg.OverlapBytes {
 			c.overlap(overlapReq{hdr: c.hdr, body: body, frame: frame})
@@ -346,6 +352,36 @@ func (c *Conn) readRequests() error {
 		}
 		c.queue <- p
 	}
+}
+
+// load asks the server's BodyLoader whether the request just read stands for a
+// body elsewhere and, if so, loads it into a buffer of its own, which replaces
+// the frame: the request is then served, and the buffer released, as one read
+// from the socket. n becomes the loaded body's length. On an error the frame
+// is released. Reader only.
+func (c *Conn) load(frame *[]byte, body []byte, n int) (*[]byte, []byte, int, error) {
+	s := c.srv
+	m, err := s.loader.BodyLength(c, c.hdr, body)
+	switch {
+	case err != nil:
+	case m < 0:
+		return frame, body, n, nil
+	case m > s.cfg.MaxRequestBytes:
+		err = fmt.Errorf("%w: a body of %d bytes", wire.ErrFrameTooLarge, m)
+	}
+	if err != nil {
+		putBuf(frame)
+		return nil, nil, 0, fmt.Errorf("load %v body: %w", c.hdr.APIKey, err)
+	}
+	loaded := getBuf(m)
+	if err := s.loader.LoadBody(c, c.hdr, body, *loaded); err != nil {
+		putBuf(loaded)
+		putBuf(frame)
+		return nil, nil, 0, fmt.Errorf("load %v body: %w", c.hdr.APIKey, err)
+	}
+	putBuf(frame)
+	s.stats.loaded.Add(int64(m))
+	return loaded, *loaded, m, nil
 }
 
 // overlapReq is a request handed to the overlap goroutine.

@@ -38,6 +38,24 @@ type Handler interface {
 	Serve(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending
 }
 
+// BodyLoader is a Handler some of whose requests carry only where their body
+// is (a span of a shared-memory region the connection attached): the
+// connection's reader loads such a body before it decides who serves the
+// request, as it would read one from the socket, so a large loaded body is
+// served on the overlap goroutine while the reader loads the next (see Conn).
+// Both methods are called on the reader, in request order, between the Serve
+// calls of the requests before and after.
+type BodyLoader interface {
+	Handler
+	// BodyLength returns the length of the body that request h, whose own
+	// body is small, stands for, or -1 if h is served as it is. An error
+	// closes the connection as a malformed frame does.
+	BodyLength(c *Conn, h wire.RequestHeader, small []byte) (int, error)
+	// LoadBody fills dst, of the length BodyLength returned, with that body.
+	// An error closes the connection as a malformed frame does.
+	LoadBody(c *Conn, h wire.RequestHeader, small, dst []byte) error
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending
 
@@ -130,6 +148,7 @@ func (cfg Config) withDefaults() Config {
 type Server struct {
 	cfg     Config
 	handler Handler
+	loader  BodyLoader // handler, if it loads bodies; else nil
 	log     *slog.Logger
 	epoch   time.Time     // origin of the monotonic timestamps in Conn.lastActive
 	closing chan struct{} // closed when Close starts
@@ -155,6 +174,7 @@ type Stats struct {
 	Accepted        int64 // connections accepted
 	Open            int64 // connections open now
 	Requests        int64 // requests read and passed to the handler
+	LoadedBytes     int64 // bodies loaded by a BodyLoader (not read from the socket)
 	Overlapped      int64 // of those, served on the overlap goroutine (Config.OverlapBytes)
 	Responses       int64 // responses written, empty ones included
 	DirectWrites    int64 // responses written whole by the connection's reader (see Conn)
@@ -169,7 +189,7 @@ type Stats struct {
 type counters struct {
 	accepted, open, requests, overlapped, responses, malformed atomic.Int64
 	direct, handedOff                                          atomic.Int64
-	bytesRead, bytesWritten, copiedFile, sendfile              atomic.Int64
+	bytesRead, bytesWritten, copiedFile, sendfile, loaded      atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -185,6 +205,7 @@ func (s *Server) Stats() Stats {
 		HandedOff:       c.handedOff.Load(),
 		Malformed:       c.malformed.Load(),
 		BytesRead:       c.bytesRead.Load(),
+		LoadedBytes:     c.loaded.Load(),
 		BytesWritten:    c.bytesWritten.Load(),
 		CopiedFileBytes: c.copiedFile.Load(),
 		SendfileBytes:   c.sendfile.Load(),
@@ -198,6 +219,7 @@ func New(cfg Config, h Handler) (*Server, error) {
 		return nil, ErrNoListener
 	}
 	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, epoch: time.Now(), closing: make(chan struct{})}
+	s.loader, _ = h.(BodyLoader)
 	s.mu.conns = make(map[*Conn]struct{})
 	if cfg.TCPAddr != "" {
 		ln, err := cfg.Listen("tcp", cfg.TCPAddr)
