@@ -8,7 +8,9 @@
 // appends inline (one write per partition) and, for acks=all, completes its response from the
 // log's group-commit callback; a fetch that cannot be answered yet parks in a goroutine woken by
 // the partitions' appends; requests that wait on raft (topic administration) run off the
-// connection's goroutines.
+// connection's goroutines. A producer on the broker's host may hand its Produce bodies over in a
+// shared-memory region attached to its unix-socket connection (shared.go): the connection's
+// reader loads each body from the region (BodyLength, LoadBody) before Serve sees it.
 //
 // Partitions: the reconciler applies every committed metadata change (open the logs of newly
 // assigned partitions, delete the data of deleted topics, apply altered configs); partition

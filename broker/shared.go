@@ -4,16 +4,18 @@ package broker
 //
 // A producer on the broker's host may attach a memfd to its unix-socket connection and then send
 // Produce request bodies through it: the socket carries only ProduceShared's offset and length.
-// The region is checked once, when attached (a memfd of the size claimed, sealed against
-// shrinking, no larger than Config.SharedMemoryBytes), and its descriptor kept until the
-// connection ends. Each ProduceShared span is read out of it with pread before anything in it is
+// The region is checked once, when attached (a memfd on tmpfs of the size claimed, sealed
+// against shrinking, no larger than Config.SharedMemoryBytes), and mapped read-only until the
+// connection ends. Each ProduceShared span is copied out of the mapping before anything in it is
 // decoded or checked, so a client that rewrites the region afterwards changes nothing the broker
 // does; from there the request is a Produce request like any other (the connection's reader
-// loads the span, as it reads a request from the socket: server.BodyLoader). Reading with pread rather
-// than through a mapping means nothing the client does to its memfd can fault the broker (a hole
-// reads as zeros without allocating; a short read is an error), and there is no mapping to
-// leak. The copy replaces the socket's two (the client's write and the broker's read) and their
-// system calls and wake-ups.
+// loads the span, as it reads a request from the socket: server.BodyLoader). The seal and tmpfs
+// leave the client no way to make the mapping fault, and the copy runs with the runtime's
+// panic-on-fault set anyway, so that a fault would close the connection rather than crash the
+// broker. A client can make the broker fault in at most the region's pages (holes it punched),
+// which stay charged to the broker while mapped: bounded by the region's size. The copy replaces
+// the socket's two (the client's write and the broker's read) and their system calls and
+// wake-ups.
 //
 // An AttachMemory request drops the connection's region before it checks the new one, so a
 // refused second region leaves none, as the client assumes from the moment it sends one.
@@ -21,7 +23,7 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"os"
+	"runtime/debug"
 
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
@@ -37,15 +39,6 @@ var (
 	errSpan           = errors.New("ProduceShared span outside the attached region")
 	errSpanRead       = errors.New("ProduceShared span not readable")
 )
-
-// sharedRegion is a client's memfd, attached to a connection as a server.Conn value: the
-// connection closes it after serving its last request, and only its handlers read it.
-type sharedRegion struct {
-	f    *os.File
-	size int64
-}
-
-func (r *sharedRegion) Close() error { return r.f.Close() }
 
 // sharedRegionKey is the server.Conn value key of a connection's attached region.
 type sharedRegionKey struct{}
@@ -74,21 +67,15 @@ func (b *Broker) attachRegion(c *server.Conn, size int64) (*sharedRegion, error)
 	if f == nil {
 		return nil, errNoDescriptor
 	}
-	err := func() error {
-		limit := b.cfg.SharedMemoryBytes
-		if limit <= 0 {
-			return errSharedMemOff
-		}
-		if size <= 0 || size > limit {
-			return fmt.Errorf("%w: %d bytes, limit %d", errSharedMemSize, size, limit)
-		}
-		return checkSharedRegion(f, size)
-	}()
-	if err != nil {
-		f.Close()
-		return nil, err
+	defer f.Close() // the mapping keeps the memory
+	limit := b.cfg.SharedMemoryBytes
+	if limit <= 0 {
+		return nil, errSharedMemOff
 	}
-	return &sharedRegion{f: f, size: size}, nil
+	if size <= 0 || size > limit {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", errSharedMemSize, size, limit)
+	}
+	return mapSharedRegion(f, size)
 }
 
 // BodyLength implements server.BodyLoader: a ProduceShared request stands for the Produce body
@@ -107,15 +94,26 @@ func (b *Broker) BodyLength(c *server.Conn, h wire.RequestHeader, small []byte) 
 	return int(span.Length), nil
 }
 
-// LoadBody implements server.BodyLoader: it reads the span with pread.
+// LoadBody implements server.BodyLoader: it copies the span out of the mapping.
 func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byte) error {
 	span, region, err := sharedSpan(c, h, small)
 	if err != nil {
 		return err
 	}
-	if _, err := region.f.ReadAt(dst[:span.Length], span.Offset); err != nil {
-		return fmt.Errorf("%w: %w", errSpanRead, err)
-	}
+	return copyOut(dst[:span.Length], region.mem[span.Offset:])
+}
+
+// copyOut copies from a client's mapping with the runtime's panic-on-fault set, so that a
+// fault (SIGBUS, should the memfd lose pages after all) is an error for this connection, not
+// the end of the broker.
+func copyOut(dst, src []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errSpanRead, r)
+		}
+	}()
+	copy(dst, src)
 	return nil
 }
 
@@ -133,8 +131,9 @@ func sharedSpan(c *server.Conn, h wire.RequestHeader, small []byte) (wire.Produc
 	if region == nil {
 		return req, nil, errNoRegion
 	}
-	if req.Offset < 0 || req.Length <= 0 || req.Offset > region.size-int64(req.Length) {
-		return req, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, req.Offset, req.Length, region.size)
+	size := int64(len(region.mem))
+	if req.Offset < 0 || req.Length <= 0 || req.Offset > size-int64(req.Length) {
+		return req, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, req.Offset, req.Length, size)
 	}
 	return req, region, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -129,8 +130,8 @@ func memfdUses(t *testing.T, name string) (mappings, fds int) {
 
 // Produce requests through a shared-memory region land in the log as they would through the
 // socket, while the socket carries only the pointers (the ring's spans are given back and
-// reused, and requests that find it full go through the socket); the client unmaps the region
-// and the broker closes its descriptor when the connection ends.
+// reused, and requests that find it full go through the socket); both sides unmap the region
+// when the connection ends.
 func TestProduceSharedLandsInTheLog(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
 	c := dial(t, "unix://"+b.UnixAddr().String())
@@ -139,8 +140,8 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 	if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if m, fds := memfdUses(t, "sluice-produce"); m != 1 || fds != 1 {
-		t.Fatalf("%d mappings and %d descriptors of the region, want the client's mapping and the broker's descriptor", m, fds)
+	if m, fds := memfdUses(t, "sluice-produce"); m != 2 || fds != 0 {
+		t.Fatalf("%d mappings and %d descriptors of the region, want the client's and the broker's mappings and no descriptor", m, fds)
 	}
 	createTopic(t, c, "shm", 1)
 	before := b.srv.Stats().BytesRead
@@ -338,4 +339,21 @@ func strPtrString(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// A fault while copying out of a client's mapping is an error, not a crash: the memfd here is
+// unsealed and truncated under its mapping, which the broker's checks rule out for a region
+// it attaches.
+func TestCopyOutSurvivesAFault(t *testing.T) {
+	f, mem := memfd(t, 2*os.Getpagesize(), 0)
+	if err := copyOut(make([]byte, 10), mem[100:]); err != nil {
+		t.Fatalf("copy from a whole mapping: %v", err)
+	}
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	err := copyOut(make([]byte, 10), mem[100:])
+	if !errors.Is(err, errSpanRead) {
+		t.Fatalf("copy from a truncated mapping: %v, want errSpanRead", err)
+	}
 }

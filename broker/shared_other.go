@@ -7,6 +7,13 @@ import (
 	"os"
 )
 
-func checkSharedRegion(*os.File, int64) error {
-	return errors.New("shared memory needs Linux memfds")
+// sharedRegion is a client's shared memory; only Linux has memfds to attach.
+type sharedRegion struct {
+	mem []byte
+}
+
+func (r *sharedRegion) Close() error { return nil }
+
+func mapSharedRegion(*os.File, int64) (*sharedRegion, error) {
+	return nil, errors.New("shared memory needs Linux memfds")
 }

@@ -28,7 +28,9 @@
 // A request of Config.OverlapBytes or more (a produce of many batches) goes
 // to the overlap goroutine instead, and the reader reads on: copying the next
 // request out of the socket overlaps the handler's check and append of this
-// one. A smaller request is served by the reader once the overlap goroutine
+// one. A handler that is a BodyLoader may have the reader load a request's
+// body from elsewhere (a producer's shared-memory region) right after the
+// frame is read; the loaded body then counts as the request's size. A smaller request is served by the reader once the overlap goroutine
 // has served everything before it, so the handler sees one request at a
 // time, in request order, whoever calls it.
 //

@@ -6,17 +6,17 @@ package wire
 //
 // Behavior: AttachMemory is sent over a unix socket together with a memfd,
 // passed as SCM_RIGHTS ancillary data in the same sendmsg as the request's
-// first byte. The memfd must be sealed against shrinking (F_SEAL_SHRINK), so
-// that every span the broker accepted stays readable, and Bytes must be its
-// size. The broker first drops the connection's region, if any, then keeps
+// first byte. The memfd must be on tmpfs (not hugetlbfs) and sealed against
+// shrinking (F_SEAL_SHRINK), so that the broker's mapping of it cannot fault,
+// and Bytes must be its size. The broker first drops the connection's region, if any, then keeps
 // the new one for the life of the connection (one region per connection).
 // Errors: ErrInvalidRequest if no descriptor came with the request, it is not
 // a sealed memfd of Bytes bytes, or the broker allows no regions (or none that
 // large) on this connection.
 //
 // A ProduceShared request names a span of the attached region that holds the
-// body of a Produce request (version 0, records inline). The broker reads the
-// span out of the region (pread) before it decodes or checks anything, so a
+// body of a Produce request (version 0, records inline). The broker copies the
+// span out of the region before it decodes or checks anything, so a
 // client that changes the region afterwards changes nothing the broker does,
 // and answers exactly as for that Produce request, in the Produce response
 // layout. Once the response arrives the span is the client's again; acks=0
