@@ -37,12 +37,9 @@ func produceErr(ctx context.Context, c *client.Conn, topic, value string, recs [
 // read that span from the new region).
 func TestReattachAbandonedLeavesNoStaleRegion(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := dial(t, "unix://"+b.UnixAddr().String())
+	c := attachedConn(t, b, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
-		t.Fatal(err)
-	}
 	createTopic(t, c, "shm-re", 1)
 	if err := produceErr(ctx, c, "shm-re", "before", records(t, "before")); err != nil {
 		t.Fatal(err)
@@ -70,12 +67,9 @@ func TestReattachAbandonedLeavesNoStaleRegion(t *testing.T) {
 // ring: the broker serves them after AttachMemory, when the old region is gone.
 func TestReattachWhileProducing(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := dial(t, "unix://"+b.UnixAddr().String())
+	c := attachedConn(t, b, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
-		t.Fatal(err)
-	}
 	createTopic(t, c, "shm-cre", 1)
 	recs := records(t, strings.Repeat("v", 1000))
 	stop := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 	"golang.org/x/sys/unix"
 )
@@ -128,18 +129,27 @@ func memfdUses(t *testing.T, name string) (mappings, fds int) {
 	return strings.Count(string(b), "/memfd:"+name+" "), fds
 }
 
+// attachedConn dials b's unix socket and attaches a shared-memory region of size bytes.
+func attachedConn(t *testing.T, b *Broker, size int) *client.Conn {
+	t.Helper()
+	c := dial(t, "unix://"+b.UnixAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.AttachSharedMemory(ctx, size); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // Produce requests through a shared-memory region land in the log as they would through the
 // socket, while the socket carries only the pointers (the ring's spans are given back and
 // reused, and requests that find it full go through the socket); both sides unmap the region
 // when the connection ends.
 func TestProduceSharedLandsInTheLog(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := dial(t, "unix://"+b.UnixAddr().String())
+	c := attachedConn(t, b, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
-		t.Fatal(err)
-	}
 	if m, fds := memfdUses(t, "sluice-produce"); m != 2 || fds != 0 {
 		t.Fatalf("%d mappings and %d descriptors of the region, want the client's and the broker's mappings and no descriptor", m, fds)
 	}
