@@ -92,6 +92,15 @@ func NewBuilder(opts BuilderOptions) *Builder {
 	return b
 }
 
+// UseBuffer makes buf, of at least HeaderSize bytes, the builder's buffer, emptying the batch:
+// batches are built in it for as long as they fit, and one that outgrows it moves to a buffer
+// of its own. A client puts its batches where its broker can read them this way (shared
+// memory).
+func (b *Builder) UseBuffer(buf []byte) {
+	b.buf = buf[:HeaderSize]
+	b.Reset(b.opts)
+}
+
 // Reset empties the builder for a new batch, keeping its buffers.
 func (b *Builder) Reset(opts BuilderOptions) {
 	b.opts = opts

@@ -79,7 +79,7 @@ func (b *Broker) attachRegion(c *server.Conn, size int64) (*sharedRegion, error)
 }
 
 // BodyLength implements server.BodyLoader: a ProduceShared request stands for the Produce body
-// in its span of the connection's region, which the connection's reader loads (LoadBody) as it
+// its inline parts and region spans make up, which the connection's reader loads (LoadBody) as it
 // would read one from the socket, so that a large one is checked and appended on the overlap
 // goroutine while the reader loads the next. The server bounds the length by
 // socket.request.max.bytes, as for a request through the socket.
@@ -87,20 +87,30 @@ func (b *Broker) BodyLength(c *server.Conn, h wire.RequestHeader, small []byte) 
 	if h.APIKey != wire.ProduceShared {
 		return -1, nil
 	}
-	span, _, err := sharedSpan(c, h, small)
+	req, _, err := sharedParts(c, h, small)
 	if err != nil {
 		return 0, err
 	}
-	return int(span.Length), nil
+	n, _ := req.BodyLength() // checked by sharedParts
+	return n, nil
 }
 
-// LoadBody implements server.BodyLoader: it copies the span out of the mapping.
+// LoadBody implements server.BodyLoader: it copies the inline parts and the spans, in order.
 func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byte) error {
-	span, region, err := sharedSpan(c, h, small)
+	req, region, err := sharedParts(c, h, small)
 	if err != nil {
 		return err
 	}
-	return copyOut(dst[:span.Length], region.mem[span.Offset:])
+	for _, part := range req.Parts {
+		dst = dst[copy(dst, part.Inline):]
+		if part.Length > 0 {
+			if err := copyOut(dst[:part.Length], region.mem[part.Offset:]); err != nil {
+				return err
+			}
+			dst = dst[part.Length:]
+		}
+	}
+	return nil
 }
 
 // copyOut copies from a client's mapping with the runtime's panic-on-fault set, so that a
@@ -117,23 +127,31 @@ func copyOut(dst, src []byte) (err error) {
 	return nil
 }
 
-// sharedSpan decodes a ProduceShared request and checks its span against the connection's
+// sharedParts decodes a ProduceShared request and checks its spans against the connection's
 // region.
-func sharedSpan(c *server.Conn, h wire.RequestHeader, small []byte) (wire.ProduceSharedRequest, *sharedRegion, error) {
-	var req wire.ProduceSharedRequest
+func sharedParts(c *server.Conn, h wire.RequestHeader, small []byte) (*wire.ProduceSharedRequest, *sharedRegion, error) {
+	req := new(wire.ProduceSharedRequest)
 	if err := wire.CheckVersion(h.APIKey, h.APIVersion); err != nil {
-		return req, nil, err
+		return nil, nil, err
 	}
 	if err := req.ReadFrom(small); err != nil {
-		return req, nil, err
+		return nil, nil, err
+	}
+	if _, ok := req.BodyLength(); !ok {
+		return nil, nil, fmt.Errorf("%w: lengths out of range", errSpan)
 	}
 	region, _ := c.Value(sharedRegionKey{}).(*sharedRegion)
 	if region == nil {
-		return req, nil, errNoRegion
+		return nil, nil, errNoRegion
 	}
 	size := int64(len(region.mem))
-	if req.Offset < 0 || req.Length <= 0 || req.Offset > size-int64(req.Length) {
-		return req, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, req.Offset, req.Length, size)
+	for _, part := range req.Parts {
+		if part.Length == 0 {
+			continue
+		}
+		if part.Offset < 0 || part.Offset > size-int64(part.Length) {
+			return nil, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, part.Offset, part.Length, size)
+		}
 	}
 	return req, region, nil
 }

@@ -37,18 +37,19 @@ func produceErr(ctx context.Context, c *client.Conn, topic, value string, recs [
 // read that span from the new region).
 func TestReattachAbandonedLeavesNoStaleRegion(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := attachedConn(t, b, 1<<20)
+	c, region := attachedConn(t, b, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	createTopic(t, c, "shm-re", 1)
-	if err := produceErr(ctx, c, "shm-re", "before", records(t, "before")); err != nil {
+	if err := produceErr(ctx, c, "shm-re", "before", placed(region, 0, records(t, "before"))); err != nil {
 		t.Fatal(err)
 	}
 	done, cancelDone := context.WithCancel(ctx)
 	cancelDone()
 	canceled := false
+	other := newRegion(t, 1<<20)
 	for range 20 { // the answer may win the select; try again until the context does
-		if err := c.AttachSharedMemory(done, 1<<20); errors.Is(err, context.Canceled) {
+		if err := c.AttachSharedMemory(done, other); errors.Is(err, context.Canceled) {
 			canceled = true
 			break
 		}
@@ -58,20 +59,22 @@ func TestReattachAbandonedLeavesNoStaleRegion(t *testing.T) {
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 	defer pcancel()
-	if err := produceErr(pctx, c, "shm-re", "after", records(t, "after")); err != nil {
+	if err := produceErr(pctx, c, "shm-re", "after", placed(region, 4096, records(t, "after"))); err != nil {
 		t.Fatalf("after a re-attach whose context was done: %v", err)
 	}
 }
 
-// Produce requests sent while a second AttachSharedMemory is in flight must not use the old
-// ring: the broker serves them after AttachMemory, when the old region is gone.
+// Produce requests sent while another region is being attached must not point into the old
+// one: the broker serves them after AttachMemory, when the old region is gone. The connection
+// switches between two regions while four goroutines produce batches that lie in the first.
 func TestReattachWhileProducing(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := attachedConn(t, b, 1<<20)
+	c, region := attachedConn(t, b, 1<<20)
+	other := newRegion(t, 1<<20) // zeros: a span read from it by mistake is no Produce body
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	createTopic(t, c, "shm-cre", 1)
-	recs := records(t, strings.Repeat("v", 1000))
+	recs := placed(region, 0, records(t, strings.Repeat("v", 1000)))
 	stop := make(chan struct{})
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
@@ -95,8 +98,12 @@ func TestReattachWhileProducing(t *testing.T) {
 			}
 		}()
 	}
-	for range 50 {
-		if err := c.AttachSharedMemory(ctx, 1<<20); err != nil {
+	for i := range 50 {
+		next := other
+		if i%2 == 1 {
+			next = region
+		}
+		if err := c.AttachSharedMemory(ctx, next); err != nil {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -127,7 +134,7 @@ func TestProduceSharedBoundedByRequestMaxBytes(t *testing.T) {
 		{Topic: "shm-max", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, strings.Repeat("x", 1<<20))}}},
 	}}
 	n := copy(mem, req.AppendTo(nil))
-	r.send(2, &wire.ProduceSharedRequest{Offset: 0, Length: int32(n)}, nil)
+	r.send(2, shared(0, int32(n)), nil)
 	var resp wire.ProduceResponse
 	if r.recv(2, &resp) && resp.Topics[0].Partitions[0].ErrorCode == wire.NoError {
 		t.Fatalf("a %d-byte Produce body through the region was appended; socket.request.max.bytes is %d", n, cfg.SocketRequestMaxBytes)

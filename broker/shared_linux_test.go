@@ -129,29 +129,46 @@ func memfdUses(t *testing.T, name string) (mappings, fds int) {
 	return strings.Count(string(b), "/memfd:"+name+" "), fds
 }
 
-// attachedConn dials b's unix socket and attaches a shared-memory region of size bytes.
-func attachedConn(t *testing.T, b *Broker, size int) *client.Conn {
+// newRegion returns a shared-memory region of size bytes, closed at cleanup (after the
+// connections dialled later).
+func newRegion(t *testing.T, size int) *client.SharedRegion {
 	t.Helper()
+	r, err := client.NewSharedRegion(size)
+	if err != nil {
+		t.Skipf("no shared memory here: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// attachedConn dials b's unix socket and attaches a new shared-memory region of size bytes.
+func attachedConn(t *testing.T, b *Broker, size int) (*client.Conn, *client.SharedRegion) {
+	t.Helper()
+	r := newRegion(t, size)
 	c := dial(t, "unix://"+b.UnixAddr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.AttachSharedMemory(ctx, size); err != nil {
+	if err := c.AttachSharedMemory(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, r
 }
 
-// Produce requests through a shared-memory region land in the log as they would through the
-// socket, while the socket carries only the pointers (the ring's spans are given back and
-// reused, and requests that find it full go through the socket); both sides unmap the region
-// when the connection ends.
+// placed copies b into the region at off and returns the copy.
+func placed(r *client.SharedRegion, off int, b []byte) []byte {
+	return r.Bytes()[off : off+copy(r.Bytes()[off:], b)]
+}
+
+// Produce requests whose batches lie in a shared-memory region land in the log as they would
+// through the socket, while the socket carries only the pointers; the broker unmaps the region
+// when the connection ends, the client when it closes the region.
 func TestProduceSharedLandsInTheLog(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := attachedConn(t, b, 1<<20)
+	c, region := attachedConn(t, b, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if m, fds := memfdUses(t, "sluice-produce"); m != 2 || fds != 0 {
-		t.Fatalf("%d mappings and %d descriptors of the region, want the client's and the broker's mappings and no descriptor", m, fds)
+	if m, fds := memfdUses(t, "sluice-produce"); m != 2 || fds != 1 {
+		t.Fatalf("%d mappings and %d descriptors of the region, want the client's and the broker's mappings and the client's descriptor", m, fds)
 	}
 	createTopic(t, c, "shm", 1)
 	before := b.srv.Stats().BytesRead
@@ -160,19 +177,20 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 	// overlap goroutine while the reader loads the next.
 	value := func(i int) string { return fmt.Sprintf("%03d-%s", i, strings.Repeat("v", 70<<10)) }
 	chans := make([]chan error, n)
-	for i := range n { // pipelined, eight at a time: eight spans of 70 KiB fit in the 1 MiB ring
+	for i := range n { // pipelined, eight at a time, each batch in its eighth of the region
 		chans[i] = make(chan error, 1)
+		recs := placed(region, (i%8)<<17, records(t, value(i)))
 		go func(i int) {
 			var resp wire.ProduceResponse
 			err := c.Call(ctx, &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
-				{Topic: "shm", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, value(i))}}},
+				{Topic: "shm", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: recs}}},
 			}}, &resp)
 			if err == nil && resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
 				err = resp.Topics[0].Partitions[0].ErrorCode
 			}
 			chans[i] <- err
 		}(i)
-		if i%8 == 7 { // let some complete, so spans are given back and reused
+		if i%8 == 7 { // the region's eighths are free again once their requests are answered
 			for j := i - 7; j <= i; j++ {
 				if err := <-chans[j]; err != nil {
 					t.Fatalf("produce %d: %v", j, err)
@@ -217,6 +235,7 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 		}
 	}
 	c.Close()
+	region.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		m, fds := memfdUses(t, "sluice-produce")
@@ -270,7 +289,7 @@ func TestAttachMemoryRefusals(t *testing.T) {
 			if !r.recv(2, &md) {
 				t.Fatal("connection closed after a refused AttachMemory")
 			}
-			r.send(3, &wire.ProduceSharedRequest{Offset: 0, Length: 100}, nil)
+			r.send(3, shared(0, 100), nil)
 			if r.recv(3, &wire.ProduceResponse{}) {
 				t.Fatal("ProduceShared without a region was answered")
 			}
@@ -285,15 +304,15 @@ func TestAttachMemoryRefusals(t *testing.T) {
 			t.Fatalf("got %v %v, want INVALID_REQUEST: off", resp.ErrorCode, strPtrString(resp.ErrorMessage))
 		}
 	})
-	for _, span := range []wire.ProduceSharedRequest{
-		{Offset: 4000, Length: 97}, {Offset: -1, Length: 10}, {Offset: 0, Length: 0}, {Offset: 1 << 62, Length: 1 << 30},
+	for _, span := range []wire.SharedPart{
+		{Offset: 4000, Length: 97}, {Offset: -1, Length: 10}, {Offset: 0, Length: -1}, {Offset: 1 << 62, Length: 1 << 30},
 	} {
 		t.Run(fmt.Sprintf("span %d+%d", span.Offset, span.Length), func(t *testing.T) {
 			r := dialRawUnix(t, b)
 			if resp := r.attach(1, 4096, sealed); resp.ErrorCode != wire.NoError {
 				t.Fatalf("attach: %v", resp.ErrorCode)
 			}
-			r.send(2, &span, nil)
+			r.send(2, shared(span.Offset, span.Length), nil)
 			if r.recv(2, &wire.ProduceResponse{}) {
 				t.Fatal("a span outside the region was answered")
 			}
@@ -320,7 +339,7 @@ func TestProduceSharedChecksWhatItCopied(t *testing.T) {
 	}}
 	body := req.AppendTo(nil)
 	n := copy(mem[1000:], body)
-	r.send(2, &wire.ProduceSharedRequest{Offset: 1000, Length: int32(n)}, nil)
+	r.send(2, shared(1000, int32(n)), nil)
 	var resp wire.ProduceResponse
 	if !r.recv(2, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
 		t.Fatalf("good produce: %+v", resp)
@@ -329,19 +348,24 @@ func TestProduceSharedChecksWhatItCopied(t *testing.T) {
 	bad := bytes.Clone(body)
 	bad[len(bad)-3] ^= 0xff
 	copy(mem[5000:], bad)
-	r.send(3, &wire.ProduceSharedRequest{Offset: 5000, Length: int32(len(bad))}, nil)
+	r.send(3, shared(5000, int32(len(bad))), nil)
 	if !r.recv(3, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.ErrCorruptMessage {
 		t.Fatalf("corrupt batch: %+v, want CORRUPT_MESSAGE", resp.Topics[0].Partitions[0])
 	}
 	// Not a Produce body at all.
 	copy(mem[9000:], []byte{0xff, 0xff, 0xff})
-	r.send(4, &wire.ProduceSharedRequest{Offset: 9000, Length: 3}, nil)
+	r.send(4, shared(9000, 3), nil)
 	if r.recv(4, &resp) {
 		t.Fatal("a malformed body was answered")
 	}
 	if p := fetchP(t, c, "shm-bad", 0, 0, 0, 1); p.HighWatermark != 1 {
 		t.Fatalf("high watermark %d, want 1 (only the good batch)", p.HighWatermark)
 	}
+}
+
+// shared is a ProduceShared request whose body is one span of the region.
+func shared(off int64, n int32) *wire.ProduceSharedRequest {
+	return &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Offset: off, Length: n}}}
 }
 
 func strPtrString(s *string) string {

@@ -119,6 +119,12 @@ type accBatch struct {
 	// batch's (too large, corrupt): alone, each batch gets its own verdict.
 	alone bool
 	built batch.Batch // Build's result, set when drained
+	// slot is the batch's buffer in the producer's shared-memory region, or nil: the builder
+	// builds in it, and the batch goes to the broker as a pointer into it (SharedRegion).
+	// frozen: a request that pointed to it got no response, so a broker may still read it;
+	// the slot is never reused (recycleBatch drops it), and the region runs short by one.
+	slot   []byte
+	frozen bool
 }
 
 // tryAppend appends r to the partition's open batch if it fits. Otherwise it closes the open
@@ -298,12 +304,15 @@ func (bp *batchPool) get() *accBatch {
 	return b
 }
 
-func (bp *batchPool) put(b *accBatch) {
+// put keeps b for get, unless the pool is full; it reports whether it kept it.
+func (bp *batchPool) put(b *accBatch) bool {
 	bp.mu.Lock()
+	defer bp.mu.Unlock()
 	if len(bp.free) < bp.max {
 		bp.free = append(bp.free, b)
+		return true
 	}
-	bp.mu.Unlock()
+	return false
 }
 
 // newBatch prepares a batch for ap, holding reserved bytes of buffer.memory: one from the free
@@ -313,8 +322,21 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	if b == nil {
 		b = &accBatch{builder: batch.NewBuilder(p.builderOpts)}
 	}
+	if p.region != nil && b.slot == nil {
+		if b.slot = p.region.takeSlot(); b.slot != nil {
+			b.builder.UseBuffer(b.slot)
+		}
+	}
 	b.builder.Reset(p.builderOpts)
-	b.warm(min(int(ap.lastBytes.Load()), p.cfg.BatchSize), int(ap.lastRecs.Load()))
+	warm := func() { b.warm(min(int(ap.lastBytes.Load()), p.cfg.BatchSize), int(ap.lastRecs.Load())) }
+	if b.slot == nil {
+		warm()
+	} else if !p.region.write(warm) {
+		// The producer is closing and its region is gone: this batch will not be opened,
+		// but nothing may write to the slot's old memory either.
+		b.slot = nil
+		b.builder.UseBuffer(make([]byte, batch.HeaderSize, 4<<10))
+	}
 	b.recs, b.recsFrom = b.recs[:0], 0
 	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built, b.alone = reserved, 0, time.Time{}, nil, nil, false
 	return b
@@ -346,10 +368,20 @@ func (p *Producer) discardBatch(b *accBatch) {
 func (p *Producer) recycleBatch(b *accBatch) {
 	clear(b.recs) // drop the callbacks
 	b.part, b.lastErr, b.built = nil, nil, nil
-	if b.builder.EstimatedSize() > 2*p.cfg.BatchSize {
-		return // a large record's buffer: let it go rather than pin it in the pool
+	if b.frozen {
+		b.slot, b.frozen = nil, false
+		b.builder.UseBuffer(make([]byte, batch.HeaderSize, 4<<10))
 	}
-	p.batches.put(b)
+	if b.slot != nil {
+		b.builder.UseBuffer(b.slot) // back from a large record's buffer, if it had moved
+	}
+	if b.builder.EstimatedSize() > 2*p.cfg.BatchSize || !p.batches.put(b) {
+		// A large record's buffer (let it go rather than pin it in the pool), or the pool is
+		// full: the batch goes, its slot stays.
+		if b.slot != nil {
+			p.region.putSlot(b.slot)
+		}
+	}
 }
 
 // complete runs b's callbacks with the outcome (base: offset of the first record, -1 if

@@ -29,15 +29,18 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives connection events (slog.Default if nil).
 	Logger *slog.Logger
-	// SharedMemoryBytes (Sluice's own), when above zero, gives each connection over a unix
-	// socket a shared-memory region of this many bytes for its Produce requests
-	// (Conn.AttachSharedMemory): their bytes go through the region and only a pointer through
-	// the socket. It should hold the requests a producer keeps in flight; a request that finds
-	// no room goes through the socket. A broker that refuses the region (not Linux, or a
-	// smaller limit) leaves the connection as it was. A Producer's default (zero) is room for
-	// MaxInFlight + 1 requests of MaxRequestSize, at most 64 MiB (the broker's default limit);
-	// other clients attach none. Negative: none.
+	// SharedMemoryBytes (Sluice's own) is the size of the shared-memory region a Producer whose
+	// bootstrap address is a unix socket keeps its batch buffers in (SharedRegion): its
+	// batches are built there, and its connections over unix sockets attach the region, so
+	// that a Produce request carries pointers to its batches instead of their bytes. Batches
+	// that find no free buffer in it are built and sent as usual. A broker that refuses the
+	// region (not Linux, or a smaller limit) leaves the connection as it was. A Producer's
+	// default (zero) is BufferMemory, at most 64 MiB (the broker's default limit); negative:
+	// none. Other clients ignore it.
 	SharedMemoryBytes int
+
+	// region is the Producer's SharedRegion, attached to every connection over a unix socket.
+	region *SharedRegion
 }
 
 // defaultSharedMemoryLimit is the broker's default shared.memory.max.bytes.
@@ -155,8 +158,8 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.SharedMemoryBytes > 0 && conn.unix != nil && !c.noSharedMemory(addr) {
-		if err := conn.AttachSharedMemory(ctx, c.cfg.SharedMemoryBytes); err != nil {
+	if c.cfg.region != nil && conn.unix != nil && !c.noSharedMemory(addr) {
+		if err := conn.AttachSharedMemory(ctx, c.cfg.region); err != nil {
 			c.cfg.Logger.Info("sluice client: produce requests go through the socket", "broker", addr, "err", err)
 			if conn.isClosed() {
 				// A broker that does not know AttachMemory closes the connection: it is one

@@ -58,16 +58,20 @@ type Conn struct {
 	unix     *net.UnixConn // nc, when it is a unix socket
 	clientID string
 
-	// wmu guards w, nextID, buf, cuts, parts, shm and shmClosed: request order on the wire, and
-	// the shared-memory region, which the reader unmaps (under wmu) when it stops.
+	// wmu guards w, nextID, the scratch buffers (buf, cuts, parts, inline, spans, shared),
+	// shm, shmAttach and shmClosed: request order on the wire, and the shared-memory region in
+	// use, which the reader drops (under wmu) when it stops.
 	wmu       sync.Mutex
 	w         *bufio.Writer
 	nextID    int32
 	buf       []byte
 	cuts      []int
 	parts     [][]byte
-	shm       *shmRing // nil until AttachSharedMemory succeeds
-	shmAttach int32    // correlation id of the last AttachMemory sent
+	inline    []byte
+	spans     []sharedSpan
+	shared    wire.ProduceSharedRequest
+	shm       *SharedRegion // nil until AttachSharedMemory succeeds
+	shmAttach int32         // correlation id of the last AttachMemory sent
 	shmClosed bool
 
 	mu      sync.Mutex // guards pending and err
@@ -118,10 +122,6 @@ type pendingCall struct {
 	// the caller to reuse (CallInto). Otherwise the body gets a buffer of its exact size.
 	into bool
 	buf  []byte
-	// ring, if set, is the shared-memory region holding the request: given back up to shmEnd
-	// when the response arrives.
-	ring   *shmRing
-	shmEnd int64
 }
 
 // Call sends req and decodes the response into resp. Calls from several goroutines are
@@ -199,7 +199,8 @@ func (c *Conn) Send(req wire.Request) error {
 
 // send writes req and, if ch is not nil, registers ch to receive the response body (in a
 // fresh buffer) or to be closed if the connection fails first. ch needs capacity 1. It reports
-// whether the request went through the shared-memory region.
+// whether the request pointed into the shared-memory region, even when the write failed (the
+// broker may have it whole).
 func (c *Conn) send(req wire.Request, ch chan []byte) (shared bool, err error) {
 	_, shared, err = c.sendCall(req, pendingCall{ch: ch}, nil)
 	return shared, err
@@ -222,13 +223,11 @@ func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, 
 		c.shmAttach = id
 	}
 	pr, isProduce := req.(*wire.ProduceRequest)
-	var shared wire.ProduceSharedRequest
+	var shared *wire.ProduceSharedRequest
 	if isProduce && p.ch != nil && c.shm != nil {
-		var ok bool
-		shared, p.shmEnd, c.buf, c.cuts, ok = c.shm.placeProduce(pr, c.buf, c.cuts)
-		if ok {
-			p.ring = c.shm
-		}
+		// Only with a response to come: the batches must not change until the broker has
+		// copied them, and the response is what says it has.
+		shared, _ = c.sharedRequestLocked(pr)
 	}
 	if p.ch != nil {
 		c.mu.Lock()
@@ -242,9 +241,10 @@ func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, 
 	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: id, ClientID: c.clientID}
 	var err error
 	switch {
-	case p.ring != nil:
+	case shared != nil:
 		h.APIKey = wire.ProduceShared
-		err = c.writeLocked(&h, &shared, nil)
+		err = c.writeLocked(&h, shared, nil)
+		clear(c.shared.Parts) // drop references to the inline bytes' buffer
 	case isProduce:
 		err = c.writeProduceLocked(&h, pr)
 	default:
@@ -252,9 +252,9 @@ func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, 
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("client: write: %w", err))
-		return id, false, c.closedErr()
+		return id, shared != nil, c.closedErr() // it may have reached the broker whole
 	}
-	return id, p.ring != nil, nil
+	return id, shared != nil, nil
 }
 
 // writeLocked writes one request frame, with file passed alongside if not nil. Called with wmu
@@ -311,7 +311,7 @@ func (c *Conn) writeProduceLocked(h *wire.RequestHeader, req *wire.ProduceReques
 // the socket, so of a large body only what was already buffered is copied.
 func (c *Conn) readLoop() {
 	defer close(c.done)
-	defer c.unmapShared()
+	defer c.stopShared()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var hdr [wire.FrameSizeLen + wire.ResponseHeaderLen]byte
 	for {
@@ -337,9 +337,6 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("client: response to unknown correlation id %d", rh.CorrelationID))
 			return
 		}
-		if p.ring != nil {
-			p.ring.give(p.shmEnd) // the broker copied the span before it answered
-		}
 		n -= wire.ResponseHeaderLen
 		var body []byte
 		switch {
@@ -359,24 +356,17 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// unmapShared drops the shared-memory region once the connection has failed: under wmu, so no
-// writer is copying into it, and for good, so none will.
-func (c *Conn) unmapShared() {
+// stopShared drops the shared-memory region once the connection has failed, for good.
+func (c *Conn) stopShared() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.dropSharedLocked()
 	c.shmClosed = true
 }
 
-// dropSharedLocked stops using the shared-memory region. Spans still in flight stay valid for
-// the broker, which reads its own descriptor of the memfd; their responses give them back to a
-// ring no longer used. Called with wmu held.
-func (c *Conn) dropSharedLocked() {
-	if c.shm != nil {
-		c.shm.unmap()
-		c.shm = nil
-	}
-}
+// dropSharedLocked stops using the shared-memory region: later requests send their batches
+// through the socket. Called with wmu held.
+func (c *Conn) dropSharedLocked() { c.shm = nil }
 
 // fail records the connection's first error, closes the socket and fails every waiting call.
 func (c *Conn) fail(err error) {

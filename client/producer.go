@@ -223,9 +223,7 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 		c.MaxRequestSize = 1 << 20
 	}
 	if c.SharedMemoryBytes == 0 {
-		// Room for every request in flight and one more (a span never wraps, so the ring's
-		// end can go unused), within the broker's default limit.
-		c.SharedMemoryBytes = min((c.MaxInFlight+1)*(c.MaxRequestSize+64<<10), defaultSharedMemoryLimit)
+		c.SharedMemoryBytes = int(min(c.BufferMemory, defaultSharedMemoryLimit))
 	}
 	if c.Partitioner == nil {
 		c.Partitioner = DefaultPartitioner{}
@@ -261,6 +259,7 @@ type Producer struct {
 	cfg         ProducerConfig
 	acks        int16
 	client      *Client
+	region      *SharedRegion // batch buffers shared with brokers on this host, or nil
 	builderOpts batch.BuilderOptions
 	mem         bufferMemory
 
@@ -306,12 +305,18 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	region := newProducerRegion(cfg)
+	cfg.Config.region = region
 	cl, err := NewClient(ctx, cfg.Config)
 	if err != nil {
+		if region != nil {
+			region.Close()
+		}
 		return nil, err
 	}
 	p := &Producer{
 		cfg:      cfg,
+		region:   region,
 		acks:     cfg.Acks.wire(),
 		client:   cl,
 		flushCh:  make(chan struct{}),
@@ -333,6 +338,25 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	p.wg.Add(1)
 	go p.housekeep()
 	return p, nil
+}
+
+// newProducerRegion creates the shared-memory region of a producer whose bootstrap address is
+// a unix socket, carved into batch.size buffers, or returns nil (not a unix socket, turned off,
+// too small for one batch, or no memfds here: then batches are built and sent as usual).
+func newProducerRegion(cfg ProducerConfig) *SharedRegion {
+	if cfg.SharedMemoryBytes < cfg.BatchSize || len(cfg.Brokers) == 0 {
+		return nil
+	}
+	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil || network != "unix" {
+		return nil
+	}
+	r, err := NewSharedRegion(cfg.SharedMemoryBytes)
+	if err != nil {
+		cfg.Logger.Info("sluice producer: batches go through the socket", "err", err)
+		return nil
+	}
+	r.carve(cfg.BatchSize)
+	return r
 }
 
 // ProducerStats are a Producer's counters since NewProducer, summed over brokers (Requests is
@@ -623,6 +647,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.cancel()
 	p.sweep(err)
 	_ = p.client.Close()
+	if p.region != nil {
+		_ = p.region.Close()
+	}
 	close(p.done)
 	if err != nil {
 		return fmt.Errorf("client: producer close: %w", err)

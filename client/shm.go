@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"os"
+	"sync"
+	"unsafe"
 
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -13,67 +15,145 @@ import (
 // has no memfds, the connection is not over a unix socket, or the broker refused it.
 var ErrSharedMemory = errors.New("client: shared memory not attached")
 
-// shmRing is a connection's shared-memory region (wire.AttachMemory), used as a ring of spans,
-// one per ProduceShared request in flight. Spans are taken in request order and given back in
-// response order, which is request order (a broker answers a connection in order), so the ring
-// needs only a head and a tail: logical byte counts that only grow, positions modulo the size.
+// SharedRegion is memory a client on a broker's host shares with the broker (wire.AttachMemory):
+// a memfd, sealed against shrinking and growing, mapped read-write. Record batches built in it
+// and sent on a connection that has it attached (Conn.AttachSharedMemory) travel as pointers:
+// the broker copies them out of its own mapping. A Producer over a unix socket keeps its batch
+// buffers in one (Config.SharedMemoryBytes).
 //
-// head is guarded by the connection's wmu (writers take spans one at a time); tail is advanced
-// by the connection's reader as responses arrive and read by writers, hence atomic.
-type shmRing struct {
-	mem  []byte // the client's read-write mapping of the memfd
-	head int64
-	tail atomic.Int64
+// Bytes written into the region must not change until the response to the request that
+// carried them has arrived: the broker reads them when it serves the request, not before.
+type SharedRegion struct {
+	file *os.File // the memfd: passed to each connection that attaches the region
+	mem  []byte
+
+	// mu is held for reading by whoever writes into the region outside the producer's
+	// locks (a batch's warm-up) and for writing by Close, so that Close never unmaps memory
+	// being written.
+	mu     sync.RWMutex
+	closed bool
+
+	slotMu sync.Mutex // guards free
+	free   [][]byte   // batch buffers not in use (carve)
 }
 
-// take returns the region's position of a free span of n bytes and the logical end to give back
-// when its response arrives, or false when the ring has no room (the request then goes through
-// the socket instead of waiting). A span never wraps: if it would, the ring's last bytes are
-// skipped. Called with wmu held.
-func (r *shmRing) take(n int) (pos int, end int64, ok bool) {
-	size := int64(len(r.mem))
-	if n <= 0 || int64(n) > size {
-		return 0, 0, false
+// NewSharedRegion creates a region of size bytes (Linux only).
+func NewSharedRegion(size int) (*SharedRegion, error) {
+	file, mem, err := newSharedMemfd(size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSharedMemory, err)
 	}
-	start := r.head
-	if p := start % size; p+int64(n) > size {
-		start += size - p // skip to the ring's start
-	}
-	end = start + int64(n)
-	// The span must end before the oldest span not given back starts again, one lap later;
-	// with every span given back (tail == head), nothing is in its way.
-	if tail := r.tail.Load(); end-tail > size && tail != r.head {
-		return 0, 0, false
-	}
-	r.head = end
-	return int(start % size), end, true
+	return &SharedRegion{file: file, mem: mem}, nil
 }
 
-// give returns every span up to end (the response to the request that took it has arrived).
-func (r *shmRing) give(end int64) {
-	if end > r.tail.Load() {
-		r.tail.Store(end)
+// Bytes is the region's memory.
+func (r *SharedRegion) Bytes() []byte { return r.mem }
+
+// Close unmaps the region and closes its memfd. Connections that have it attached must no
+// longer send requests that point into it; the brokers keep their own mappings until those
+// connections end.
+func (r *SharedRegion) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	unmapSharedMemfd(r.mem)
+	return r.file.Close()
+}
+
+// offsetOf returns where b lies in the region, if it lies wholly in it.
+func (r *SharedRegion) offsetOf(b []byte) (int64, bool) {
+	if len(b) == 0 || len(r.mem) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p-base > uintptr(len(r.mem)-len(b)) {
+		return 0, false
+	}
+	return int64(p - base), true
+}
+
+// carve splits the region into buffers of size bytes for takeSlot.
+func (r *SharedRegion) carve(size int) {
+	r.slotMu.Lock()
+	defer r.slotMu.Unlock()
+	for off := 0; size > 0 && off+size <= len(r.mem); off += size {
+		r.free = append(r.free, r.mem[off:off+size:off+size])
 	}
 }
 
-// placeProduce copies req's body (wire.ProduceRequest's encoding, records inline) into a span
-// of the ring and returns the ProduceShared request that points at it, or false when the ring
-// has no room. Called with wmu held; prefix is scratch for the encoding without the records.
-func (r *shmRing) placeProduce(req *wire.ProduceRequest, prefix []byte, cuts []int) (ps wire.ProduceSharedRequest, end int64, prefixOut []byte, cutsOut []int, ok bool) {
-	prefix, cuts, recordBytes := req.AppendSegments(prefix[:0], cuts[:0])
-	n := int64(len(prefix)) + recordBytes
-	if n > int64(len(r.mem)) || n > 1<<31-1 {
-		return ps, 0, prefix, cuts, false
+// takeSlot returns a free buffer from carve, or nil.
+func (r *SharedRegion) takeSlot() []byte {
+	r.slotMu.Lock()
+	defer r.slotMu.Unlock()
+	n := len(r.free)
+	if n == 0 {
+		return nil
 	}
-	pos, end, ok := r.take(int(n))
-	if !ok {
-		return ps, 0, prefix, cuts, false
+	s := r.free[n-1]
+	r.free = r.free[:n-1]
+	return s
+}
+
+// putSlot gives back a buffer from takeSlot.
+func (r *SharedRegion) putSlot(s []byte) {
+	r.slotMu.Lock()
+	r.free = append(r.free, s)
+	r.slotMu.Unlock()
+}
+
+// write runs fn, which writes into the region, unless the region is closed; it reports whether
+// fn ran.
+func (r *SharedRegion) write(fn func()) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return false
 	}
-	dst := r.mem[pos : pos+int(n)]
-	forProduceParts(req, prefix, cuts, func(b []byte) {
-		dst = dst[copy(dst, b):]
+	fn()
+	return true
+}
+
+// sharedRequestLocked turns req into a ProduceShared request if any of its batches lie in the
+// connection's region: batches in the region become spans, everything else (the request's
+// fields, batches elsewhere) goes inline. It reports false when no batch is in the region.
+// Called with wmu held; the request aliases the connection's scratch buffers.
+func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceSharedRequest, bool) {
+	enc, cuts, _ := req.AppendSegments(c.buf[:0], c.cuts[:0])
+	c.buf, c.cuts = enc, cuts
+	inline := c.inline[:0]
+	spans := c.spans[:0] // inline[from:to], then the span
+	from, shared := 0, false
+	forProduceParts(req, enc, cuts, func(b []byte) {
+		if off, ok := c.shm.offsetOf(b); ok {
+			spans = append(spans, sharedSpan{from, len(inline), off, int32(len(b))})
+			from, shared = len(inline), true
+			return
+		}
+		inline = append(inline, b...)
 	})
-	return wire.ProduceSharedRequest{Offset: int64(pos), Length: int32(n)}, end, prefix, cuts, true
+	spans = append(spans, sharedSpan{from, len(inline), 0, 0})
+	c.inline, c.spans = inline, spans
+	if !shared {
+		return nil, false
+	}
+	parts := c.shared.Parts[:0]
+	for _, s := range spans {
+		parts = append(parts, wire.SharedPart{Inline: inline[s.from:s.to], Offset: s.off, Length: s.n})
+	}
+	c.shared.Parts = parts
+	return &c.shared, true
+}
+
+// sharedSpan is a part of a ProduceShared request under construction: inline bytes by index,
+// then a span of the region.
+type sharedSpan struct {
+	from, to int
+	off      int64
+	n        int32
 }
 
 // forProduceParts calls fn with each piece of req's encoding in order: the encoded parts of
@@ -98,25 +178,20 @@ func forProduceParts(req *wire.ProduceRequest, enc []byte, cuts []int, fn func([
 	fn(enc[prev:])
 }
 
-// AttachSharedMemory gives the connection a shared-memory region of size bytes for its Produce
-// requests (wire.AttachMemory): from then on, a Produce request that expects a response and fits
-// in the free part of the region is copied there and the socket carries only where it is. It
-// needs a unix socket to a broker on this host, and Linux. On an error the connection goes on
-// without a region (an error wrapping ErrSharedMemory says why); it is still usable.
-func (c *Conn) AttachSharedMemory(ctx context.Context, size int) error {
+// AttachSharedMemory attaches r to the connection (wire.AttachMemory): from then on, a Produce
+// request that expects a response and has batches in r sends them as pointers into r. It needs
+// a unix socket to a broker on this host, and Linux. On an error the connection goes on without
+// a region (an error wrapping ErrSharedMemory says why); it is still usable unless the broker
+// closed it (one that does not know AttachMemory does). r must stay open while the connection
+// may use it.
+func (c *Conn) AttachSharedMemory(ctx context.Context, r *SharedRegion) error {
 	if c.unix == nil {
 		return fmt.Errorf("%w: not a unix socket", ErrSharedMemory)
 	}
-	ring, file, err := newSharedRegion(size)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSharedMemory, err)
-	}
-	defer file.Close() // the broker has its own reference once it has the request
 	var resp wire.AttachMemoryResponse
 	ch := make(chan []byte, 1)
-	id, _, err := c.sendCall(&wire.AttachMemoryRequest{Bytes: int64(size)}, pendingCall{ch: ch}, file)
+	id, _, err := c.sendCall(&wire.AttachMemoryRequest{Bytes: int64(len(r.mem))}, pendingCall{ch: ch}, r.file)
 	if err != nil {
-		ring.unmap()
 		return err
 	}
 	select {
@@ -127,7 +202,7 @@ func (c *Conn) AttachSharedMemory(ctx context.Context, size int) error {
 			err = resp.ReadFrom(body)
 		}
 	case <-ctx.Done():
-		err = ctx.Err() // the broker may still attach it: harmless, no request will name it
+		err = ctx.Err() // the broker may still attach it: harmless, no request will point into it
 	}
 	if err == nil && resp.ErrorCode != wire.NoError {
 		msg := ""
@@ -137,19 +212,16 @@ func (c *Conn) AttachSharedMemory(ctx context.Context, size int) error {
 		err = fmt.Errorf("%w: broker: %w: %s", ErrSharedMemory, resp.ErrorCode, msg)
 	}
 	if err != nil {
-		ring.unmap()
 		return err
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	switch {
 	case c.shmClosed:
-		ring.unmap()
 		return c.closedErr()
 	case c.shmAttach != id:
-		ring.unmap() // a later AttachMemory replaced this region on the broker
 		return fmt.Errorf("%w: replaced by a later region", ErrSharedMemory)
 	}
-	c.shm = ring
+	c.shm = r
 	return nil
 }

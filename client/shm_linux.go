@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newSharedRegion creates a memfd of size bytes sealed against shrinking and growing (the
-// broker refuses one it could fault on) and maps it.
-func newSharedRegion(size int) (*shmRing, *os.File, error) {
+// newSharedMemfd creates a memfd of size bytes sealed against shrinking and growing (the broker
+// refuses one it could fault on) and maps it.
+func newSharedMemfd(size int) (*os.File, []byte, error) {
 	if size <= 0 {
 		return nil, nil, fmt.Errorf("region of %d bytes", size)
 	}
@@ -31,12 +31,7 @@ func newSharedRegion(size int) (*shmRing, *os.File, error) {
 		file.Close()
 		return nil, nil, fmt.Errorf("map memfd: %w", err)
 	}
-	return &shmRing{mem: mem}, file, nil
+	return file, mem, nil
 }
 
-func (r *shmRing) unmap() {
-	if r.mem != nil {
-		_ = unix.Munmap(r.mem)
-		r.mem = nil
-	}
-}
+func unmapSharedMemfd(mem []byte) { _ = unix.Munmap(mem) }

@@ -10,26 +10,32 @@ import (
 	"github.com/sluicemq/sluice/client"
 )
 
-// A producer over the unix socket with a shared-memory region: every record lands, in order,
-// and the requests went through the region, the ones that found it full through the socket.
+// A producer over the unix socket builds its batches in a shared-memory region and sends
+// pointers to them: every record lands, in order, whether its batch was in the region or (no
+// free buffer there, or acks=0) went through the socket.
 func TestProducerSharedMemory(t *testing.T) {
 	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
 	addr := "unix://" + b.UnixAddr().String()
+	const batchSize = 16 << 10
 	for _, tc := range []struct {
 		name        string
 		regionBytes int
+		acks        client.Acks
 		allShared   bool
+		noneShared  bool
 	}{
-		{"roomy", 4 << 20, true},       // five 64 KiB requests in flight fit many times over
-		{"tight", 150 << 10, false},    // two fit: a request that finds no room goes through the socket
-		{"too small", 16 << 10, false}, // no request fits: all through the socket
+		{"default", 0, client.AcksLeader, true, false},                    // buffer.memory: every batch has a buffer there
+		{"three buffers", 3 * batchSize, client.AcksLeader, false, false}, // the rest are built and sent as usual
+		{"smaller than a batch", batchSize - 1, client.AcksLeader, false, true},
+		{"off", -1, client.AcksLeader, false, true},
+		{"acks=0", 0, client.AcksNone, false, true}, // no response would say when a buffer is free
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			topic := "shm-" + fmt.Sprint(tc.regionBytes)
+			topic := fmt.Sprintf("shm-%d-%d", tc.regionBytes, tc.acks)
 			prodCreateTopic(t, addr, topic, 1)
 			p := prodNew(t, client.ProducerConfig{
 				Config: client.Config{Brokers: []string{addr}, SharedMemoryBytes: tc.regionBytes},
-				Acks:   client.AcksLeader, BatchSize: 64 << 10, Linger: 5 * time.Millisecond,
+				Acks:   tc.acks, BatchSize: batchSize, Linger: 5 * time.Millisecond, MaxInFlight: 1,
 			})
 			ctx := prodCtx(t, 20*time.Second)
 			const n = 5000
@@ -62,11 +68,11 @@ func TestProducerSharedMemory(t *testing.T) {
 			}
 			st := p.Stats()
 			switch {
-			case tc.regionBytes < 64<<10 && st.SharedRequests != 0:
-				t.Errorf("%d of %d requests through a region smaller than any", st.SharedRequests, st.Requests)
 			case tc.allShared && st.SharedRequests != st.Requests:
 				t.Errorf("%d of %d requests through the region", st.SharedRequests, st.Requests)
-			case tc.regionBytes >= 64<<10 && st.SharedRequests == 0:
+			case tc.noneShared && st.SharedRequests != 0:
+				t.Errorf("%d of %d requests through the region", st.SharedRequests, st.Requests)
+			case !tc.noneShared && st.SharedRequests == 0:
 				t.Errorf("no request of %d through the region", st.Requests)
 			}
 		})

@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-func newSharedRegion(int) (*shmRing, *os.File, error) {
+func newSharedMemfd(int) (*os.File, []byte, error) {
 	return nil, nil, errors.New("shared memory needs Linux memfds")
 }
 
-func (r *shmRing) unmap() {}
+func unmapSharedMemfd([]byte) {}

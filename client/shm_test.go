@@ -1,42 +1,110 @@
 package client
 
-import "testing"
+import (
+	"testing"
 
-// The ring hands out spans in order, never wraps one, refuses what would overwrite a span not
-// given back, and reuses space once it is.
-func TestShmRingTakeGive(t *testing.T) {
-	r := &shmRing{mem: make([]byte, 100)}
-	type step struct {
-		give    int64 // give back up to here first (0: nothing)
-		take    int
-		ok      bool
-		pos     int
-		end     int64
-		comment string
-	}
-	for i, s := range []step{
-		{take: 40, ok: true, pos: 0, end: 40},
-		{take: 40, ok: true, pos: 40, end: 80},
-		{take: 30, comment: "would wrap, and the start is in use"},
-		{give: 40, take: 30, ok: true, pos: 0, end: 130, comment: "skips the last 20 bytes"},
-		{take: 20, comment: "[30, 50) overlaps [40, 80), still in use"},
-		{give: 80, take: 20, ok: true, pos: 30, end: 150},
-		{take: 0, comment: "empty"},
-		{take: 101, comment: "larger than the ring"},
-		{give: 150, take: 100, ok: true, pos: 0, end: 300, comment: "the whole ring, after skipping to its start"},
-		{take: 1, comment: "full"},
-		{give: 300, take: 1, ok: true, pos: 0, end: 301},
+	"github.com/sluicemq/sluice/batch"
+)
+
+// offsetOf finds a slice's place in the region only when the slice lies wholly inside it.
+func TestSharedRegionOffsetOf(t *testing.T) {
+	backing := make([]byte, 300)
+	r := &SharedRegion{mem: backing[100:200]}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		off  int64
+		ok   bool
+	}{
+		{"whole", backing[100:200], 0, true},
+		{"inside", backing[150:160], 50, true},
+		{"at the end", backing[199:200], 99, true},
+		{"starts before", backing[99:110], 0, false},
+		{"ends after", backing[190:201], 0, false},
+		{"after", backing[200:210], 0, false},
+		{"elsewhere", make([]byte, 10), 0, false},
+		{"empty", backing[150:150], 0, false},
 	} {
-		if s.give != 0 {
-			r.give(s.give)
-		}
-		pos, end, ok := r.take(s.take)
-		if ok != s.ok || (ok && (pos != s.pos || end != s.end)) {
-			t.Fatalf("step %d (%s): take(%d) = %d, %d, %v; want %d, %d, %v", i, s.comment, s.take, pos, end, ok, s.pos, s.end, s.ok)
+		off, ok := r.offsetOf(tc.b)
+		if ok != tc.ok || (ok && off != tc.off) {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, off, ok, tc.off, tc.ok)
 		}
 	}
-	r.give(10) // an older end changes nothing
-	if r.tail.Load() != 300 {
-		t.Fatalf("tail went back to %d", r.tail.Load())
+}
+
+// carve cuts whole buffers only, and takeSlot and putSlot hand them out and back.
+func TestSharedRegionSlots(t *testing.T) {
+	r := &SharedRegion{mem: make([]byte, 1000)}
+	r.carve(300)
+	var got [][]byte
+	for s := r.takeSlot(); s != nil; s = r.takeSlot() {
+		if len(s) != 300 || cap(s) != 300 {
+			t.Fatalf("slot of len %d cap %d", len(s), cap(s))
+		}
+		if _, ok := r.offsetOf(s); !ok {
+			t.Fatal("slot outside the region")
+		}
+		got = append(got, s)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d slots of 300 in 1000 bytes", len(got))
+	}
+	r.putSlot(got[1])
+	if s := r.takeSlot(); &s[0] != &got[1][0] {
+		t.Fatal("a slot given back was not handed out again")
+	}
+	if r.write(func() {}) != true {
+		t.Fatal("write refused on an open region")
+	}
+	r.closed = true
+	if r.write(func() { t.Fatal("wrote to a closed region") }) {
+		t.Fatal("write ran on a closed region")
+	}
+}
+
+// A batch whose slot a broker may still read (its request got no response) gives the slot up
+// for good; any other batch keeps its slot, and a batch the pool cannot keep returns its slot
+// to the region.
+func TestRecycleBatchSlots(t *testing.T) {
+	r := &SharedRegion{mem: make([]byte, 4096)}
+	r.carve(1024)
+	p := &Producer{region: r}
+	p.cfg.BatchSize = 1024
+	p.batches.max = 1
+	newSlotted := func() *accBatch {
+		b := &accBatch{builder: batch.NewBuilder(batch.DefaultBuilderOptions())}
+		b.slot = r.takeSlot()
+		b.builder.UseBuffer(b.slot)
+		return b
+	}
+	free := func() int { return len(r.free) }
+
+	kept := newSlotted() // 3 free
+	p.recycleBatch(kept)
+	if free() != 3 || p.batches.get() != kept || kept.slot == nil {
+		t.Fatalf("a recycled batch: %d free slots, slot %v", free(), kept.slot != nil)
+	}
+
+	frozen := newSlotted() // 2 free
+	frozen.frozen = true
+	p.recycleBatch(frozen)
+	if free() != 2 || frozen.slot != nil || frozen.frozen {
+		t.Fatalf("a frozen batch: %d free slots, slot %v, frozen %v", free(), frozen.slot != nil, frozen.frozen)
+	}
+	if bt := frozen.builder; true {
+		bt.Append(&batch.Record{Value: []byte("x")})
+		built, err := bt.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, in := r.offsetOf(built); in {
+			t.Fatal("a frozen batch's next records are built in the region")
+		}
+	}
+
+	extra := newSlotted() // 1 free; the pool (max 1) holds frozen
+	p.recycleBatch(extra)
+	if free() != 2 {
+		t.Fatalf("a batch the pool could not keep: %d free slots, want its slot back (2)", free())
 	}
 }

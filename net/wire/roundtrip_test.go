@@ -132,6 +132,7 @@ func TestMinElementSizes(t *testing.T) {
 		{&OffsetFetchRequestTopic{}, minOffsetFetchRequestTopic},
 		{&OffsetFetchResponseTopic{}, minOffsetFetchResponseTopic},
 		{&OffsetFetchResponsePartition{}, minOffsetFetchResponsePartition},
+		{&SharedPart{}, minSharedPart},
 	}
 	for _, c := range cases {
 		if got := len(c.e.appendTo(nil)); got != c.min {

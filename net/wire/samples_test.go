@@ -116,7 +116,12 @@ func samples() []sample {
 		{"AttachMemoryRequest", &AttachMemoryRequest{Bytes: 8 << 20}},
 		{"AttachMemoryResponse", &AttachMemoryResponse{}},
 		{"AttachMemoryResponse/error", &AttachMemoryResponse{ErrorCode: ErrInvalidRequest, ErrorMessage: sp("not a sealed memfd")}},
-		{"ProduceSharedRequest", &ProduceSharedRequest{Offset: 1 << 20, Length: 65536}},
+		{"ProduceSharedRequest", &ProduceSharedRequest{Parts: []SharedPart{
+			{Inline: []byte("prefix"), Offset: 1 << 20, Length: 65536},
+			{Inline: []byte{}, Offset: 0, Length: 100},
+			{Inline: []byte("suffix")},
+		}}},
+		{"ProduceSharedRequest/empty", &ProduceSharedRequest{}},
 		{"ProduceSharedResponse", &ProduceSharedResponse{ProduceResponse{ThrottleMs: 1, Topics: []ProduceResponseTopic{
 			{Topic: "logs", Partitions: []ProduceResponsePartition{{Partition: 2, BaseOffset: 7, LogAppendTimeMs: -1, LogStartOffset: 0}}},
 		}}}},

@@ -14,9 +14,11 @@ package wire
 // a sealed memfd of Bytes bytes, or the broker allows no regions (or none that
 // large) on this connection.
 //
-// A ProduceShared request names a span of the attached region that holds the
-// body of a Produce request (version 0, records inline). The broker copies the
-// span out of the region before it decodes or checks anything, so a
+// A ProduceShared request is the body of a Produce request (version 0) as a
+// list of parts, each some bytes inline followed by a span of the attached
+// region: the producer's record batches stay where it built them, in the
+// region, and only the small parts between them travel inline. The broker
+// copies the spans out of the region before it decodes or checks anything, so a
 // client that changes the region afterwards changes nothing the broker does,
 // and answers exactly as for that Produce request, in the Produce response
 // layout. Once the response arrives the span is the client's again; acks=0
@@ -73,28 +75,64 @@ func (a *AttachMemoryResponse) ReadFrom(b []byte) error {
 	return r.done()
 }
 
-// ProduceSharedRequest points at a Produce request body in the attached
-// region: bytes [Offset, Offset+Length).
+// ProduceSharedRequest is a Produce request body in parts: the body is each
+// part's Inline bytes followed by bytes [Offset, Offset+Length) of the
+// attached region, part after part.
 type ProduceSharedRequest struct {
+	Parts []SharedPart
+}
+
+// SharedPart is one part of a ProduceSharedRequest. Length 0 is no span.
+type SharedPart struct {
+	Inline []byte // aliases the frame when decoded
 	Offset int64
 	Length int32
 }
+
+const minSharedPart = sizeBytes + sizeInt64 + sizeInt32
 
 // Key returns ProduceShared.
 func (*ProduceSharedRequest) Key() APIKey { return ProduceShared }
 
 // AppendTo appends the body's encoding.
-func (p *ProduceSharedRequest) AppendTo(dst []byte) []byte {
-	dst = appendInt64(dst, p.Offset)
-	return appendInt32(dst, p.Length)
-}
+func (p *ProduceSharedRequest) AppendTo(dst []byte) []byte { return appendArray(dst, p.Parts) }
 
-// ReadFrom decodes b into p (see Message).
+// ReadFrom decodes b into p (see Message). Inline parts alias b.
 func (p *ProduceSharedRequest) ReadFrom(b []byte) error {
 	r := reader{b: b}
-	p.Offset = r.int64()
-	p.Length = r.int32()
+	p.Parts = readSlice(&r, p.Parts, minSharedPart)
+	for i := range p.Parts {
+		p.Parts[i].readFrom(&r)
+	}
 	return r.done()
+}
+
+// BodyLength is the length of the body the parts make up; ok is false if a
+// length is negative or the sum overflows an int32.
+func (p *ProduceSharedRequest) BodyLength() (n int, ok bool) {
+	var sum int64
+	for _, part := range p.Parts {
+		if part.Length < 0 {
+			return 0, false
+		}
+		sum += int64(len(part.Inline)) + int64(part.Length)
+		if sum > 1<<31-1 {
+			return 0, false
+		}
+	}
+	return int(sum), true
+}
+
+func (s *SharedPart) appendTo(dst []byte) []byte {
+	dst = appendBytes(dst, s.Inline)
+	dst = appendInt64(dst, s.Offset)
+	return appendInt32(dst, s.Length)
+}
+
+func (s *SharedPart) readFrom(r *reader) {
+	s.Inline = r.bytes()
+	s.Offset = r.int64()
+	s.Length = r.int32()
 }
 
 // ProduceSharedResponse is a Produce response: the layout and the meaning are
