@@ -2,20 +2,22 @@ package broker
 
 // Behavior: AttachMemory and ProduceShared.
 //
-// A producer on the broker's host may attach a memfd to its unix-socket connection and then send
-// Produce request bodies through it: the socket carries only ProduceShared's offset and length.
+// A producer on the broker's host may attach a memfd to its unix-socket connection, build its
+// record batches in it, and send Produce requests that point to them: the socket carries only
+// ProduceShared's inline parts (the request's small fields) and the batches' offsets and lengths.
 // The region is checked once, when attached (a memfd on tmpfs of the size claimed, sealed
 // against shrinking, no larger than Config.SharedMemoryBytes), and mapped read-only until the
-// connection ends. Each ProduceShared span is copied out of the mapping before anything in it is
-// decoded or checked, so a client that rewrites the region afterwards changes nothing the broker
-// does; from there the request is a Produce request like any other (the connection's reader
-// loads the span, as it reads a request from the socket: server.BodyLoader). The seal and tmpfs
+// connection ends. Each ProduceShared body (inline parts and spans, in order) is copied out
+// before anything in it is decoded or checked, so a client that rewrites the region afterwards
+// changes nothing the broker does; from there the request is a Produce request like any other
+// (the connection's reader loads the body as it reads a request from the socket:
+// server.BodyLoader). The seal and tmpfs
 // leave the client no way to make the mapping fault, and the copy runs with the runtime's
 // panic-on-fault set anyway, so that a fault would close the connection rather than crash the
 // broker. A client can make the broker fault in at most the region's pages (holes it punched),
-// which stay charged to the broker while mapped: bounded by the region's size. The copy replaces
-// the socket's two (the client's write and the broker's read) and their system calls and
-// wake-ups.
+// which stay charged to the broker while mapped: bounded by the region's size. The one copy
+// replaces the socket's two (the client's write and the broker's read) and their system calls
+// and wake-ups.
 //
 // An AttachMemory request drops the connection's region before it checks the new one, so a
 // refused second region leaves none, as the client assumes from the moment it sends one.

@@ -1,15 +1,16 @@
 package wire
 
 // AttachMemory (key 9000) and ProduceShared (key 9001) let a producer on the
-// broker's host hand over its requests' bytes through shared memory instead of
-// the socket. They are Sluice's own apis, numbered far above Kafka's.
+// broker's host hand over its record batches in shared memory instead of
+// through the socket. They are Sluice's own apis, numbered far above Kafka's.
 //
 // Behavior: AttachMemory is sent over a unix socket together with a memfd,
 // passed as SCM_RIGHTS ancillary data in the same sendmsg as the request's
 // first byte. The memfd must be on tmpfs (not hugetlbfs) and sealed against
 // shrinking (F_SEAL_SHRINK), so that the broker's mapping of it cannot fault,
-// and Bytes must be its size. The broker first drops the connection's region, if any, then keeps
-// the new one for the life of the connection (one region per connection).
+// and Bytes must be its size. The broker first drops the connection's region,
+// if any, then keeps the new one for the life of the connection (one region
+// per connection; one region may be attached to several connections).
 // Errors: ErrInvalidRequest if no descriptor came with the request, it is not
 // a sealed memfd of Bytes bytes, or the broker allows no regions (or none that
 // large) on this connection.
@@ -21,11 +22,11 @@ package wire
 // copies the spans out of the region before it decodes or checks anything, so a
 // client that changes the region afterwards changes nothing the broker does,
 // and answers exactly as for that Produce request, in the Produce response
-// layout. Once the response arrives the span is the client's again; acks=0
+// layout. Once the response arrives the spans are the client's again; acks=0
 // gets no response, so a client must not send such a request this way. A
-// span outside the region or longer than the broker's request size limit, or
-// ProduceShared on a connection with no region, closes the connection as a
-// malformed request does: there is no request to answer.
+// span outside the region, a body longer than the broker's request size
+// limit, or ProduceShared on a connection with no region closes the
+// connection as a malformed request does: there is no request to answer.
 
 // Sluice's own api keys.
 const (
