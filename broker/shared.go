@@ -103,6 +103,11 @@ func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byt
 	if err != nil {
 		return err
 	}
+	region.mu.RLock()
+	defer region.mu.RUnlock()
+	if len(region.mem) == 0 {
+		return errNoRegion // replaced since sharedParts looked
+	}
 	for _, part := range req.Parts {
 		dst = dst[copy(dst, part.Inline):]
 		if part.Length > 0 {
@@ -146,7 +151,10 @@ func sharedParts(c *server.Conn, h wire.RequestHeader, small []byte) (*wire.Prod
 	if region == nil {
 		return nil, nil, errNoRegion
 	}
+	region.mu.RLock()
+	defer region.mu.RUnlock()
 	size := int64(len(region.mem))
+	var spans int64
 	for _, part := range req.Parts {
 		if part.Length == 0 {
 			continue
@@ -154,6 +162,12 @@ func sharedParts(c *server.Conn, h wire.RequestHeader, small []byte) (*wire.Prod
 		if part.Offset < 0 || part.Offset > size-int64(part.Length) {
 			return nil, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, part.Offset, part.Length, size)
 		}
+		spans += int64(part.Length)
+	}
+	if spans > size {
+		// Spans that repeat or overlap: a few bytes of socket traffic would make the broker
+		// allocate and copy far more than the client ever shared.
+		return nil, nil, fmt.Errorf("%w: %d bytes of spans in a region of %d", errSpan, spans, size)
 	}
 	return req, region, nil
 }

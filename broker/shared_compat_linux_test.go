@@ -143,7 +143,9 @@ func TestProduceSharedBoundedByRequestMaxBytes(t *testing.T) {
 
 // A producer with the default config, over a unix socket, to a broker that does not know
 // AttachMemory (any Sluice broker before it closes the connection on an unknown api key): the
-// client dials again without asking, and the producer works.
+// client dials again, and the producer works. (The proxy passes ApiVersions on to a broker
+// that lists AttachMemory, so the client tries once more before it settles for a plain
+// connection; with a real old broker it would also stop asking.)
 func TestProducerAgainstBrokerWithoutAttachMemory(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
 	createTopic(t, dial(t, b.Addr().String()), "compat", 1)

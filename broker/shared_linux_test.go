@@ -318,6 +318,37 @@ func TestAttachMemoryRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("spans longer than the region", func(t *testing.T) {
+		// A well-formed request whose two partitions point to the same batch: each span is
+		// inside the region, but together they claim more than it holds. A few bytes of socket
+		// traffic must not make the broker allocate and copy more than the client shared.
+		c := dial(t, b.Addr().String())
+		createTopic(t, c, "shm-twice", 2)
+		f, mem := memfd(t, 4096, unix.F_SEAL_SHRINK)
+		r := dialRawUnix(t, b)
+		if resp := r.attach(1, 4096, f); resp.ErrorCode != wire.NoError {
+			t.Fatalf("attach: %v", resp.ErrorCode)
+		}
+		recs := records(t, strings.Repeat("y", 2500))
+		n := int32(copy(mem, recs))
+		req := &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+			{Topic: "shm-twice", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: recs}, {Partition: 1, Records: recs}}},
+		}}
+		enc, cuts, _ := req.AppendSegments(nil, nil)
+		twice := &wire.ProduceSharedRequest{Parts: []wire.SharedPart{
+			{Inline: enc[:cuts[0]], Length: n}, {Inline: enc[cuts[0]:cuts[1]], Length: n}, {Inline: enc[cuts[1]:]},
+		}}
+		once := &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Inline: enc[:cuts[0]], Length: n}, {Inline: append(enc[cuts[0]:cuts[1]:cuts[1]], recs...)}, {Inline: enc[cuts[1]:]}}}
+		var resp wire.ProduceResponse
+		r.send(2, once, nil) // the same request with one batch inline: answered
+		if !r.recv(2, &resp) || resp.Topics[0].Partitions[1].ErrorCode != wire.NoError {
+			t.Fatalf("one span: %+v", resp)
+		}
+		r.send(3, twice, nil)
+		if r.recv(3, &resp) {
+			t.Fatal("spans of more than the region were answered")
+		}
+	})
 }
 
 // The broker copies a span before it decodes it: a body that is not a Produce request is a

@@ -5,10 +5,12 @@ package broker
 import (
 	"errors"
 	"os"
+	"sync"
 )
 
 // sharedRegion is a client's shared memory; only Linux has memfds to attach.
 type sharedRegion struct {
+	mu  sync.RWMutex
 	mem []byte
 }
 

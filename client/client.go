@@ -159,18 +159,8 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 		return nil, err
 	}
 	if c.cfg.region != nil && conn.unix != nil && !c.noSharedMemory(addr) {
-		if err := conn.AttachSharedMemory(ctx, c.cfg.region); err != nil {
-			c.cfg.Logger.Info("sluice client: produce requests go through the socket", "broker", addr, "err", err)
-			if conn.isClosed() {
-				// A broker that does not know AttachMemory closes the connection: it is one
-				// from before shared memory. Never ask it again; dial once more without.
-				c.mu.Lock()
-				c.noShm[addr] = true
-				c.mu.Unlock()
-				if conn, err = Dial(ctx, addr, c.cfg.ClientID); err != nil {
-					return nil, err
-				}
-			}
+		if conn, err = c.attach(ctx, addr, conn); err != nil {
+			return nil, err
 		}
 	}
 	c.mu.Lock()
@@ -185,6 +175,49 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 	}
 	c.conns[addr] = conn
 	return conn, nil
+}
+
+// attach attaches the client's shared-memory region to conn, a new connection to addr. A broker
+// that does not know AttachMemory closes the connection; then attach dials again, asks the
+// broker what it supports, and either tries once more (the connection broke for another
+// reason) or never asks that address again. It returns the connection to use, with or without
+// the region; an error only if it could not dial again.
+func (c *Client) attach(ctx context.Context, addr string, conn *Conn) (*Conn, error) {
+	err := conn.AttachSharedMemory(ctx, c.cfg.region)
+	if err == nil || !conn.isClosed() {
+		if err != nil {
+			c.cfg.Logger.Info("sluice client: batches go through the socket", "broker", addr, "err", err)
+		}
+		return conn, nil
+	}
+	if conn, err = Dial(ctx, addr, c.cfg.ClientID); err != nil {
+		return nil, err
+	}
+	var versions wire.APIVersionsResponse
+	if verr := conn.Call(ctx, &wire.APIVersionsRequest{}, &versions); verr == nil && !supports(versions.APIKeys, wire.AttachMemory) {
+		c.cfg.Logger.Info("sluice client: the broker does not know shared memory; batches go through the socket", "broker", addr)
+		c.mu.Lock()
+		c.noShm[addr] = true
+		c.mu.Unlock()
+		return conn, nil
+	}
+	if err := conn.AttachSharedMemory(ctx, c.cfg.region); err != nil {
+		c.cfg.Logger.Info("sluice client: batches go through the socket", "broker", addr, "err", err)
+		if conn.isClosed() {
+			return Dial(ctx, addr, c.cfg.ClientID)
+		}
+	}
+	return conn, nil
+}
+
+// supports reports whether key is among the api ranges a broker advertised.
+func supports(apis []wire.APIVersionRange, key wire.APIKey) bool {
+	for _, a := range apis {
+		if a.APIKey == key {
+			return true
+		}
+	}
+	return false
 }
 
 // noSharedMemory reports whether the broker at addr closed a connection that asked for a

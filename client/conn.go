@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/net/wire"
@@ -275,7 +274,7 @@ func (c *Conn) writeLocked(h *wire.RequestHeader, req wire.Request, file *os.Fil
 	}
 	// The descriptor goes with the frame's first byte; the rest, if the socket took only part,
 	// follows without it.
-	n, _, err := c.unix.WriteMsgUnix(c.buf, syscall.UnixRights(int(file.Fd())), nil)
+	n, _, err := c.unix.WriteMsgUnix(c.buf, unixRights(file), nil)
 	if err == nil && n < len(c.buf) {
 		_, err = c.nc.Write(c.buf[n:])
 	}

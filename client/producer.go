@@ -342,10 +342,12 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 
 // newProducerRegion creates the shared-memory region of a producer whose bootstrap address is
 // a unix socket, carved into batch.size buffers, or returns nil (not a unix socket, turned off,
-// too small for one batch, or no memfds here: then batches are built and sent as usual).
+// too small for one batch, a batch.size below a batch header's, or no memfds here: then
+// batches are built and sent as usual). With compression the batches sent are the codec's
+// output, outside the region, so the region is not made at all.
 func newProducerRegion(cfg ProducerConfig) *SharedRegion {
-	if cfg.SharedMemoryBytes < cfg.BatchSize || len(cfg.Brokers) == 0 {
-		return nil
+	if cfg.SharedMemoryBytes < cfg.BatchSize || cfg.BatchSize < batch.HeaderSize || cfg.Compression != batch.None || len(cfg.Brokers) == 0 {
+		return nil // a batch.size below a header's size gives every record a batch of its own
 	}
 	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil || network != "unix" {
 		return nil

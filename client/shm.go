@@ -122,6 +122,9 @@ func (r *SharedRegion) write(fn func()) bool {
 // fields, batches elsewhere) goes inline. It reports false when no batch is in the region.
 // Called with wmu held; the request aliases the connection's scratch buffers.
 func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceSharedRequest, bool) {
+	if !c.anyInRegionLocked(req) {
+		return nil, false // before any copying: the request goes out by writev as it is
+	}
 	enc, cuts, _ := req.AppendSegments(c.buf[:0], c.cuts[:0])
 	c.buf, c.cuts = enc, cuts
 	inline := c.inline[:0]
@@ -146,6 +149,23 @@ func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceShare
 	}
 	c.shared.Parts = parts
 	return &c.shared, true
+}
+
+// anyInRegionLocked reports whether some batch of req lies in the connection's region.
+func (c *Conn) anyInRegionLocked(req *wire.ProduceRequest) bool {
+	for t := range req.Topics {
+		for _, p := range req.Topics[t].Partitions {
+			if _, ok := c.shm.offsetOf(p.Records); ok {
+				return true
+			}
+			for _, b := range p.Batches {
+				if _, ok := c.shm.offsetOf(b); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // sharedSpan is a part of a ProduceShared request under construction: inline bytes by index,

@@ -35,3 +35,6 @@ func newSharedMemfd(size int) (*os.File, []byte, error) {
 }
 
 func unmapSharedMemfd(mem []byte) { _ = unix.Munmap(mem) }
+
+// unixRights is the ancillary data that passes f over a unix socket.
+func unixRights(f *os.File) []byte { return unix.UnixRights(int(f.Fd())) }

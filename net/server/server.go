@@ -43,8 +43,11 @@ type Handler interface {
 // connection's reader loads such a body before it decides who serves the
 // request, as it would read one from the socket, so a large loaded body is
 // served on the overlap goroutine while the reader loads the next (see Conn).
-// Both methods are called on the reader, in request order, between the Serve
-// calls of the requests before and after.
+// Both methods are called on the reader, in request order, before the Serve
+// call of their request and after the Serve calls of the requests before it
+// that the reader served itself; a request before it handed to the overlap
+// goroutine may still be being served. Whatever they read that a Serve call
+// may change needs its own synchronization.
 type BodyLoader interface {
 	Handler
 	// BodyLength returns the length of the body that request h, whose own

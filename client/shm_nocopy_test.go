@@ -8,10 +8,10 @@ import (
 
 // A Produce request none of whose batches lies in the region (compressed batches, which the
 // builder writes outside its slot; batches of a large record; a region that ran out of slots)
-// goes out as a plain Produce by writev, without copying its batches. sharedRequestLocked
-// decides that only after copying every batch into c.inline: one extra copy of every byte of
-// such requests, and a per-connection buffer grown to the largest request, kept.
-func TestReview2NoCopyWhenNothingIsShared(t *testing.T) {
+// goes out as a plain Produce by writev, without copying its batches (sharedRequestLocked once
+// decided that only after copying every batch into c.inline: one extra copy of every byte of
+// such requests, and a per-connection buffer grown to the largest request, kept).
+func TestNoCopyWhenNothingIsShared(t *testing.T) {
 	region := &SharedRegion{mem: make([]byte, 1<<20)}
 	c := &Conn{shm: region}
 	compressed := make([]byte, 512<<10) // e.g. an lz4 batch in the builder's out buffer

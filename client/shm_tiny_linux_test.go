@@ -9,10 +9,10 @@ import (
 )
 
 // A batch.size smaller than a batch header (61 bytes) is a valid configuration (every record
-// gets a batch of its own) and works over TCP; over a unix socket the producer carves its
-// shared-memory region into batch.size slots and UseBuffer slices a slot to HeaderSize, which
-// panics inside Send.
-func TestReview2TinyBatchSizeOverUnix(t *testing.T) {
+// gets a batch of its own) and works over TCP; over a unix socket the producer once carved its
+// shared-memory region into batch.size slots, and UseBuffer sliced a slot to HeaderSize, which
+// panicked inside Send: no region for batches smaller than a header.
+func TestTinyBatchSizeOverUnix(t *testing.T) {
 	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
 	for _, tc := range []struct{ name, addr string }{
 		{"tcp", b.Addr().String()},
