@@ -101,6 +101,13 @@ func (b *Builder) UseBuffer(buf []byte) {
 	b.Reset(b.opts)
 }
 
+// UseOutBuffer makes buf the buffer Build compresses into (a batch with a codec): the
+// compressed batch is written there if it fits, else into a buffer of its own.
+func (b *Builder) UseOutBuffer(buf []byte) {
+	b.out = buf[:0]
+	b.built = nil
+}
+
 // Reset empties the builder for a new batch, keeping its buffers.
 func (b *Builder) Reset(opts BuilderOptions) {
 	b.opts = opts

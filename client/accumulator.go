@@ -324,7 +324,7 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	}
 	if p.region != nil && b.slot == nil {
 		if b.slot = p.region.takeSlot(); b.slot != nil {
-			b.builder.UseBuffer(b.slot)
+			p.useSlot(b)
 		}
 	}
 	b.builder.Reset(p.builderOpts)
@@ -334,8 +334,7 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	} else if !p.region.write(warm) {
 		// The producer is closing and its region is gone: this batch will not be opened,
 		// but nothing may write to the slot's old memory either.
-		b.slot = nil
-		b.builder.UseBuffer(make([]byte, batch.HeaderSize, 4<<10))
+		p.dropSlot(b)
 	}
 	b.recs, b.recsFrom = b.recs[:0], 0
 	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built, b.alone = reserved, 0, time.Time{}, nil, nil, false
@@ -356,6 +355,26 @@ func (b *accBatch) warm(bytes, recs int) {
 	}
 }
 
+// useSlot has b's builder build in b.slot: its records, or with a codec the compressed batch
+// (the batch that is sent).
+func (p *Producer) useSlot(b *accBatch) {
+	if p.builderOpts.Compression == batch.None {
+		b.builder.UseBuffer(b.slot)
+	} else {
+		b.builder.UseOutBuffer(b.slot)
+	}
+}
+
+// dropSlot takes b off its slot for good (the slot is not given back).
+func (p *Producer) dropSlot(b *accBatch) {
+	b.slot = nil
+	if p.builderOpts.Compression == batch.None {
+		b.builder.UseBuffer(make([]byte, batch.HeaderSize, 4<<10))
+	} else {
+		b.builder.UseOutBuffer(nil)
+	}
+}
+
 // discardBatch gives back a batch from newBatch that was not opened.
 func (p *Producer) discardBatch(b *accBatch) {
 	if b == nil {
@@ -369,11 +388,11 @@ func (p *Producer) recycleBatch(b *accBatch) {
 	clear(b.recs) // drop the callbacks
 	b.part, b.lastErr, b.built = nil, nil, nil
 	if b.frozen {
-		b.slot, b.frozen = nil, false
-		b.builder.UseBuffer(make([]byte, batch.HeaderSize, 4<<10))
+		p.dropSlot(b)
+		b.frozen = false
 	}
 	if b.slot != nil {
-		b.builder.UseBuffer(b.slot) // back from a large record's buffer, if it had moved
+		p.useSlot(b) // back from a buffer of its own, if the batch had outgrown the slot
 	}
 	if b.builder.EstimatedSize() > 2*p.cfg.BatchSize || !p.batches.put(b) {
 		// A large record's buffer (let it go rather than pin it in the pool), or the pool is

@@ -343,10 +343,9 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 // newProducerRegion creates the shared-memory region of a producer whose bootstrap address is
 // a unix socket, carved into batch.size buffers, or returns nil (not a unix socket, turned off,
 // too small for one batch, a batch.size below a batch header's, or no memfds here: then
-// batches are built and sent as usual). With compression the batches sent are the codec's
-// output, outside the region, so the region is not made at all.
+// batches are built and sent as usual). With a codec, the slots take the compressed batches.
 func newProducerRegion(cfg ProducerConfig) *SharedRegion {
-	if cfg.SharedMemoryBytes < cfg.BatchSize || cfg.BatchSize < batch.HeaderSize || cfg.Compression != batch.None || len(cfg.Brokers) == 0 {
+	if cfg.SharedMemoryBytes < cfg.BatchSize || cfg.BatchSize < batch.HeaderSize || len(cfg.Brokers) == 0 {
 		return nil // a batch.size below a header's size gives every record a batch of its own
 	}
 	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil || network != "unix" {
@@ -357,8 +356,18 @@ func newProducerRegion(cfg ProducerConfig) *SharedRegion {
 		cfg.Logger.Info("sluice producer: batches go through the socket", "err", err)
 		return nil
 	}
-	r.carve(cfg.BatchSize)
+	r.carve(slotSize(cfg))
 	return r
+}
+
+// slotSize is the size of the region's batch buffers: batch.size, or with a codec room for the
+// codecs' worst case (they reserve their output bound before compressing: snappy's is the
+// largest, n + n/6 + 32), so that a compressed batch is written in its slot.
+func slotSize(cfg ProducerConfig) int {
+	if cfg.Compression == batch.None {
+		return cfg.BatchSize
+	}
+	return cfg.BatchSize + cfg.BatchSize/4 + 4<<10
 }
 
 // ProducerStats are a Producer's counters since NewProducer, summed over brokers (Requests is

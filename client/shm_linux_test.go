@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
 )
 
@@ -29,13 +30,22 @@ func TestProducerSharedMemory(t *testing.T) {
 		{"smaller than a batch", batchSize - 1, client.AcksLeader, false, true},
 		{"off", -1, client.AcksLeader, false, true},
 		{"acks=0", 0, client.AcksNone, false, true}, // no response would say when a buffer is free
+		// With a codec the compressed batches are built in the region.
+		{"gzip", 0, client.AcksLeader, true, false},
+		{"snappy", 0, client.AcksLeader, true, false},
+		{"lz4", 0, client.AcksLeader, true, false},
+		{"zstd", 0, client.AcksLeader, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			topic := fmt.Sprintf("shm-%d-%d", tc.regionBytes, tc.acks)
+			topic := fmt.Sprintf("shm-%d-%d-%s", tc.regionBytes, tc.acks, tc.name[:2])
 			prodCreateTopic(t, addr, topic, 1)
+			codec, err := batch.ParseCodec(tc.name)
+			if err != nil {
+				codec = batch.None
+			}
 			p := prodNew(t, client.ProducerConfig{
 				Config: client.Config{Brokers: []string{addr}, SharedMemoryBytes: tc.regionBytes},
-				Acks:   tc.acks, BatchSize: batchSize, Linger: 5 * time.Millisecond, MaxInFlight: 1,
+				Acks:   tc.acks, BatchSize: batchSize, Linger: 5 * time.Millisecond, MaxInFlight: 1, Compression: codec,
 			})
 			ctx := prodCtx(t, 20*time.Second)
 			const n = 5000
