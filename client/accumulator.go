@@ -396,7 +396,7 @@ func (p *Producer) recycleBatch(b *accBatch) {
 	}
 	if b.builder.EstimatedSize() > 2*p.cfg.BatchSize || !p.batches.put(b) {
 		// A large record's buffer (let it go rather than pin it in the pool), or the pool is
-		// full: the batch goes, its slot stays.
+		// full: the batch goes, and its slot back to the region.
 		if b.slot != nil {
 			p.region.putSlot(b.slot)
 		}

@@ -206,10 +206,10 @@ func (c *Conn) send(req wire.Request, ch chan []byte) (shared bool, err error) {
 }
 
 // sendCall writes req and, if p.ch is set, registers p to receive the response. It returns
-// the request's correlation id and whether the request went through the shared-memory region.
-// A Produce request that expects a response goes through the
-// shared-memory region if the connection has one with room; file, if not nil, is passed with
-// the request (SCM_RIGHTS; unix sockets only).
+// the request's correlation id and whether the request pointed into the shared-memory region:
+// a Produce request that expects a response does, as ProduceShared, when the connection has a
+// region attached and some of its batches lie in it. file, if not nil, is passed with the
+// request (SCM_RIGHTS; unix sockets only).
 func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, bool, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

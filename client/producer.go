@@ -345,7 +345,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 // too small for one batch, a batch.size below a batch header's, or no memfds here: then
 // batches are built and sent as usual). With a codec, the slots take the compressed batches.
 func newProducerRegion(cfg ProducerConfig) *SharedRegion {
-	if cfg.SharedMemoryBytes < cfg.BatchSize || cfg.BatchSize < batch.HeaderSize || len(cfg.Brokers) == 0 {
+	if cfg.SharedMemoryBytes < slotSize(cfg) || cfg.BatchSize < batch.HeaderSize || len(cfg.Brokers) == 0 {
 		return nil // a batch.size below a header's size gives every record a batch of its own
 	}
 	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil || network != "unix" {
@@ -377,8 +377,8 @@ type ProducerStats struct {
 	Requests int64 // Produce requests written to a connection (a resent batch's request counts again)
 	Batches  int64 // record batches in those requests
 	Bytes    int64 // bytes of those batches, as sent (compressed)
-	// SharedRequests counts the Requests whose bytes went through a shared-memory region
-	// (Config.SharedMemoryBytes) rather than the socket.
+	// SharedRequests counts the Requests that pointed to their batches (some or all) in the
+	// producer's shared-memory region (Config.SharedMemoryBytes) instead of carrying them.
 	SharedRequests int64
 }
 
