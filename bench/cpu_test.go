@@ -193,3 +193,28 @@ func TestCPUMarkSoon(t *testing.T) {
 		t.Errorf("a mark %v after the last did not read the clock: %v -> %v s", cpuMarkEvery, first, got)
 	}
 }
+
+// A broker in its own process: its CPU time over the window counts in seconds and is reported
+// apart by brokerSeconds.
+func TestCPUMeterBrokerProcess(t *testing.T) {
+	if _, ok := processCPU(); !ok {
+		t.Skip("no process CPU time here")
+	}
+	broker := 10 * time.Second
+	m := cpuMeter{broker: func() (time.Duration, bool) { return broker, true }}
+	m.begin()
+	broker += 1500 * time.Millisecond
+	m.mark()
+	if got := m.brokerSeconds(); got != 1.5 {
+		t.Fatalf("brokerSeconds %v, want 1.5", got)
+	}
+	if got := m.seconds(); got < 1.5 || got > 3 {
+		t.Fatalf("seconds %v, want the broker's 1.5 plus this process's little", got)
+	}
+	var none cpuMeter
+	none.begin()
+	none.mark()
+	if none.brokerSeconds() != 0 {
+		t.Fatal("broker seconds without a broker process")
+	}
+}

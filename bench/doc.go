@@ -24,8 +24,9 @@
 //     or from the first to the last record received (consume).
 //   - CPU (Result.CPUSeconds) is the process's user and system time over the same window
 //     (within 5 ms of its end, for runs that end with a wait for more records), client,
-//     harness and any in-process broker together; the summary shows it as cores kept busy and
-//     seconds per GB (cpu.go).
+//     harness and any in-process broker together, plus a broker process's (BrokerCPUReader:
+//     --broker-process), which is also reported apart; the summary shows it as cores kept
+//     busy and seconds per GB (cpu.go).
 //   - Drivers whose producers count their requests (RequestCounter: Sluice's Producer.Stats,
 //     kgo's hooks) report produce requests and batches over the whole run, warm-up included:
 //     how many batches a request carried explains much of a run's speed.

@@ -73,6 +73,21 @@ type RequestCounter interface {
 	SentRequests() (requests, batches int64)
 }
 
+// BrokerCPUReader is a Driver whose broker runs in a process of its own on this machine
+// (Sluice's --broker-process): a run's CPU time then counts that process's too, so that it
+// stays comparable with a run against an in-process broker, and reports it apart.
+type BrokerCPUReader interface {
+	BrokerCPU() (time.Duration, bool)
+}
+
+// brokerCPUOf returns d's BrokerCPU, or nil.
+func brokerCPUOf(d Driver) func() (time.Duration, bool) {
+	if r, ok := d.(BrokerCPUReader); ok {
+		return r.BrokerCPU
+	}
+	return nil
+}
+
 // SharedRequestCounter is a Producer that can say how many of its produce requests went through
 // shared memory rather than the socket (Sluice's producer over a unix socket).
 type SharedRequestCounter interface {

@@ -39,6 +39,7 @@ var figures = []struct {
 	{"send_lag_ms.p999", func(r *Result) *float64 { return &r.SendLagMs.P999 }},
 	{"send_lag_ms.max", func(r *Result) *float64 { return &r.SendLagMs.Max }},
 	{"cpu_seconds", func(r *Result) *float64 { return &r.CPUSeconds }},
+	{"broker_cpu_seconds", func(r *Result) *float64 { return &r.BrokerCPUSeconds }},
 	{"rss_peak_mb", func(r *Result) *float64 { return &r.RSSPeakMB }},
 	{"heap_inuse_mb", func(r *Result) *float64 { return &r.HeapInuseMB }},
 }

@@ -48,12 +48,16 @@ type Result struct {
 	// run's throughput against each (SetBounds; none unless asked for).
 	Limits []Bound `json:"limits,omitempty"`
 	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
-	// any in-process broker or peer) over the measured window: from the first measured send
+	// any in-process broker or peer; plus a broker process's, BrokerCPUSeconds) over the
+	// measured window: from the first measured send
 	// (consume: the first record received) to the last record (within 5 ms). Zero where the
 	// system does not say.
-	CPUSeconds  float64 `json:"cpu_seconds,omitempty"`
-	RSSPeakMB   float64 `json:"rss_peak_mb"`
-	HeapInuseMB float64 `json:"heap_inuse_mb"`
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// BrokerCPUSeconds is the part of CPUSeconds spent by a broker in a process of its own
+	// (BrokerCPUReader), zero for an in-process or remote broker.
+	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
+	RSSPeakMB        float64 `json:"rss_peak_mb"`
+	HeapInuseMB      float64 `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
 	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
@@ -127,6 +131,9 @@ func (r Result) cpuLine() string {
 		return ""
 	}
 	line := fmt.Sprintf("cpu: %.2f s", r.CPUSeconds)
+	if r.BrokerCPUSeconds > 0 {
+		line += fmt.Sprintf(" (broker process %.2f s)", r.BrokerCPUSeconds)
+	}
 	if r.Seconds > 0 {
 		line += fmt.Sprintf(", %.2f cores", r.CPUSeconds/r.Seconds)
 	}

@@ -58,6 +58,10 @@ type Config struct {
 	// (ProducerOptions.NoSharedMemory).
 	NoSharedMemory bool
 
+	// brokerCPU reads the CPU time of the driver's broker process, if it runs in one
+	// (BrokerCPUReader); set by Produce, Consume and E2E.
+	brokerCPU func() (time.Duration, bool)
+
 	Group string // consumer group for consume runs (none by default)
 	// FetchBytes is the consumers' fetch size per partition (ConsumerOptions.FetchBytes; 0:
 	// the driver's default), as kafka-consumer-perf-test's --fetch-size.
@@ -509,6 +513,7 @@ func (q *quota) stop(due time.Time) bool {
 
 func newSchedule(c Config) *schedule {
 	s := &schedule{start: c.Clock.Now(), records: c.Records}
+	s.cpu.broker = c.brokerCPU
 	s.measureStart = s.start.Add(c.Warmup)
 	if c.Records <= 0 {
 		s.end = s.measureStart.Add(c.Duration)
@@ -621,6 +626,7 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	c.brokerCPU = brokerCPUOf(d)
 	if c.RateOfMax > 0 {
 		return atRateOfMax(ctx, d, c, Produce, false)
 	}
@@ -654,7 +660,7 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	if c.Rate > 0 {
 		r.SendLagMs = mergeLag(all)
 	}
-	r.CPUSeconds = sc.cpu.seconds()
+	r.CPUSeconds, r.BrokerCPUSeconds = sc.cpu.seconds(), sc.cpu.brokerSeconds()
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(end.Sub(sc.measureStart).Seconds())
@@ -669,6 +675,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	c.brokerCPU = brokerCPUOf(d)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var consumers []Consumer
@@ -686,8 +693,8 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	}
 	var (
 		received    atomic.Int64
-		first, last atomic.Int64 // ns since start
-		cpu         cpuMeter     // from the first record received
+		first, last atomic.Int64                    // ns since start
+		cpu         = cpuMeter{broker: c.brokerCPU} // from the first record received
 	)
 	start := c.Clock.Now()
 	first.Store(-1)
@@ -755,7 +762,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	close(stop)
 	wg.Wait()
 	r, _ := merge(all)
-	r.CPUSeconds = cpu.seconds()
+	r.CPUSeconds, r.BrokerCPUSeconds = cpu.seconds(), cpu.brokerSeconds()
 	r.Name, r.Driver, r.Mode, r.Timeline = c.Name, d.Name(), ModeConsume, timeline
 	secs := 0.0
 	if f := first.Load(); f >= 0 {
@@ -776,6 +783,7 @@ func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	c.brokerCPU = brokerCPUOf(d)
 	if c.RateOfMax > 0 {
 		return atRateOfMax(ctx, d, c, e2eFlatOut, true)
 	}
@@ -792,6 +800,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	c.brokerCPU = brokerCPUOf(d)
 	if c.RecordSize < e2eHeader {
 		return Result{}, fmt.Errorf("bench: e2e records must be at least %d bytes", e2eHeader)
 	}
@@ -926,7 +935,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError
 	}
-	r.CPUSeconds = sc.cpu.seconds()
+	r.CPUSeconds, r.BrokerCPUSeconds = sc.cpu.seconds(), sc.cpu.brokerSeconds()
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeE2E, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish((time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())

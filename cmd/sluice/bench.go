@@ -33,18 +33,19 @@ var embeddedPeers = map[string]func(ctx context.Context, dataDir string) (bench.
 
 // benchOptions are the flags of every `sluice bench` subcommand that runs a workload.
 type benchOptions struct {
-	broker    string
-	embedded  bool
-	transport string
-	driver    string
-	dataDir   string
-	json      bool
-	runs      int
-	pause     time.Duration
-	cpuProf   string
-	traceFile string
-	memProf   string
-	report    string
+	broker        string
+	embedded      bool
+	brokerProcess bool
+	transport     string
+	driver        string
+	dataDir       string
+	json          bool
+	runs          int
+	pause         time.Duration
+	cpuProf       string
+	traceFile     string
+	memProf       string
+	report        string
 	// limits probes the machine's limits that bound each run right before it (--limits),
 	// each probe limitsDuration long.
 	limits         bool
@@ -103,6 +104,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
 	f.BoolVar(&o.embedded, "embedded", false, "start an in-process broker on a temporary data directory")
 	f.StringVar(&o.transport, "transport", bench.TransportTCP, "with --embedded: tcp or unix")
+	f.BoolVar(&o.brokerProcess, "broker-process", false, "with --embedded: run the broker as a child process (this binary's serve) instead of in-process, as an application and its broker on one host; its CPU time counts in the run's and is reported apart (broker_cpu_seconds)")
 	f.StringVar(&o.driver, "driver", "sluice", "system under test: sluice or a registered peer ("+strings.Join(peerNames(), ", ")+")")
 	f.StringVar(&o.dataDir, "data-dir", "", "with --embedded: where to make the temporary data directory (default: the system's temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
@@ -238,7 +240,17 @@ func openDriver(ctx context.Context, o *benchOptions, stderr io.Writer) (bench.D
 	if o.transport != bench.TransportTCP && o.transport != bench.TransportUnix {
 		return nil, fmt.Errorf("--transport %q: want tcp or unix", o.transport)
 	}
+	if o.brokerProcess && (!o.embedded || o.driver != "sluice") {
+		return nil, errors.New("--broker-process needs --embedded and the sluice driver")
+	}
 	if o.driver == "sluice" {
+		if o.brokerProcess {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("--broker-process: %w", err)
+			}
+			return bench.ProcessSluice(ctx, exe, o.dataDir, o.transport, benchLogger(stderr))
+		}
 		if o.embedded {
 			return bench.EmbeddedSluice(ctx, o.dataDir, o.transport, benchLogger(stderr))
 		}

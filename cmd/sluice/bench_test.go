@@ -216,6 +216,8 @@ func TestBenchBadArguments(t *testing.T) {
 		{"e2e", "--embedded", "--record-size", "8", "--records", "1"},
 		{"compare", "--mode", "consume"},
 		{"consume", "--embedded", "--records", "1", "--fetch-size", "-1"},
+		{"produce", "--broker-process", "--records", "1"},
+		{"produce", "--embedded", "--broker-process", "--driver", "kafka", "--records", "1"},
 	} {
 		if _, _, err := runBench(t, args...); err == nil {
 			t.Errorf("sluice bench %s: want an error", strings.Join(args, " "))
