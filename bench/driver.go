@@ -75,9 +75,11 @@ type RequestCounter interface {
 
 // BrokerCPUReader is a Driver whose broker runs in a process of its own on this machine
 // (Sluice's --broker-process): a run's CPU time then counts that process's too, so that it
-// stays comparable with a run against an in-process broker, and reports it apart.
+// stays comparable with a run against an in-process broker, and reports it apart, with the
+// process's peak RSS.
 type BrokerCPUReader interface {
 	BrokerCPU() (time.Duration, bool)
+	BrokerRSSPeakMB() float64 // 0 if unknown
 }
 
 // brokerCPUOf returns d's BrokerCPU, or nil.
@@ -86,6 +88,14 @@ func brokerCPUOf(d Driver) func() (time.Duration, bool) {
 		return r.BrokerCPU
 	}
 	return nil
+}
+
+// brokerRSSPeakMB returns the peak RSS of d's broker process, or 0.
+func brokerRSSPeakMB(d Driver) float64 {
+	if r, ok := d.(BrokerCPUReader); ok {
+		return r.BrokerRSSPeakMB()
+	}
+	return 0
 }
 
 // SharedRequestCounter is a Producer that can say how many of its produce requests went through

@@ -120,6 +120,16 @@ func (p *BrokerProcess) Addr(transport string) (string, error) {
 // CPU returns the broker process's user and system CPU time so far.
 func (p *BrokerProcess) CPU() (time.Duration, bool) { return childCPU(p.cmd.Process.Pid) }
 
+// RSSPeakMB returns the broker process's peak resident set so far (VmHWM, as MemoryMB reads
+// this process's), 0 where /proc does not say.
+func (p *BrokerProcess) RSSPeakMB() float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	return float64(parseVmHWM(b)) * 1024 / 1e6
+}
+
 // Close stops the broker (SIGTERM, then SIGKILL after 30 s) and removes its data directory.
 func (p *BrokerProcess) Close() error {
 	select {
@@ -162,3 +172,6 @@ type processDriver struct {
 
 // BrokerCPU implements BrokerCPUReader.
 func (d *processDriver) BrokerCPU() (time.Duration, bool) { return d.p.CPU() }
+
+// BrokerRSSPeakMB implements BrokerCPUReader.
+func (d *processDriver) BrokerRSSPeakMB() float64 { return d.p.RSSPeakMB() }

@@ -56,8 +56,10 @@ type Result struct {
 	// BrokerCPUSeconds is the part of CPUSeconds spent by a broker in a process of its own
 	// (BrokerCPUReader), zero for an in-process or remote broker.
 	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
-	RSSPeakMB        float64 `json:"rss_peak_mb"`
-	HeapInuseMB      float64 `json:"heap_inuse_mb"`
+	// BrokerRSSPeakMB is that broker process's peak RSS (RSSPeakMB is this process's).
+	BrokerRSSPeakMB float64 `json:"broker_rss_peak_mb,omitempty"`
+	RSSPeakMB       float64 `json:"rss_peak_mb"`
+	HeapInuseMB     float64 `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
 	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
@@ -109,7 +111,11 @@ func (r Result) WriteSummary(w io.Writer) {
 	if line := r.limitsLine(func(string, string) string { return "" }); line != "" {
 		fmt.Fprintln(w, line+", probed before the run")
 	}
-	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB\n", r.RSSPeakMB, r.HeapInuseMB)
+	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB", r.RSSPeakMB, r.HeapInuseMB)
+	if r.BrokerRSSPeakMB > 0 {
+		fmt.Fprintf(w, "; broker process peak RSS %.1f MB", r.BrokerRSSPeakMB)
+	}
+	fmt.Fprintln(w)
 }
 
 // requestsLine tells how the records travelled: produce requests and batches per request.

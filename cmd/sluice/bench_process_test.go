@@ -41,6 +41,9 @@ func TestBenchBrokerProcess(t *testing.T) {
 			if runtime.GOOS == "linux" && (brokerCPU <= 0 || cpu < brokerCPU) {
 				t.Errorf("cpu_seconds %v, broker_cpu_seconds %v: want the broker's part, above zero", cpu, brokerCPU)
 			}
+			if rss, _ := m["broker_rss_peak_mb"].(float64); runtime.GOOS == "linux" && rss <= 0 {
+				t.Errorf("broker_rss_peak_mb %v, want the broker process's peak RSS", m["broker_rss_peak_mb"])
+			}
 		})
 	}
 	if ents, _ := filepath.Glob(filepath.Join(dir, "sluice-bench-*")); len(ents) != 0 {
