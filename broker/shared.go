@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
@@ -41,6 +42,30 @@ var (
 	errSpan           = errors.New("ProduceShared span outside the attached region")
 	errSpanRead       = errors.New("ProduceShared span not readable")
 )
+
+// sharedRegion is a client's memfd, mapped (mapSharedRegion) and attached to a connection as a
+// server.Conn value, which the connection closes after serving its last request. Its reader
+// copies from it (LoadBody); Close, when AttachMemory replaces it, normally runs on the same
+// goroutine, but would run on the overlap goroutine for an AttachMemory frame of
+// server.Config.OverlapBytes or more, so mu keeps an unmap from ever meeting a copy.
+type sharedRegion struct {
+	mu  sync.RWMutex // read: a copy in progress; write: Close
+	mem []byte       // nil once closed
+	// req is the connection's ProduceShared request being loaded, decoded again by
+	// BodyLength and LoadBody into the same slices (no allocation per request). Reader only.
+	req wire.ProduceSharedRequest
+}
+
+func (r *sharedRegion) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return nil
+	}
+	err := unmapSharedRegion(r.mem)
+	r.mem = nil
+	return err
+}
 
 // sharedRegionKey is the server.Conn value key of a connection's attached region.
 type sharedRegionKey struct{}
@@ -137,19 +162,19 @@ func copyOut(dst, src []byte) (err error) {
 // sharedParts decodes a ProduceShared request and checks its spans against the connection's
 // region.
 func sharedParts(c *server.Conn, h wire.RequestHeader, small []byte) (*wire.ProduceSharedRequest, *sharedRegion, error) {
-	req := new(wire.ProduceSharedRequest)
 	if err := wire.CheckVersion(h.APIKey, h.APIVersion); err != nil {
 		return nil, nil, err
 	}
+	region, _ := c.Value(sharedRegionKey{}).(*sharedRegion)
+	if region == nil {
+		return nil, nil, errNoRegion
+	}
+	req := &region.req
 	if err := req.ReadFrom(small); err != nil {
 		return nil, nil, err
 	}
 	if _, ok := req.BodyLength(); !ok {
 		return nil, nil, fmt.Errorf("%w: lengths out of range", errSpan)
-	}
-	region, _ := c.Value(sharedRegionKey{}).(*sharedRegion)
-	if region == nil {
-		return nil, nil, errNoRegion
 	}
 	region.mu.RLock()
 	defer region.mu.RUnlock()

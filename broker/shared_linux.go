@@ -2,31 +2,11 @@ package broker
 
 import (
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// sharedRegion is a client's memfd, mapped read-only and attached to a connection as a
-// server.Conn value, which the connection closes after serving its last request. Its reader
-// copies from it (LoadBody); Close, when AttachMemory replaces it, normally runs on the same
-// goroutine, but would run on the overlap goroutine for an AttachMemory frame of
-// server.Config.OverlapBytes or more, so mu keeps an unmap from ever meeting a copy.
-type sharedRegion struct {
-	mu  sync.RWMutex // read: a copy in progress; write: Close
-	mem []byte       // nil once closed
-}
-
-func (r *sharedRegion) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mem == nil {
-		return nil
-	}
-	err := unix.Munmap(r.mem)
-	r.mem = nil
-	return err
-}
+func unmapSharedRegion(mem []byte) error { return unix.Munmap(mem) }
 
 // mapSharedRegion maps f if it is a memfd on tmpfs of size bytes, sealed against shrinking.
 // A mapping can fault (SIGBUS) where the file no longer has pages: past its end, which the
