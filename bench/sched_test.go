@@ -165,22 +165,26 @@ func TestRealSleeperNeverWakesEarly(t *testing.T) {
 	}
 }
 
-// TestSleeperAlarmOnlyForSlowRuns: the alarm costs a system call per wait, so a run whose
-// pacers together wait more often than every alarmMin (sixteen pacers of 6,250 records/s
-// each, say) goes without it.
-func TestSleeperAlarmOnlyForSlowRuns(t *testing.T) {
+// TestSleeperAlarmOnlyWhenWaitsAreRare: the alarm costs a system call per wait, so a sleeper
+// has one only when the process's pacers together wait at most once every alarmMin, which
+// every open-loop pacer does since fast schedules are waited for in groups (Pacer.minWait).
+func TestSleeperAlarmOnlyWhenWaitsAreRare(t *testing.T) {
 	c := newRealClock()
 	for _, tc := range []struct {
-		pacer Pacer
-		alarm bool
+		pacer   Pacer
+		minWait time.Duration
+		alarm   bool
 	}{
-		{NewPacer(time.Time{}, 1000), true},
-		{Pacer{Interval: time.Millisecond, Pacers: 4}, true},
-		{Pacer{Interval: 160 * time.Microsecond, Pacers: 16}, false},
-		{NewPacer(time.Time{}, 100_000), false},
-		{NewPacer(time.Time{}, 0), false},
+		{NewPacer(time.Time{}, 1000), 0, true},
+		{Pacer{Interval: time.Millisecond, Pacers: 4}, 0, true},
+		{Pacer{Interval: 160 * time.Microsecond, Pacers: 16}, 1600 * time.Microsecond, true},
+		{NewPacer(time.Time{}, 100_000), 100 * time.Microsecond, true},
+		{NewPacer(time.Time{}, 0), 0, false},
 	} {
-		s := c.NewSleeper(tc.pacer.processInterval()).(*realSleeper)
+		if got := tc.pacer.minWait(); got != tc.minWait {
+			t.Errorf("pacer %+v: minWait %v, want %v", tc.pacer, got, tc.minWait)
+		}
+		s := c.NewSleeper(tc.pacer.processWaits()).(*realSleeper)
 		want := tc.alarm && alarmsWork
 		if got := s.alarm != nil; got != want {
 			t.Errorf("pacer %+v: alarm %v, want %v", tc.pacer, got, want)
@@ -188,6 +192,67 @@ func TestSleeperAlarmOnlyForSlowRuns(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestFastScheduleWaitsInGroups: at 100,000 records/s (10 µs apart) the pacer waits once per
+// 100 µs of schedule, never sends a record before it is due, and sends none later than the
+// group's wait; a late record goes at once, without a wait.
+func TestFastScheduleWaitsInGroups(t *testing.T) {
+	clock := &sleepCountingClock{fakeClock: newFakeClock()}
+	p := NewPacer(clock.Now(), 100_000)
+	const n = 10_000
+	var maxLag time.Duration
+	sent, err := Pace(context.Background(), clock, p, func(i int64, _ time.Time) bool { return i == n },
+		func(i int64, due time.Time) {
+			lag := clock.Now().Sub(due)
+			if lag < 0 {
+				t.Fatalf("record %d sent %v before it was due", i, -lag)
+			}
+			maxLag = max(maxLag, lag)
+			if i == 5000 {
+				clock.Advance(time.Millisecond) // a stall: the next 100 records are late
+			}
+		})
+	if err != nil || sent != n {
+		t.Fatalf("Pace: %d, %v", sent, err)
+	}
+	if maxLag > time.Millisecond || maxLag < 990*time.Microsecond {
+		t.Errorf("largest lag %v, want the stall's 1 ms less 10 µs", maxLag)
+	}
+	// 10,000 records over 100 ms of schedule: about one wait per 100 µs, less the
+	// millisecond the stall skipped.
+	if clock.sleeps < 850 || clock.sleeps > 1000 {
+		t.Errorf("%d waits for %d records, want about one per ten", clock.sleeps, n)
+	}
+
+	// Without the stall, every record goes within the group's wait of its due time.
+	clock = &sleepCountingClock{fakeClock: newFakeClock()}
+	p = NewPacer(clock.Now(), 100_000)
+	maxLag = 0
+	if _, err := Pace(context.Background(), clock, p, func(i int64, _ time.Time) bool { return i == n },
+		func(_ int64, due time.Time) { maxLag = max(maxLag, clock.Now().Sub(due)) }); err != nil {
+		t.Fatal(err)
+	}
+	if maxLag >= p.minWait() {
+		t.Errorf("largest lag %v, want under the group's %v", maxLag, p.minWait())
+	}
+}
+
+// sleepCountingClock counts the waits of its sleepers.
+type sleepCountingClock struct {
+	*fakeClock
+	sleeps int
+}
+
+func (c *sleepCountingClock) NewSleeper(time.Duration) Sleeper { return countingSleeper{c} }
+
+type countingSleeper struct{ c *sleepCountingClock }
+
+func (s countingSleeper) SleepUntil(ctx context.Context, t time.Time) error {
+	s.c.sleeps++
+	return fakeSleeper{s.c.fakeClock}.SleepUntil(ctx, t)
+}
+
+func (s countingSleeper) Close() error { return nil }
 
 // alarmsWork: this system can make an alarm (no timerfd elsewhere than Linux, nor under a
 // sandbox that refuses it).
