@@ -55,15 +55,15 @@ func (l *lockedBuffer) String() string {
 }
 
 // StartBrokerProcess runs `exe serve` on a new temporary directory (under dir, or the system's
-// temporary directory if dir is empty) and waits until it answers on its unix socket. Close
-// stops it and removes the directory.
-func StartBrokerProcess(ctx context.Context, exe, dir string) (*BrokerProcess, error) {
+// temporary directory if dir is empty), with extra arguments args, and waits until it answers
+// on its unix socket. Close stops it and removes the directory.
+func StartBrokerProcess(ctx context.Context, exe, dir string, args ...string) (*BrokerProcess, error) {
 	tmp, err := os.MkdirTemp(dir, "sluice-bench-")
 	if err != nil {
 		return nil, err
 	}
 	p := &BrokerProcess{dir: tmp, sock: filepath.Join(tmp, "s.sock"), logs: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(exe, "serve", "--data-dir", tmp, "--listen", "127.0.0.1:0", "--unix", p.sock)
+	p.cmd = exec.Command(exe, append([]string{"serve", "--data-dir", tmp, "--listen", "127.0.0.1:0", "--unix", p.sock}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		os.RemoveAll(tmp)
@@ -148,9 +148,9 @@ func (p *BrokerProcess) Close() error {
 
 // ProcessSluice starts a broker process (StartBrokerProcess) and returns a driver for it over
 // transport, named "sluice-<transport>"; closing the driver stops the process and removes its
-// data. The driver is a BrokerCPUReader.
-func ProcessSluice(ctx context.Context, exe, dir, transport string, logger *slog.Logger) (Driver, error) {
-	p, err := StartBrokerProcess(ctx, exe, dir)
+// data. The driver is a BrokerCPUReader. args go to the broker's serve command.
+func ProcessSluice(ctx context.Context, exe, dir, transport string, logger *slog.Logger, args ...string) (Driver, error) {
+	p, err := StartBrokerProcess(ctx, exe, dir, args...)
 	if err != nil {
 		return nil, err
 	}

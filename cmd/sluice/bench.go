@@ -108,7 +108,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.driver, "driver", "sluice", "system under test: sluice or a registered peer ("+strings.Join(peerNames(), ", ")+")")
 	f.StringVar(&o.dataDir, "data-dir", "", "with --embedded: where to make the temporary data directory (default: the system's temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
-	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file")
+	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file; with --broker-process the broker's goes to this file + .broker")
 	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: scheduling, GC and syscall stalls behind latency)")
 	f.StringVar(&o.memProf, "memprofile", "", "write a profile of the process's allocations during the run to this file (go tool pprof -sample_index=alloc_space: what makes garbage, and so GC pauses)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
@@ -249,7 +249,12 @@ func openDriver(ctx context.Context, o *benchOptions, stderr io.Writer) (bench.D
 			if err != nil {
 				return nil, fmt.Errorf("--broker-process: %w", err)
 			}
-			return bench.ProcessSluice(ctx, exe, o.dataDir, o.transport, benchLogger(stderr))
+			var args []string
+			if o.cpuProf != "" {
+				// The broker's own profile, next to the harness's (the last run's, with --runs).
+				args = append(args, "--cpuprofile", o.cpuProf+".broker")
+			}
+			return bench.ProcessSluice(ctx, exe, o.dataDir, o.transport, benchLogger(stderr), args...)
 		}
 		if o.embedded {
 			return bench.EmbeddedSluice(ctx, o.dataDir, o.transport, benchLogger(stderr))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,7 +16,7 @@ import (
 
 func serveCmd() *cobra.Command {
 	var (
-		dataDir, listen, unixPath, configFile, logLevel string
+		dataDir, listen, unixPath, configFile, logLevel, cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -53,15 +54,19 @@ func serveCmd() *cobra.Command {
 			// still shuts down cleanly once Open returns.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			b, err := broker.Open(cfg)
+			stopProfile, err := startProfiles(cpuProfile, "", "")
 			if err != nil {
 				return err
+			}
+			b, err := broker.Open(cfg)
+			if err != nil {
+				return errors.Join(err, stopProfile())
 			}
 			s := <-sig
 			cfg.Logger.Info("shutting down", "signal", s.String())
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
-			return b.Close(ctx)
+			return errors.Join(b.Close(ctx), stopProfile())
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "data", "directory for logs and metadata (log.dirs)")
@@ -69,5 +74,6 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&unixPath, "unix", "", "unix socket path (default <data-dir>/sluice.sock; - for none)")
 	cmd.Flags().StringVar(&configFile, "config", "", "Kafka-style properties file (log.dirs, listeners, num.partitions, message.max.bytes, ...)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the broker from start to shutdown to this file (go tool pprof)")
 	return cmd
 }
