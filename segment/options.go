@@ -38,9 +38,12 @@ type Options struct {
 	// (sync_file_range, without waiting), so that dirty pages reach the disk steadily rather
 	// than all at once when a rolled segment is fsynced: a 1 GiB fsync saturates the disk and
 	// stalls the appends made meanwhile for tens of milliseconds. RocksDB's and Pebble's
-	// bytes_per_sync. Default 64 MiB: on this project's test machine (ext4 on a virtio disk)
-	// 1 MiB steps sometimes stalled appends for 200 ms, 64 MiB never did (BENCHMARKS.md).
-	// Negative turns it off. Durability is unchanged: only an fsync makes data durable.
+	// bytes_per_sync. Default 4 MiB: each step is a burst of I/O submission in the kernel that
+	// the whole machine feels, and on this project's test machine (ext4 on a virtio disk, 2
+	// vCPUs) 64 MiB steps set an e2e run's p99.9 at 9-10 ms where 4 MiB steps gave 3.5-6.3
+	// (BENCHMARKS.md, ninth session); 1 MiB steps once stalled appends for 200 ms, before
+	// PreallocateBytes took block allocation out of writeback. Negative turns it off.
+	// Durability is unchanged: only an fsync makes data durable.
 	WritebackBytes int64
 	// PreallocateBytes keeps disk blocks reserved this far past the active segment's end
 	// (fallocate, keeping the file size; never past segment.bytes). On ext4 writeback then
@@ -68,7 +71,7 @@ var Defaults = Options{
 	FlushMessages:      math.MaxInt64,
 	FlushMs:            -1,
 	CheckpointInterval: time.Minute,
-	WritebackBytes:     64 << 20,
+	WritebackBytes:     4 << 20,
 	PreallocateBytes:   64 << 20,
 }
 
