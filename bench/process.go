@@ -65,6 +65,7 @@ func StartBrokerProcess(ctx context.Context, exe, dir string, args ...string) (*
 	p := &BrokerProcess{dir: tmp, sock: filepath.Join(tmp, "s.sock"), logs: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(exe, append([]string{"serve", "--data-dir", tmp, "--listen", "127.0.0.1:0", "--unix", p.sock}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.SysProcAttr = childAttr()
 	if err := p.cmd.Start(); err != nil {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("bench: start broker process: %w", err)
