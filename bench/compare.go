@@ -122,13 +122,14 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) {
 	tw.Flush()
 }
 
-// RunWorkload runs a workload's run (produce, or e2e with consumers) against d.
-func RunWorkload(ctx context.Context, d Driver, w Workload, progress io.Writer) (Result, error) {
+// RunWorkload runs a workload's run (produce, or e2e with consumers) against d; settle (nil
+// for none) is Config.Settle.
+func RunWorkload(ctx context.Context, d Driver, w Workload, progress io.Writer, settle func(context.Context) error) (Result, error) {
 	c, err := w.Config()
 	if err != nil {
 		return Result{}, err
 	}
-	c.Progress = progress
+	c.Progress, c.Settle = progress, settle
 	if w.Mode() == ModeE2E {
 		return E2E(ctx, d, c)
 	}

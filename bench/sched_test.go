@@ -442,6 +442,14 @@ func TestRateOfMax(t *testing.T) {
 				ProbeDuration: 300 * time.Millisecond, Duration: 300 * time.Millisecond}
 			var progress strings.Builder
 			c.Progress = &progress
+			settles, settledLate := 0, false
+			c.Settle = func(context.Context) error {
+				settles++
+				d.mu.Lock()
+				settledLate = settledLate || len(d.mu.topics["r"]) > 0
+				d.mu.Unlock()
+				return nil
+			}
 			run := Produce
 			if mode == ModeE2E {
 				run = E2E
@@ -467,6 +475,10 @@ func TestRateOfMax(t *testing.T) {
 			d.mu.Unlock()
 			if int64(measured) != r.Records || sent <= int64(measured) {
 				t.Errorf("%d records sent, %d on the run's topic (%d measured): the probes need topics of their own", sent, measured, r.Records)
+			}
+			// The system settles after every probe, and never once the run has begun.
+			if settles != len(deleted) || settledLate {
+				t.Errorf("%d settles for %d probes (one during the run: %v): want one after each probe", settles, len(deleted), settledLate)
 			}
 			// Every probe's topic is deleted once the probe is done; the run's is kept.
 			if probeKept || len(deleted) == 0 || slices.Contains(deleted, "r") {

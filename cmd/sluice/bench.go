@@ -113,7 +113,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.memProf, "memprofile", "", "write a profile of the process's allocations during the run to this file (go tool pprof -sample_index=alloc_space: what makes garbage, and so GC pauses)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
-	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between runs")
+	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs, and after each probe of --rate-of-max: sync dirty pages to disk and wait this long between runs")
 	if o.mode != bench.ModeE2E { // nothing bounds a run at a set rate
 		addLimitsFlags(cmd, o)
 	}
@@ -228,6 +228,7 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
 		BatchSize: o.batchSize, LingerMs: o.lingerMs, NoSharedMemory: !o.sharedMem, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
 		Progress: progress,
+		Settle:   o.settle,
 	}, nil
 }
 
@@ -354,6 +355,10 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		return errors.Join(err, writeResult(o.json, stdout, stderr, sum, sum.WriteSummary))
 	}
 }
+
+// settle settles the system for the next run (settle, with --pause), and after each probe of
+// --rate-of-max (bench.Config.Settle).
+func (o *benchOptions) settle(ctx context.Context) error { return settle(ctx, o.pause) }
 
 // settle runs between repeated runs: it releases the process's garbage to the system
 // (bench.ReleaseMemory), writes every dirty page back (sync(2)) and waits pause, so that one
@@ -583,7 +588,7 @@ func benchRunCmd() *cobra.Command {
 			}
 			o.mode, o.acks = w.Mode(), strconv.Itoa(c.Acks) // for --limits
 			return benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
-				return bench.RunWorkload(ctx, d, w, stderr)
+				return bench.RunWorkload(ctx, d, w, stderr, o.settle)
 			})(cmd, nil)
 		},
 	}
@@ -645,7 +650,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 				}
 				mode, acks = w.Mode(), c.Acks
 				run = func(ctx context.Context, d bench.Driver) (bench.Result, error) {
-					return bench.RunWorkload(ctx, d, w, stderr)
+					return bench.RunWorkload(ctx, d, w, stderr, o.settle)
 				}
 			} else {
 				c, err := o.config(stderr)

@@ -111,7 +111,7 @@ func TestBenchE2ESmoke(t *testing.T) {
 
 func TestBenchE2ERateOfMax(t *testing.T) {
 	m := benchJSON(t, "e2e", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--rate-of-max", "0.5", "--probe", "300ms",
-		"--duration", "300ms", "--record-size", "64")
+		"--duration", "300ms", "--record-size", "64", "--pause", "0")
 	checkRun(t, m, "e2e", 0)
 	maxRate, _ := m["max_rate"].(float64)
 	target, _ := m["target_rate"].(float64)
