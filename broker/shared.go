@@ -9,11 +9,13 @@ package broker
 // against shrinking, no larger than Config.SharedMemoryBytes), and mapped read-only until the
 // connection ends. Each ProduceShared body (inline parts and spans, in order) is copied out
 // before anything in it is decoded or checked, so a client that rewrites the region afterwards
-// changes nothing the broker does; from there the request is a Produce request like any other
-// (the connection's reader loads the body as it reads a request from the socket:
-// server.BodyLoader). The seal and tmpfs
-// leave the client no way to make the mapping fault, and the copy runs with the runtime's
-// panic-on-fault set anyway, so that a fault would close the connection rather than crash the
+// changes nothing the broker does; and a span's guard word (wire.SharedPart) must hold its
+// value from before the span is copied until every span has been, so a request the client gave
+// up on and whose memory it has reused is refused, not served with other records. From there
+// the request is a Produce request like any other (the connection's reader loads the body as
+// it reads a request from the socket: server.BodyLoader). The seal and tmpfs leave the client
+// no way to make the mapping fault, and the copy runs with the runtime's panic-on-fault set
+// anyway, so that a fault would close the connection rather than crash the
 // broker. A client can make the broker fault in at most the region's pages (holes it punched),
 // which stay charged to the broker while mapped: bounded by the region's size. The one copy
 // replaces the socket's two (the client's write and the broker's read) and their system calls
@@ -27,6 +29,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
@@ -41,6 +45,7 @@ var (
 	errNoRegion       = errors.New("ProduceShared on a connection with no attached region")
 	errSpan           = errors.New("ProduceShared span outside the attached region")
 	errSpanRead       = errors.New("ProduceShared span not readable")
+	errGuard          = errors.New("ProduceShared guard changed: the client reused the memory")
 )
 
 // sharedRegion is a client's memfd, mapped (mapSharedRegion) and attached to a connection as a
@@ -49,8 +54,9 @@ var (
 // goroutine, but would run on the overlap goroutine for an AttachMemory frame of
 // server.Config.OverlapBytes or more, so mu keeps an unmap from ever meeting a copy.
 type sharedRegion struct {
-	mu  sync.RWMutex // read: a copy in progress; write: Close
-	mem []byte       // nil once closed
+	mu    sync.RWMutex  // read: a copy in progress; write: Close
+	mem   []byte        // nil once closed
+	fence atomic.Uint64 // see copyParts
 	// req is the connection's ProduceShared request being loaded, decoded again by
 	// BodyLength and LoadBody into the same slices (no allocation per request). Reader only.
 	req wire.ProduceSharedRequest
@@ -133,29 +139,64 @@ func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byt
 	if len(region.mem) == 0 {
 		return errNoRegion // replaced since sharedParts looked
 	}
-	for _, part := range req.Parts {
+	return region.copyParts(req.Parts, dst)
+}
+
+// testHookCopied, if set, runs between a request's copies and the second reading of its
+// guards.
+var testHookCopied func()
+
+// copyParts copies the parts into dst, each span between two readings of its guard (a
+// seqlock read): the guard must hold its value before the span is copied and again after
+// every span has been, or the request is refused (errGuard), since the client may have reused
+// the memory meanwhile. It runs with the runtime's panic-on-fault set, so that a fault
+// (SIGBUS, should the memfd lose pages after all) is an error for this connection, not the
+// end of the broker. Called with mu held for reading.
+func (r *sharedRegion) copyParts(parts []wire.SharedPart, dst []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v", errSpanRead, v)
+		}
+	}()
+	for i := range parts {
+		part := &parts[i]
 		dst = dst[copy(dst, part.Inline):]
-		if part.Length > 0 {
-			if err := copyOut(dst[:part.Length], region.mem[part.Offset:]); err != nil {
+		if part.Length == 0 {
+			continue
+		}
+		if err := r.checkGuard(part); err != nil {
+			return err
+		}
+		dst = dst[copy(dst[:part.Length], r.mem[part.Offset:]):]
+	}
+	if testHookCopied != nil {
+		testHookCopied()
+	}
+	// The copies' loads must be done before the guards are read again: a client that changes
+	// a guard and then the memory behind it must not have its new bytes copied while the old
+	// guard value is still seen. x86 keeps loads in order; on arm64 an acquire load alone
+	// lets earlier loads pass it, and this read-modify-write (acquire and release) does not.
+	r.fence.Add(1)
+	for i := range parts {
+		if parts[i].Length > 0 {
+			if err := r.checkGuard(&parts[i]); err != nil {
 				return err
 			}
-			dst = dst[part.Length:]
 		}
 	}
 	return nil
 }
 
-// copyOut copies from a client's mapping with the runtime's panic-on-fault set, so that a
-// fault (SIGBUS, should the memfd lose pages after all) is an error for this connection, not
-// the end of the broker.
-func copyOut(dst, src []byte) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", errSpanRead, r)
-		}
-	}()
-	copy(dst, src)
+// checkGuard reports whether part's guard, if it names one, holds its value. sharedParts
+// checked that the word lies in the region, 8-aligned (the mapping is page-aligned).
+func (r *sharedRegion) checkGuard(part *wire.SharedPart) error {
+	if part.GuardOffset < 0 {
+		return nil
+	}
+	if v := (*atomic.Uint64)(unsafe.Pointer(&r.mem[part.GuardOffset])).Load(); v != part.Guard {
+		return fmt.Errorf("%w: word at %d holds %d, not %d", errGuard, part.GuardOffset, v, part.Guard)
+	}
 	return nil
 }
 
@@ -186,6 +227,9 @@ func sharedParts(c *server.Conn, h wire.RequestHeader, small []byte) (*wire.Prod
 		}
 		if part.Offset < 0 || part.Offset > size-int64(part.Length) {
 			return nil, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, part.Offset, part.Length, size)
+		}
+		if g := part.GuardOffset; g != -1 && (g < 0 || g > size-8 || g%8 != 0) {
+			return nil, nil, fmt.Errorf("%w: guard at %d of %d bytes", errSpan, g, size)
 		}
 		spans += int64(part.Length)
 	}

@@ -10,8 +10,10 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
@@ -305,9 +307,11 @@ func TestAttachMemoryRefusals(t *testing.T) {
 		}
 	})
 	for _, span := range []wire.SharedPart{
-		{Offset: 4000, Length: 97}, {Offset: -1, Length: 10}, {Offset: 0, Length: -1}, {Offset: 1 << 62, Length: 1 << 30},
+		{Offset: 4000, Length: 97, GuardOffset: -1}, {Offset: -1, Length: 10, GuardOffset: -1}, {Offset: 0, Length: -1, GuardOffset: -1},
+		{Offset: 1 << 62, Length: 1 << 30, GuardOffset: -1},
+		{Offset: 64, Length: 10, GuardOffset: 4092}, {Offset: 64, Length: 10, GuardOffset: 4}, {Offset: 64, Length: 10, GuardOffset: -2},
 	} {
-		t.Run(fmt.Sprintf("span %d+%d", span.Offset, span.Length), func(t *testing.T) {
+		t.Run(fmt.Sprintf("span %d+%d guard %d", span.Offset, span.Length, span.GuardOffset), func(t *testing.T) {
 			r := dialRawUnix(t, b)
 			if resp := r.attach(1, 4096, sealed); resp.ErrorCode != wire.NoError {
 				t.Fatalf("attach: %v", resp.ErrorCode)
@@ -336,9 +340,10 @@ func TestAttachMemoryRefusals(t *testing.T) {
 		}}
 		enc, cuts, _ := req.AppendSegments(nil, nil)
 		twice := &wire.ProduceSharedRequest{Parts: []wire.SharedPart{
-			{Inline: enc[:cuts[0]], Length: n}, {Inline: enc[cuts[0]:cuts[1]], Length: n}, {Inline: enc[cuts[1]:]},
+			{Inline: enc[:cuts[0]], Length: n, GuardOffset: -1}, {Inline: enc[cuts[0]:cuts[1]], Length: n, GuardOffset: -1}, {Inline: enc[cuts[1]:], GuardOffset: -1},
 		}}
-		once := &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Inline: enc[:cuts[0]], Length: n}, {Inline: append(enc[cuts[0]:cuts[1]:cuts[1]], recs...)}, {Inline: enc[cuts[1]:]}}}
+		once := &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Inline: enc[:cuts[0]], Length: n, GuardOffset: -1},
+			{Inline: append(enc[cuts[0]:cuts[1]:cuts[1]], recs...), GuardOffset: -1}, {Inline: enc[cuts[1]:], GuardOffset: -1}}}
 		var resp wire.ProduceResponse
 		r.send(2, once, nil) // the same request with one batch inline: answered
 		if !r.recv(2, &resp) || resp.Topics[0].Partitions[1].ErrorCode != wire.NoError {
@@ -396,7 +401,7 @@ func TestProduceSharedChecksWhatItCopied(t *testing.T) {
 
 // shared is a ProduceShared request whose body is one span of the region.
 func shared(off int64, n int32) *wire.ProduceSharedRequest {
-	return &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Offset: off, Length: n}}}
+	return &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Offset: off, Length: n, GuardOffset: -1}}}
 }
 
 func strPtrString(s *string) string {
@@ -411,14 +416,73 @@ func strPtrString(s *string) string {
 // it attaches.
 func TestCopyOutSurvivesAFault(t *testing.T) {
 	f, mem := memfd(t, 2*os.Getpagesize(), 0)
-	if err := copyOut(make([]byte, 10), mem[100:]); err != nil {
+	r := &sharedRegion{mem: mem}
+	parts := []wire.SharedPart{{Offset: 100, Length: 10, GuardOffset: 8}} // the guard is 0
+	if err := r.copyParts(parts, make([]byte, 10)); err != nil {
 		t.Fatalf("copy from a whole mapping: %v", err)
 	}
 	if err := f.Truncate(0); err != nil {
 		t.Fatal(err)
 	}
-	err := copyOut(make([]byte, 10), mem[100:])
+	err := r.copyParts(parts, make([]byte, 10))
 	if !errors.Is(err, errSpanRead) {
 		t.Fatalf("copy from a truncated mapping: %v, want errSpanRead", err)
+	}
+}
+
+// A span's guard word must hold its value from before the span is copied until every span of
+// the request has been: a request whose guard changed (the client reused the memory after
+// giving up on it) is not served, whether the change came before the copy or during it, and
+// nothing of it reaches the log.
+func TestProduceSharedGuards(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, "unix://"+b.UnixAddr().String())
+	createTopic(t, c, "shm-guard", 1)
+	file, mem := memfd(t, 64<<10, unix.F_SEAL_SHRINK)
+	const guardAt = 512
+	guard := (*atomic.Uint64)(unsafe.Pointer(&mem[guardAt]))
+	guard.Store(7)
+	req := &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+		{Topic: "shm-guard", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, "guarded")}}},
+	}}
+	n := int32(copy(mem[1024:], req.AppendTo(nil)))
+	guarded := func(want uint64) *wire.ProduceSharedRequest {
+		return &wire.ProduceSharedRequest{Parts: []wire.SharedPart{{Offset: 1024, Length: n, GuardOffset: guardAt, Guard: want}}}
+	}
+	attached := func() *rawUnix {
+		r := dialRawUnix(t, b)
+		if resp := r.attach(1, int64(len(mem)), file); resp.ErrorCode != wire.NoError {
+			t.Fatalf("attach: %v", resp.ErrorCode)
+		}
+		return r
+	}
+
+	r := attached()
+	r.send(2, guarded(7), nil)
+	var resp wire.ProduceResponse
+	if !r.recv(2, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
+		t.Fatalf("guard holding its value: %+v", resp)
+	}
+	r.send(3, guarded(6), nil)
+	if r.recv(3, &resp) {
+		t.Fatal("a request whose guard had changed before the copy was answered")
+	}
+
+	testHookCopied = func() { guard.Add(1) } // the client reuses the memory mid-copy
+	t.Cleanup(func() { testHookCopied = nil })
+	r = attached()
+	r.send(2, guarded(7), nil)
+	if r.recv(2, &resp) {
+		t.Fatal("a request whose guard changed during the copy was answered")
+	}
+	testHookCopied = nil
+
+	r = attached()
+	r.send(2, guarded(8), nil)
+	if !r.recv(2, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
+		t.Fatalf("the renewed guard's value: %+v", resp)
+	}
+	if p := fetchP(t, c, "shm-guard", 0, 0, 0, 1); p.HighWatermark != 2 {
+		t.Fatalf("high watermark %d, want 2 (the two requests whose guards held)", p.HighWatermark)
 	}
 }

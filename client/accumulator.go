@@ -120,11 +120,9 @@ type accBatch struct {
 	alone bool
 	built batch.Batch // Build's result, set when drained
 	// slot is the batch's buffer in the producer's shared-memory region, or nil: the builder
-	// builds in it, and the batch goes to the broker as a pointer into it (SharedRegion).
-	// frozen: a request that pointed to it got no response, so a broker may still read it;
-	// the slot is never reused (recycleBatch drops it), and the region runs short by one.
-	slot   []byte
-	frozen bool
+	// builds in it, and the batch goes to the broker as a pointer into it (SharedRegion). Its
+	// guard word is renewed before each new batch is built in it (newBatch).
+	slot []byte
 }
 
 // tryAppend appends r to the partition's open batch if it fits. Otherwise it closes the open
@@ -331,7 +329,7 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	warm := func() { b.warm(min(int(ap.lastBytes.Load()), p.cfg.BatchSize), int(ap.lastRecs.Load())) }
 	if b.slot == nil {
 		warm()
-	} else if !p.region.write(warm) {
+	} else if !p.region.write(func() { p.region.renew(b.slot); warm() }) {
 		// The producer is closing and its region is gone: this batch will not be opened,
 		// but nothing may write to the slot's old memory either.
 		p.dropSlot(b)
@@ -387,10 +385,6 @@ func (p *Producer) discardBatch(b *accBatch) {
 func (p *Producer) recycleBatch(b *accBatch) {
 	clear(b.recs) // drop the callbacks
 	b.part, b.lastErr, b.built = nil, nil, nil
-	if b.frozen {
-		p.dropSlot(b)
-		b.frozen = false
-	}
 	if b.slot != nil {
 		p.useSlot(b) // back from a buffer of its own, if the batch had outgrown the slot
 	}

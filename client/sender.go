@@ -292,7 +292,6 @@ type produceRequest struct {
 	ch      chan []byte
 	conn    *Conn
 	sentAt  time.Time
-	shared  bool // its batches went as pointers into the producer's shared-memory region
 }
 
 type reqPos struct{ topic, part int32 }
@@ -426,7 +425,6 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 	if err != nil {
 		req.ch = nil // a failed connection closes it
 	}
-	req.shared = shared
 	if err == nil {
 		n := 0
 		for _, b := range req.batches {
@@ -554,14 +552,12 @@ func perBatchError(code wire.ErrorCode) bool {
 
 // failRequest retries or fails the batches of a request that got no response. If they went as
 // pointers into the shared-memory region, the broker may still read them (a request it read
-// before the connection closed is still served), so their buffers are never written again
-// (accBatch.frozen).
+// before the connection closed is still served): a retry sends the same bytes, and a buffer
+// reused for other records first changes its guard word, which makes such a broker refuse the
+// old request (SharedRegion.renew).
 func (s *brokerSender) failRequest(req *produceRequest, err error) {
 	now := time.Now()
 	for _, b := range req.batches {
-		if req.shared {
-			b.frozen = true
-		}
 		s.p.retryOrFail(b, err, now)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sluicemq/sluice/net/wire"
@@ -22,7 +23,9 @@ var ErrSharedMemory = errors.New("client: shared memory not attached")
 // buffers in one (Config.SharedMemoryBytes).
 //
 // Bytes written into the region must not change until the response to the request that
-// carried them has arrived: the broker reads them when it serves the request, not before.
+// carried them has arrived: the broker reads them when it serves the request, not before. The
+// producer's buffers each have a guard word that it changes before reusing the buffer, so that
+// it can reuse the buffers of a request that got no response (wire.SharedPart).
 type SharedRegion struct {
 	file *os.File // the memfd: passed to each connection that attaches the region
 	mem  []byte
@@ -35,7 +38,12 @@ type SharedRegion struct {
 
 	slotMu sync.Mutex // guards free
 	free   [][]byte   // batch buffers not in use (carve)
+	stride int64      // carve's buffer spacing, guard word included (0: not carved); set once
 }
+
+// slotGuardBytes precede each buffer carve makes: the buffer's guard word (wire.SharedPart),
+// then padding to keep the buffers cache-line aligned.
+const slotGuardBytes = 64
 
 // NewSharedRegion creates a region of size bytes (Linux only).
 func NewSharedRegion(size int) (*SharedRegion, error) {
@@ -76,12 +84,47 @@ func (r *SharedRegion) offsetOf(b []byte) (int64, bool) {
 	return int64(p - base), true
 }
 
-// carve splits the region into buffers of size bytes for takeSlot.
+// carve splits the region into buffers of size bytes for takeSlot, each after its guard word.
+// Called once, before the region is shared.
 func (r *SharedRegion) carve(size int) {
 	r.slotMu.Lock()
 	defer r.slotMu.Unlock()
-	for off := 0; size > 0 && off+size <= len(r.mem); off += size {
-		r.free = append(r.free, r.mem[off:off+size:off+size])
+	if size <= 0 {
+		return
+	}
+	stride := slotGuardBytes + (size+slotGuardBytes-1)/slotGuardBytes*slotGuardBytes
+	for off := 0; off+stride <= len(r.mem); off += stride {
+		buf := off + slotGuardBytes
+		r.free = append(r.free, r.mem[buf:buf+size:buf+size])
+	}
+	r.stride = int64(stride)
+}
+
+// guardOf returns the guard word of the carved buffer (with its padding) that bytes
+// [off, off+n) of the region lie in, or -1 and nil if they are not wholly in one.
+func (r *SharedRegion) guardOf(off int64, n int) (guardOff int64, guard *atomic.Uint64) {
+	if r.stride == 0 || off < 0 {
+		return -1, nil
+	}
+	g := off / r.stride * r.stride
+	if off-g < slotGuardBytes || off+int64(n) > g+r.stride {
+		return -1, nil
+	}
+	return g, (*atomic.Uint64)(unsafe.Pointer(&r.mem[g]))
+}
+
+// renew changes the guard word of slot, a buffer from takeSlot, before anything else in it is
+// written for new records: a request that still points into the slot, one that got no
+// response and that a broker may yet read, is then refused by that broker rather than served
+// with the new bytes. The atomic add orders the guard's change before the writes that follow
+// (on arm64 too: it has acquire semantics). Called with mu held for reading (write).
+func (r *SharedRegion) renew(slot []byte) {
+	off, ok := r.offsetOf(slot)
+	if !ok {
+		return
+	}
+	if _, guard := r.guardOf(off, len(slot)); guard != nil {
+		guard.Add(1)
 	}
 }
 
@@ -132,20 +175,24 @@ func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceShare
 	from, shared := 0, false
 	forProduceParts(req, enc, cuts, func(b []byte) {
 		if off, ok := c.shm.offsetOf(b); ok {
-			spans = append(spans, sharedSpan{from, len(inline), off, int32(len(b))})
+			s := sharedSpan{from: from, to: len(inline), off: off, n: int32(len(b)), guardOff: -1}
+			if g, guard := c.shm.guardOf(off, len(b)); guard != nil {
+				s.guardOff, s.guard = g, guard.Load()
+			}
+			spans = append(spans, s)
 			from, shared = len(inline), true
 			return
 		}
 		inline = append(inline, b...)
 	})
-	spans = append(spans, sharedSpan{from, len(inline), 0, 0})
+	spans = append(spans, sharedSpan{from: from, to: len(inline), guardOff: -1})
 	c.inline, c.spans = inline, spans
 	if !shared {
 		return nil, false
 	}
 	parts := c.shared.Parts[:0]
 	for _, s := range spans {
-		parts = append(parts, wire.SharedPart{Inline: inline[s.from:s.to], Offset: s.off, Length: s.n})
+		parts = append(parts, wire.SharedPart{Inline: inline[s.from:s.to], Offset: s.off, Length: s.n, GuardOffset: s.guardOff, Guard: s.guard})
 	}
 	c.shared.Parts = parts
 	return &c.shared, true
@@ -174,6 +221,8 @@ type sharedSpan struct {
 	from, to int
 	off      int64
 	n        int32
+	guardOff int64 // -1: none
+	guard    uint64
 }
 
 // forProduceParts calls fn with each piece of req's encoding in order: the encoded parts of

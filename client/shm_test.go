@@ -46,8 +46,18 @@ func TestSharedRegionSlots(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	if len(got) != 3 {
-		t.Fatalf("%d slots of 300 in 1000 bytes", len(got))
+	// Each buffer follows its 64-byte guard word, at a 64-byte-aligned stride: 2 of 384 bytes.
+	if len(got) != 2 {
+		t.Fatalf("%d slots of 300 in 1000 bytes, want 2", len(got))
+	}
+	for _, s := range got {
+		off, _ := r.offsetOf(s)
+		if off%64 != 0 {
+			t.Errorf("buffer at %d: not cache-line aligned", off)
+		}
+		if g, guard := r.guardOf(off, len(s)); guard == nil || g != off-slotGuardBytes {
+			t.Errorf("buffer at %d: guard at %d (%v), want %d", off, g, guard != nil, off-slotGuardBytes)
+		}
 	}
 	r.putSlot(got[1])
 	if s := r.takeSlot(); &s[0] != &got[1][0] {
@@ -62,12 +72,11 @@ func TestSharedRegionSlots(t *testing.T) {
 	}
 }
 
-// A batch whose slot a broker may still read (its request got no response) gives the slot up
-// for good; any other batch keeps its slot, and a batch the pool cannot keep returns its slot
-// to the region.
+// A recycled batch keeps its slot, whatever happened to the request that carried it last, and a
+// batch the pool cannot keep returns its slot to the region.
 func TestRecycleBatchSlots(t *testing.T) {
 	r := &SharedRegion{mem: make([]byte, 4096)}
-	r.carve(1024)
+	r.carve(1024) // 3 slots
 	p := &Producer{region: r}
 	p.cfg.BatchSize = 1024
 	p.batches.max = 1
@@ -79,32 +88,67 @@ func TestRecycleBatchSlots(t *testing.T) {
 	}
 	free := func() int { return len(r.free) }
 
-	kept := newSlotted() // 3 free
+	kept := newSlotted() // 2 free
 	p.recycleBatch(kept)
-	if free() != 3 || p.batches.get() != kept || kept.slot == nil {
+	if free() != 2 || p.batches.get() != kept || kept.slot == nil {
 		t.Fatalf("a recycled batch: %d free slots, slot %v", free(), kept.slot != nil)
 	}
-
-	frozen := newSlotted() // 2 free
-	frozen.frozen = true
-	p.recycleBatch(frozen)
-	if free() != 2 || frozen.slot != nil || frozen.frozen {
-		t.Fatalf("a frozen batch: %d free slots, slot %v, frozen %v", free(), frozen.slot != nil, frozen.frozen)
-	}
-	if bt := frozen.builder; true {
-		bt.Append(&batch.Record{Value: []byte("x")})
-		built, err := bt.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, in := r.offsetOf(built); in {
-			t.Fatal("a frozen batch's next records are built in the region")
-		}
-	}
-
-	extra := newSlotted() // 1 free; the pool (max 1) holds frozen
+	p.recycleBatch(kept)  // back in the pool (max 1)
+	extra := newSlotted() // 1 free
 	p.recycleBatch(extra)
 	if free() != 2 {
 		t.Fatalf("a batch the pool could not keep: %d free slots, want its slot back (2)", free())
+	}
+}
+
+// guardOf finds the guard of the buffer a span lies in, and none for a span that reaches into a
+// guard or past its buffer.
+func TestSharedRegionGuardOf(t *testing.T) {
+	r := &SharedRegion{mem: make([]byte, 4096)}
+	r.carve(1000) // stride 1088: buffers at 64, 1152, 2240
+	for _, tc := range []struct {
+		off   int64
+		n     int
+		guard int64
+	}{
+		{64, 1000, 0}, {100, 10, 0}, {1152, 1000, 1088}, {2240 + 999, 1, 2176},
+		{0, 10, -1}, {60, 10, -1}, {1100, 100, -1}, {1152, 1025, -1},
+	} {
+		g, guard := r.guardOf(tc.off, tc.n)
+		if g != tc.guard || (guard != nil) != (tc.guard >= 0) {
+			t.Errorf("span [%d, +%d): guard %d (%v), want %d", tc.off, tc.n, g, guard != nil, tc.guard)
+		}
+	}
+	if g, guard := (&SharedRegion{mem: make([]byte, 4096)}).guardOf(64, 10); guard != nil || g != -1 {
+		t.Errorf("a region not carved: guard %d", g)
+	}
+}
+
+// A buffer is reused whatever happened to the request that carried its last batch (the one
+// that got no response included), and its guard word changes before new records are written
+// into it, so that a broker reading that old request late refuses it.
+func TestSlotReuseRenewsTheGuard(t *testing.T) {
+	r := &SharedRegion{mem: make([]byte, 4096)}
+	r.carve(1024)
+	p := &Producer{region: r}
+	p.cfg.BatchSize = 1024
+	p.builderOpts = batch.DefaultBuilderOptions()
+	p.batches.max = 4
+	ap := &accPartition{}
+	b := p.newBatch(ap, 0)
+	if b.slot == nil {
+		t.Fatal("no slot")
+	}
+	off, _ := r.offsetOf(b.slot)
+	_, guard := r.guardOf(off, len(b.slot))
+	before := guard.Load()
+	slot := &b.slot[0]
+	p.recycleBatch(b)
+	b = p.newBatch(ap, 0)
+	if &b.slot[0] != slot {
+		t.Fatal("the pooled batch came back without its slot")
+	}
+	if guard.Load() == before {
+		t.Fatal("a reused slot kept its guard value")
 	}
 }

@@ -117,9 +117,9 @@ func samples() []sample {
 		{"AttachMemoryResponse", &AttachMemoryResponse{}},
 		{"AttachMemoryResponse/error", &AttachMemoryResponse{ErrorCode: ErrInvalidRequest, ErrorMessage: sp("not a sealed memfd")}},
 		{"ProduceSharedRequest", &ProduceSharedRequest{Parts: []SharedPart{
-			{Inline: []byte("prefix"), Offset: 1 << 20, Length: 65536},
-			{Inline: []byte{}, Offset: 0, Length: 100},
-			{Inline: []byte("suffix")},
+			{Inline: []byte("prefix"), Offset: 1 << 20, Length: 65536, GuardOffset: 1<<20 - 64, Guard: 7},
+			{Inline: []byte{}, Offset: 0, Length: 100, GuardOffset: -1},
+			{Inline: []byte("suffix"), GuardOffset: -1},
 		}}},
 		{"ProduceSharedRequest/empty", &ProduceSharedRequest{}},
 		{"ProduceSharedResponse", &ProduceSharedResponse{ProduceResponse{ThrottleMs: 1, Topics: []ProduceResponseTopic{

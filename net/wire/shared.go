@@ -23,10 +23,16 @@ package wire
 // client that changes the region afterwards changes nothing the broker does,
 // and answers exactly as for that Produce request, in the Produce response
 // layout. Once the response arrives the spans are the client's again; acks=0
-// gets no response, so a client must not send such a request this way. A
-// span outside the region, a body longer than the broker's request size
-// limit, or ProduceShared on a connection with no region closes the
-// connection as a malformed request does: there is no request to answer.
+// gets no response, so a client must not send such a request this way. A span
+// may name a guard word (SharedPart): the client changes it before it reuses
+// the span's memory, and a request whose guards changed before or while it was
+// copied is not served, so the client may reuse the memory of a request that
+// got no response (a timeout, a broken connection) without the broker ever
+// serving that request with other bytes. A span outside the region, a guard
+// outside it or not 8-aligned, a guard that does not hold its value, a body
+// longer than the broker's request size limit, or ProduceShared on a
+// connection with no region closes the connection as a malformed request does:
+// there is no request to answer (a client that gave up on it is gone).
 
 // Sluice's own api keys.
 const (
@@ -84,13 +90,23 @@ type ProduceSharedRequest struct {
 }
 
 // SharedPart is one part of a ProduceSharedRequest. Length 0 is no span.
+//
+// A span may name a guard: the 8-byte word at GuardOffset (8-aligned, in the
+// region; -1 for none), which must hold Guard from before the broker copies the
+// span until after it has copied every span of the request. The client changes
+// the word before it writes anything else into the memory the guard stands for,
+// so a request that the broker reads late (the client gave up on it, and may
+// have reused the memory for other records) is refused instead of served with
+// bytes it never meant.
 type SharedPart struct {
-	Inline []byte // aliases the frame when decoded
-	Offset int64
-	Length int32
+	Inline      []byte // aliases the frame when decoded
+	Offset      int64
+	Length      int32
+	GuardOffset int64
+	Guard       uint64
 }
 
-const minSharedPart = sizeBytes + sizeInt64 + sizeInt32
+const minSharedPart = sizeBytes + sizeInt64 + sizeInt32 + sizeInt64 + sizeInt64
 
 // Key returns ProduceShared.
 func (*ProduceSharedRequest) Key() APIKey { return ProduceShared }
@@ -127,13 +143,17 @@ func (p *ProduceSharedRequest) BodyLength() (n int, ok bool) {
 func (s *SharedPart) appendTo(dst []byte) []byte {
 	dst = appendBytes(dst, s.Inline)
 	dst = appendInt64(dst, s.Offset)
-	return appendInt32(dst, s.Length)
+	dst = appendInt32(dst, s.Length)
+	dst = appendInt64(dst, s.GuardOffset)
+	return appendInt64(dst, int64(s.Guard))
 }
 
 func (s *SharedPart) readFrom(r *reader) {
 	s.Inline = r.bytes()
 	s.Offset = r.int64()
 	s.Length = r.int32()
+	s.GuardOffset = r.int64()
+	s.Guard = uint64(r.int64())
 }
 
 // ProduceSharedResponse is a Produce response: the layout and the meaning are
