@@ -84,7 +84,7 @@ type BrokerCPUReader interface {
 
 // brokerCPUOf returns d's BrokerCPU, or nil.
 func brokerCPUOf(d Driver) func() (time.Duration, bool) {
-	if r, ok := d.(BrokerCPUReader); ok {
+	if r, ok := driverAs[BrokerCPUReader](d); ok {
 		return r.BrokerCPU
 	}
 	return nil
@@ -92,10 +92,28 @@ func brokerCPUOf(d Driver) func() (time.Duration, bool) {
 
 // brokerRSSPeakMB returns the peak RSS of d's broker process, or 0.
 func brokerRSSPeakMB(d Driver) float64 {
-	if r, ok := d.(BrokerCPUReader); ok {
+	if r, ok := driverAs[BrokerCPUReader](d); ok {
 		return r.BrokerRSSPeakMB()
 	}
 	return 0
+}
+
+// driverAs returns d as a T (one of the optional interfaces above), looking through the
+// drivers that wrap others (WithClose: an embedded system's driver): a wrapper's own method
+// set hides the optional methods of the driver it wraps.
+func driverAs[T any](d Driver) (T, bool) {
+	for d != nil {
+		if t, ok := d.(T); ok {
+			return t, true
+		}
+		w, ok := d.(interface{ Unwrap() Driver })
+		if !ok {
+			break
+		}
+		d = w.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // SharedRequestCounter is a Producer that can say how many of its produce requests went through

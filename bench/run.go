@@ -237,7 +237,7 @@ func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Conte
 // deleteTopics deletes c's topics if d can; a failure is only reported (the run's figures do
 // not depend on it).
 func deleteTopics(ctx context.Context, d Driver, c Config, say func(string, ...any)) {
-	td, ok := d.(TopicDeleter)
+	td, ok := driverAs[TopicDeleter](d)
 	if !ok {
 		return
 	}

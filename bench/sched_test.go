@@ -454,7 +454,9 @@ func TestRateOfMax(t *testing.T) {
 			if mode == ModeE2E {
 				run = E2E
 			}
-			r, err := run(context.Background(), d, c)
+			// Wrapped as an embedded system's driver is (WithClose): the probes' topics must
+			// still be deleted through it.
+			r, err := run(context.Background(), WithClose(d, func() error { return nil }), c)
 			if err != nil {
 				t.Fatal(err)
 			}

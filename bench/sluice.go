@@ -270,6 +270,10 @@ type ownedDriver struct {
 
 func (d *ownedDriver) Close() error { return errors.Join(d.Driver.Close(), d.close()) }
 
+// Unwrap returns the wrapped driver, whose optional interfaces (TopicDeleter, ...) the wrapper
+// does not have (driverAs).
+func (d *ownedDriver) Unwrap() Driver { return d.Driver }
+
 // WithClose returns d with close run after d.Close: for a driver whose system (an in-process
 // peer, its data directory) must be cleaned up with it.
 func WithClose(d Driver, close func() error) Driver { return &ownedDriver{Driver: d, close: close} }
