@@ -143,8 +143,8 @@ func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byt
 }
 
 // testHookCopied, if set, runs between a request's copies and the second reading of its
-// guards.
-var testHookCopied func()
+// guards (atomic: tests set it while connections run).
+var testHookCopied atomic.Pointer[func()]
 
 // copyParts copies the parts into dst, each span between two readings of its guard (a
 // seqlock read): the guard must hold its value before the span is copied and again after
@@ -170,8 +170,8 @@ func (r *sharedRegion) copyParts(parts []wire.SharedPart, dst []byte) (err error
 		}
 		dst = dst[copy(dst[:part.Length], r.mem[part.Offset:]):]
 	}
-	if testHookCopied != nil {
-		testHookCopied()
+	if hook := testHookCopied.Load(); hook != nil {
+		(*hook)()
 	}
 	// The copies' loads must be done before the guards are read again: a client that changes
 	// a guard and then the memory behind it must not have its new bytes copied while the old
@@ -222,14 +222,14 @@ func sharedParts(c *server.Conn, h wire.RequestHeader, small []byte) (*wire.Prod
 	size := int64(len(region.mem))
 	var spans int64
 	for _, part := range req.Parts {
+		if g := part.GuardOffset; g != -1 && (g < 0 || g > size-8 || g%8 != 0) {
+			return nil, nil, fmt.Errorf("%w: guard at %d of %d bytes", errSpan, g, size)
+		}
 		if part.Length == 0 {
 			continue
 		}
 		if part.Offset < 0 || part.Offset > size-int64(part.Length) {
 			return nil, nil, fmt.Errorf("%w: [%d, +%d) of %d bytes", errSpan, part.Offset, part.Length, size)
-		}
-		if g := part.GuardOffset; g != -1 && (g < 0 || g > size-8 || g%8 != 0) {
-			return nil, nil, fmt.Errorf("%w: guard at %d of %d bytes", errSpan, g, size)
 		}
 		spans += int64(part.Length)
 	}

@@ -468,14 +468,15 @@ func TestProduceSharedGuards(t *testing.T) {
 		t.Fatal("a request whose guard had changed before the copy was answered")
 	}
 
-	testHookCopied = func() { guard.Add(1) } // the client reuses the memory mid-copy
-	t.Cleanup(func() { testHookCopied = nil })
+	reuse := func() { guard.Add(1) } // the client reuses the memory mid-copy
+	testHookCopied.Store(&reuse)
+	t.Cleanup(func() { testHookCopied.Store(nil) })
 	r = attached()
 	r.send(2, guarded(7), nil)
 	if r.recv(2, &resp) {
 		t.Fatal("a request whose guard changed during the copy was answered")
 	}
-	testHookCopied = nil
+	testHookCopied.Store(nil)
 
 	r = attached()
 	r.send(2, guarded(8), nil)

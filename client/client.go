@@ -35,8 +35,9 @@ type Config struct {
 	// that a Produce request carries pointers to its batches instead of their bytes. Batches
 	// that find no free buffer in it are built and sent as usual. A broker that refuses the
 	// region (not Linux, or a smaller limit) leaves the connection as it was. A Producer's
-	// default (zero) is BufferMemory, at most 64 MiB (the broker's default limit); negative:
-	// none. Other clients ignore it.
+	// default (zero) holds a buffer for every batch BufferMemory holds (each buffer is
+	// batch.size, or more with a codec, plus a 64-byte guard), at most 64 MiB (the broker's
+	// default limit); negative: none. Other clients ignore it.
 	SharedMemoryBytes int
 
 	// region is the Producer's SharedRegion, attached to every connection over a unix socket.

@@ -222,14 +222,15 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	if c.MaxRequestSize <= 0 {
 		c.MaxRequestSize = 1 << 20
 	}
-	if c.SharedMemoryBytes == 0 {
-		c.SharedMemoryBytes = int(min(c.BufferMemory, defaultSharedMemoryLimit))
-	}
 	if c.Partitioner == nil {
 		c.Partitioner = DefaultPartitioner{}
 	}
 	if _, err := batch.ParseCodec(c.Compression.String()); err != nil {
 		return c, fmt.Errorf("%w: compression.type: %w", ErrProducerConfig, err)
+	}
+	if c.SharedMemoryBytes == 0 {
+		// A buffer, with its guard, for every batch buffer.memory can hold.
+		c.SharedMemoryBytes = int(min(c.BufferMemory/int64(c.BatchSize)*int64(slotStride(slotSize(c))), defaultSharedMemoryLimit))
 	}
 	if int64(c.BatchSize) > c.BufferMemory {
 		return c, fmt.Errorf("%w: batch.size %d exceeds buffer.memory %d", ErrProducerConfig, c.BatchSize, c.BufferMemory)
@@ -345,7 +346,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 // too small for one batch, a batch.size below a batch header's, or no memfds here: then
 // batches are built and sent as usual). With a codec, the slots take the compressed batches.
 func newProducerRegion(cfg ProducerConfig) *SharedRegion {
-	if cfg.SharedMemoryBytes < slotSize(cfg) || cfg.BatchSize < batch.HeaderSize || len(cfg.Brokers) == 0 {
+	if cfg.SharedMemoryBytes < slotStride(slotSize(cfg)) || cfg.BatchSize < batch.HeaderSize || len(cfg.Brokers) == 0 {
 		return nil // a batch.size below a header's size gives every record a batch of its own
 	}
 	if network, _, err := ParseAddress(cfg.Brokers[0]); err != nil || network != "unix" {

@@ -92,12 +92,18 @@ func (r *SharedRegion) carve(size int) {
 	if size <= 0 {
 		return
 	}
-	stride := slotGuardBytes + (size+slotGuardBytes-1)/slotGuardBytes*slotGuardBytes
+	stride := slotStride(size)
 	for off := 0; off+stride <= len(r.mem); off += stride {
 		buf := off + slotGuardBytes
 		r.free = append(r.free, r.mem[buf:buf+size:buf+size])
 	}
 	r.stride = int64(stride)
+}
+
+// slotStride is the spacing carve gives buffers of size bytes: a cache line for the guard
+// word, then the buffer rounded up to whole cache lines.
+func slotStride(size int) int {
+	return slotGuardBytes + (size+slotGuardBytes-1)/slotGuardBytes*slotGuardBytes
 }
 
 // guardOf returns the guard word of the carved buffer (with its padding) that bytes
@@ -116,8 +122,11 @@ func (r *SharedRegion) guardOf(off int64, n int) (guardOff int64, guard *atomic.
 // renew changes the guard word of slot, a buffer from takeSlot, before anything else in it is
 // written for new records: a request that still points into the slot, one that got no
 // response and that a broker may yet read, is then refused by that broker rather than served
-// with the new bytes. The atomic add orders the guard's change before the writes that follow
-// (on arm64 too: it has acquire semantics). Called with mu held for reading (write).
+// with the new bytes. The guard's new value must be visible before any of those writes: x86
+// keeps stores in order; on arm64 without LSE atomics the add is a load-acquire and
+// store-release pair, which lets later stores pass the store, so a load-acquire follows it
+// (never reordered before an earlier store-release, and never passed by later accesses).
+// Called with mu held for reading (write).
 func (r *SharedRegion) renew(slot []byte) {
 	off, ok := r.offsetOf(slot)
 	if !ok {
@@ -125,6 +134,7 @@ func (r *SharedRegion) renew(slot []byte) {
 	}
 	if _, guard := r.guardOf(off, len(slot)); guard != nil {
 		guard.Add(1)
+		_ = guard.Load()
 	}
 }
 
@@ -176,12 +186,18 @@ func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceShare
 	forProduceParts(req, enc, cuts, func(b []byte) {
 		if off, ok := c.shm.offsetOf(b); ok {
 			s := sharedSpan{from: from, to: len(inline), off: off, n: int32(len(b)), guardOff: -1}
-			if g, guard := c.shm.guardOf(off, len(b)); guard != nil {
+			g, guard := c.shm.guardOf(off, len(b))
+			if guard != nil {
 				s.guardOff, s.guard = g, guard.Load()
 			}
-			spans = append(spans, s)
-			from, shared = len(inline), true
-			return
+			// In a region carved into guarded buffers, a span without a guard could be read
+			// by a broker after its memory was reused: such bytes go inline. (The producer
+			// never makes one: a batch stays within its buffer.)
+			if guard != nil || c.shm.stride == 0 {
+				spans = append(spans, s)
+				from, shared = len(inline), true
+				return
+			}
 		}
 		inline = append(inline, b...)
 	})

@@ -71,3 +71,20 @@ func TestSharedSpansNameTheirGuards(t *testing.T) {
 		}
 	}
 }
+
+// In a region carved into guarded buffers, bytes that no guard covers (never a producer's
+// batch, which stays within its buffer) go inline rather than as an unguarded span.
+func TestUnguardedBytesOfACarvedRegionGoInline(t *testing.T) {
+	region := &SharedRegion{mem: make([]byte, 1<<20)}
+	region.carve(64 << 10)
+	c := &Conn{shm: region}
+	req := &wire.ProduceRequest{Acks: 1, TimeoutMs: 1000, Topics: []wire.ProduceRequestTopic{{
+		Topic: "t", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: region.mem[10:1000]}},
+	}}}
+	c.wmu.Lock()
+	_, shared := c.sharedRequestLocked(req)
+	c.wmu.Unlock()
+	if shared {
+		t.Fatal("bytes across a guard word went as a span")
+	}
+}

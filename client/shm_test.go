@@ -152,3 +152,28 @@ func TestSlotReuseRenewsTheGuard(t *testing.T) {
 		t.Fatal("a reused slot kept its guard value")
 	}
 }
+
+// The default region holds a buffer for every batch buffer.memory holds, guards included,
+// and a region too small for one buffer is not made at all.
+func TestDefaultRegionHoldsEveryBatch(t *testing.T) {
+	for _, codec := range []batch.Codec{batch.None, batch.LZ4} {
+		cfg, err := ProducerConfig{Config: Config{Brokers: []string{"unix:///nonexistent.sock"}}, Compression: codec}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newProducerRegion(cfg)
+		if r == nil {
+			t.Skip("no memfds here")
+		}
+		want := int(cfg.BufferMemory / int64(cfg.BatchSize))
+		if got := len(r.free); got < want {
+			t.Errorf("%s: %d buffers, want %d (buffer.memory / batch.size)", codec, got, want)
+		}
+		r.Close()
+		cfg.SharedMemoryBytes = slotStride(slotSize(cfg)) - 1
+		if r := newProducerRegion(cfg); r != nil {
+			r.Close()
+			t.Errorf("%s: a region with room for no buffer was made", codec)
+		}
+	}
+}
