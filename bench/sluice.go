@@ -201,8 +201,16 @@ type Embedded struct {
 }
 
 // StartEmbedded opens a broker in a new temporary directory (under dir, or the system's
-// temporary directory if dir is empty). Close stops it and removes the directory.
-func StartEmbedded(dir string, logger *slog.Logger) (*Embedded, error) {
+// temporary directory if dir is empty), with the defaults changed by configure, if any (the
+// data directory, the listeners and the logger stay the harness's). Close stops it and
+// removes the directory.
+func StartEmbedded(dir string, logger *slog.Logger, configure ...func(*broker.Config) error) (*Embedded, error) {
+	cfg := broker.DefaultConfig()
+	for _, f := range configure {
+		if err := f(&cfg); err != nil {
+			return nil, fmt.Errorf("bench: embedded broker: %w", err)
+		}
+	}
 	tmp, err := os.MkdirTemp(dir, "sluice-bench-")
 	if err != nil {
 		return nil, err
@@ -210,8 +218,7 @@ func StartEmbedded(dir string, logger *slog.Logger) (*Embedded, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg := broker.DefaultConfig()
-	cfg.DataDir, cfg.Listen, cfg.Logger = tmp, "127.0.0.1:0", logger
+	cfg.DataDir, cfg.Listen, cfg.UnixPath, cfg.Logger = tmp, "127.0.0.1:0", "", logger
 	b, err := broker.Open(cfg)
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -245,10 +252,11 @@ func (e *Embedded) Close() error {
 	return errors.Join(err, os.RemoveAll(e.dir))
 }
 
-// EmbeddedSluice starts an embedded broker and returns a driver for it over transport, named
-// "sluice-<transport>"; closing the driver stops the broker and removes its data.
-func EmbeddedSluice(ctx context.Context, dir, transport string, logger *slog.Logger) (Driver, error) {
-	e, err := StartEmbedded(dir, nil)
+// EmbeddedSluice starts an embedded broker (StartEmbedded, with configure) and returns a driver
+// for it over transport, named "sluice-<transport>"; closing the driver stops the broker and
+// removes its data.
+func EmbeddedSluice(ctx context.Context, dir, transport string, logger *slog.Logger, configure ...func(*broker.Config) error) (Driver, error) {
+	e, err := StartEmbedded(dir, nil, configure...)
 	if err != nil {
 		return nil, err
 	}
@@ -277,3 +285,19 @@ func (d *ownedDriver) Unwrap() Driver { return d.Driver }
 // WithClose returns d with close run after d.Close: for a driver whose system (an in-process
 // peer, its data directory) must be cleaned up with it.
 func WithClose(d Driver, close func() error) Driver { return &ownedDriver{Driver: d, close: close} }
+
+// BrokerProperties returns a configure function for StartEmbedded that applies a Kafka-style
+// properties file, as `sluice serve --config` does.
+func BrokerProperties(file string) func(*broker.Config) error {
+	return func(cfg *broker.Config) error {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := broker.ParseProperties(f, cfg); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		return nil
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bench"
+	"github.com/sluicemq/sluice/broker"
 )
 
 // externalDrivers are the peer drivers for --driver NAME against a running system at --broker
@@ -39,6 +40,7 @@ type benchOptions struct {
 	transport     string
 	driver        string
 	dataDir       string
+	brokerConfig  string
 	json          bool
 	runs          int
 	pause         time.Duration
@@ -107,6 +109,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.BoolVar(&o.brokerProcess, "broker-process", false, "with --embedded: run the broker as a child process (this binary's serve) instead of in-process, as an application and its broker on one host; its CPU time counts in the run's and is reported apart (broker_cpu_seconds)")
 	f.StringVar(&o.driver, "driver", "sluice", "system under test: sluice or a registered peer ("+strings.Join(peerNames(), ", ")+")")
 	f.StringVar(&o.dataDir, "data-dir", "", "with --embedded: where to make the temporary data directory (default: the system's temporary directory)")
+	addBrokerConfigFlag(cmd, o)
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the summary goes to stderr)")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole process (client and any embedded broker) to this file; with --broker-process the broker's goes to this file + .broker")
 	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: scheduling, GC and syscall stalls behind latency)")
@@ -117,6 +120,19 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	if o.mode != bench.ModeE2E { // nothing bounds a run at a set rate
 		addLimitsFlags(cmd, o)
 	}
+}
+
+// addBrokerConfigFlag adds --broker-config.
+func addBrokerConfigFlag(cmd *cobra.Command, o *benchOptions) {
+	cmd.Flags().StringVar(&o.brokerConfig, "broker-config", "", "with --embedded (Sluice): a Kafka-style properties file for the broker, as serve --config takes (log.writeback.bytes, message.max.bytes, ...); the data directory and listeners stay the harness's")
+}
+
+// brokerConfigure returns what --broker-config asks of an embedded broker (nothing without it).
+func (o *benchOptions) brokerConfigure() []func(*broker.Config) error {
+	if o.brokerConfig == "" {
+		return nil
+	}
+	return []func(*broker.Config) error{bench.BrokerProperties(o.brokerConfig)}
 }
 
 // addLimitsFlags adds --limits and --limits-duration.
@@ -244,6 +260,9 @@ func openDriver(ctx context.Context, o *benchOptions, stderr io.Writer) (bench.D
 	if o.brokerProcess && (!o.embedded || o.driver != "sluice") {
 		return nil, errors.New("--broker-process needs --embedded and the sluice driver")
 	}
+	if o.brokerConfig != "" && (!o.embedded || o.driver != "sluice") {
+		return nil, errors.New("--broker-config needs --embedded and the sluice driver")
+	}
 	if o.driver == "sluice" {
 		if o.brokerProcess {
 			exe, err := os.Executable()
@@ -255,10 +274,13 @@ func openDriver(ctx context.Context, o *benchOptions, stderr io.Writer) (bench.D
 				// The broker's own profile, next to the harness's (the last run's, with --runs).
 				args = append(args, "--cpuprofile", o.cpuProf+".broker")
 			}
+			if o.brokerConfig != "" {
+				args = append(args, "--config", o.brokerConfig) // serve's flags win over it
+			}
 			return bench.ProcessSluice(ctx, exe, o.dataDir, o.transport, benchLogger(stderr), args...)
 		}
 		if o.embedded {
-			return bench.EmbeddedSluice(ctx, o.dataDir, o.transport, benchLogger(stderr))
+			return bench.EmbeddedSluice(ctx, o.dataDir, o.transport, benchLogger(stderr), o.brokerConfigure()...)
 		}
 		return bench.NewSluiceDriver(ctx, "sluice", o.broker, benchLogger(stderr))
 	}
@@ -597,11 +619,11 @@ func benchRunCmd() *cobra.Command {
 }
 
 // compareSystems are Sluice embedded over TCP and over unix, then every embedded peer.
-func compareSystems(dataDir string, stderr io.Writer) []bench.System {
+func compareSystems(dataDir string, stderr io.Writer, configure ...func(*broker.Config) error) []bench.System {
 	systems := []bench.System{}
 	for _, t := range []string{bench.TransportTCP, bench.TransportUnix} {
 		systems = append(systems, bench.System{Name: "sluice-" + t, Transport: t, Open: func(ctx context.Context) (bench.Driver, error) {
-			return bench.EmbeddedSluice(ctx, dataDir, t, benchLogger(stderr))
+			return bench.EmbeddedSluice(ctx, dataDir, t, benchLogger(stderr), configure...)
 		}})
 	}
 	names := make([]string, 0, len(embeddedPeers))
@@ -670,7 +692,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 			if o.runs < 1 {
 				return fmt.Errorf("--runs %d: want at least 1", o.runs)
 			}
-			systems := compareSystems(o.dataDir, stderr)
+			systems := compareSystems(o.dataDir, stderr, o.brokerConfigure()...)
 			// With --limits, each comparison is preceded by every probe that bounds one of
 			// its systems (the peers' clients use TCP), and each row is measured against its
 			// own system's.
@@ -754,6 +776,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.StringVar(&workload, "workload", "", "workload file (default: the run flags)")
 	f.StringVar(&mode, "mode", bench.ModeProduce, "without --workload: produce or e2e")
 	f.StringVar(&o.dataDir, "data-dir", "", "where to make the systems' temporary data directories")
+	addBrokerConfigFlag(cmd, &o)
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the table goes to stderr)")
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary table, throughput and latency over time of every system) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run the whole comparison this many times, each starting with the next system, and report each system's medians (the report draws the last run)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -45,6 +46,24 @@ func TestBenchBrokerProcess(t *testing.T) {
 				t.Errorf("broker_rss_peak_mb %v, want the broker process's peak RSS", m["broker_rss_peak_mb"])
 			}
 		})
+	}
+	// --broker-config reaches the broker process (serve --config): message.max.bytes below
+	// the run's batches refuses every record.
+	small := filepath.Join(t.TempDir(), "small.properties")
+	if err := os.WriteFile(small, []byte("message.max.bytes=1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "bench", "produce", "--embedded", "--broker-process", "--broker-config", small,
+		"--data-dir", dir, "--records", "50", "--record-size", "2000", "--json").Output()
+	if err != nil {
+		t.Fatalf("bench with --broker-config: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("stdout %q: %v", out, err)
+	}
+	if errs, _ := m["errors"].(float64); errs != 50 {
+		t.Errorf("errors %v: want all 50 records refused by the broker process's message.max.bytes=1000", m["errors"])
 	}
 	if ents, _ := filepath.Glob(filepath.Join(dir, "sluice-bench-*")); len(ents) != 0 {
 		t.Errorf("left behind: %v", ents)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -288,5 +289,34 @@ func TestBenchLimitsNextToRuns(t *testing.T) {
 
 	if _, _, err := runBench(t, append([]string{"e2e", "--embedded", "--data-dir", t.TempDir(), "--rate", "100", "--duration", "100ms"}, limitFlags...)...); err == nil {
 		t.Error("e2e --limits: want an error (nothing bounds a run at a set rate)")
+	}
+}
+
+// --broker-config applies a properties file to the embedded broker (here a message.max.bytes
+// below the run's batches: every record is refused), in process and in a broker process, and
+// refuses a file with an unknown property or a system it cannot configure.
+func TestBenchBrokerConfig(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.properties")
+	if err := os.WriteFile(small, []byte("message.max.bytes=1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := benchJSON(t, "produce", "--embedded", "--data-dir", dir, "--broker-config", small, "--records", "50", "--record-size", "2000")
+	if errs, _ := m["errors"].(float64); errs != 50 || !strings.Contains(fmt.Sprint(m["first_error"]), "MESSAGE_TOO_LARGE") {
+		t.Errorf("errors %v (%v): want all 50 records refused by message.max.bytes=1000", m["errors"], m["first_error"])
+	}
+	m = benchJSON(t, "produce", "--embedded", "--data-dir", dir, "--records", "50", "--record-size", "2000")
+	if errs, _ := m["errors"].(float64); errs != 0 {
+		t.Errorf("without --broker-config: %v errors", errs)
+	}
+	bad := filepath.Join(dir, "bad.properties")
+	if err := os.WriteFile(bad, []byte("no.such.property=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runBench(t, "produce", "--embedded", "--data-dir", dir, "--broker-config", bad, "--records", "10"); err == nil || !strings.Contains(err.Error(), "no.such.property") {
+		t.Errorf("an unknown property: %v", err)
+	}
+	if _, _, err := runBench(t, "produce", "--broker-config", small, "--records", "10"); err == nil {
+		t.Error("--broker-config without --embedded: want an error")
 	}
 }
