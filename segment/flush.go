@@ -154,18 +154,20 @@ func (l *Log) prepareDiskLocked() {
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
 		s.preallocate(min(size+pa, segmentBytes))
 	}
-	if l.opts.WritebackBytes <= 0 {
-		return
+	if l.opts.WritebackBytes > 0 {
+		to := size &^ (writebackPage - 1)
+		from := s.writebackFrom.Load()
+		if from > to { // a truncation cut below it
+			from = to
+			s.writebackFrom.Store(to)
+		}
+		if to-from >= l.opts.WritebackBytes {
+			_ = s.app.writeback(from, to)
+			s.writebackFrom.Store(to)
+		}
 	}
-	to := size &^ (writebackPage - 1)
-	from := s.writebackFrom.Load()
-	if from > to { // a truncation cut below it
-		from = to
-		s.writebackFrom.Store(to)
-	}
-	if to-from >= l.opts.WritebackBytes {
-		_ = s.app.writeback(from, to)
-		s.writebackFrom.Store(to)
+	if l.wantStandby() && (l.standbyPrep != nil || size >= segmentBytes/2) {
+		l.prepareStandbyLocked(segmentBytes)
 	}
 }
 

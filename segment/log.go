@@ -41,6 +41,11 @@ type Log struct {
 
 	flushMu    sync.Mutex
 	checkpoint checkpoint // guarded by flushMu: the last one written
+	// standbyPrep is the standby segment being reserved (standby.go); guarded by flushMu.
+	standbyPrep *standbyFile
+	// standby is the standby segment ready for the next roll: stored by the flusher, taken
+	// (swapped out) by the roll under appendMu.
+	standby atomic.Pointer[standbyFile]
 
 	waitMu  sync.Mutex
 	waiters []syncWaiter // guarded by waitMu
@@ -259,6 +264,9 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 		// Extend the reserve once half of it is used, unless it reaches segment.bytes.
 		to := s.preallocTo.Load()
 		diskWork = diskWork || (to < l.opts.SegmentBytes && size > to-pa/2)
+		// Half full: time to prepare the next segment's file (standby.go).
+		half := l.opts.SegmentBytes / 2
+		diskWork = diskWork || (pos < half && size >= half)
 	}
 	l.appendMu.Unlock()
 
@@ -302,7 +310,8 @@ func (l *Log) rollLocked(base batch.Offset) error {
 	if err := old.sealLocked(); err != nil {
 		return err
 	}
-	s, err := createSegment(&l.opts, l.dir, base)
+	path := segmentPath(l.dir, base, logSuffix)
+	s, err := createSegment(&l.opts, l.dir, base, l.takeStandby(path))
 	if err != nil {
 		return err
 	}

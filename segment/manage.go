@@ -31,6 +31,9 @@ func (l *Log) Close() error {
 		}
 	}
 	l.releaseWaiters(-1, ErrClosed)
+	if derr := l.dropStandbyLocked(); err == nil {
+		err = derr
+	}
 	for _, s := range l.Segments() {
 		s.release()
 	}
@@ -272,7 +275,7 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 			return l.fail(err)
 		}
 	}
-	s, err := createSegment(&l.opts, l.dir, off)
+	s, err := createSegment(&l.opts, l.dir, off, nil)
 	if err != nil {
 		l.appendMu.Unlock()
 		return l.fail(err)

@@ -84,7 +84,7 @@ func (l *Log) recover() ([]*Segment, error) {
 		return nil, err
 	}
 	if len(bases) == 0 {
-		s, err := createSegment(o, l.dir, 0)
+		s, err := createSegment(o, l.dir, 0, nil)
 		if err != nil {
 			return nil, err
 		}

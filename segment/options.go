@@ -49,7 +49,10 @@ type Options struct {
 	// (fallocate, keeping the file size; never past segment.bytes). On ext4 writeback then
 	// has no blocks to allocate: without it, appends waited 8-11 ms for the inode lock while
 	// writeback read a block bitmap from the disk, every 128 MiB. The reserve is released when
-	// the segment is finished (truncated to its size). Default 64 MiB; negative turns it off.
+	// the segment is finished (truncated to its size). Once the active segment is half full, the
+	// next segment's file is also made and reserved whole, in steps of this size, while nothing
+	// writes to it (the standby segment, standby.go), so that after the first segment no
+	// fallocate runs on a file taking appends. Default 64 MiB; negative turns both off.
 	PreallocateBytes int64
 	// MmapAppend writes through a memory mapping of a preallocated segment instead of pwrite.
 	// Off by default: see BENCHMARKS.md for why pwrite won.

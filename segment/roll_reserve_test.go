@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,10 +15,11 @@ import (
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
-// TestRollReservesBeforeFinishing: at a roll the flusher reserves the new segment's blocks
-// before it syncs the old one, so appends to the new segment do not run unreserved for as long
-// as that fsync takes.
-func TestRollReservesBeforeFinishing(t *testing.T) {
+// TestRollTakesTheReservedStandby: once the active segment is half full the flusher creates
+// the next segment's file and reserves it whole (the standby segment), so at the roll the new
+// segment's blocks are already reserved, and no fallocate ever runs on the file the appends
+// write while they write it (standby.go).
+func TestRollTakesTheReservedStandby(t *testing.T) {
 	var mu sync.Mutex
 	var ops []string
 	record := func(op vfs.Op, path string) error {
@@ -31,20 +34,23 @@ func TestRollReservesBeforeFinishing(t *testing.T) {
 	o.SegmentBytes = 1 << 20
 	o.PreallocateBytes = 256 << 10
 	o.WritebackBytes = -1
-	l := mustOpen(t, t.TempDir(), o)
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
 	defer l.Close()
 	b := sizedBatch(t, 64<<10, 1)
 	for range 16 { // 1 MiB: the first segment, full
 		mustAppend(t, l, b)
 	}
 	first := l.active.base
-	// Let the flusher catch up with the first segment, so that only the roll is left.
 	deadline := time.Now().Add(10 * time.Second)
-	for l.active.preallocTo.Load() < o.SegmentBytes {
+	for l.standby.Load() == nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("first segment reserved to %d", l.active.preallocTo.Load())
+			t.Fatal("no standby segment once the active one was full")
 		}
 		time.Sleep(time.Millisecond)
+	}
+	if sb := l.standby.Load(); sb.reserved != o.SegmentBytes {
+		t.Fatalf("standby reserved to %d, want segment.bytes %d", sb.reserved, o.SegmentBytes)
 	}
 	mu.Lock()
 	ops = nil
@@ -53,6 +59,12 @@ func TestRollReservesBeforeFinishing(t *testing.T) {
 	if l.active.base == first || l.active.base != info.FirstOffset {
 		t.Fatalf("no roll: active segment %d", l.active.base)
 	}
+	if got := l.active.preallocTo.Load(); got != o.SegmentBytes {
+		t.Fatalf("new segment reserved to %d at the roll, want %d (the standby's)", got, o.SegmentBytes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, standbyName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("standby file still there after the roll: %v", err)
+	}
 	oldLog := fmt.Sprintf("%020d.log", first)
 	newLog := fmt.Sprintf("%020d.log", info.FirstOffset)
 	deadline = time.Now().Add(10 * time.Second)
@@ -60,25 +72,95 @@ func TestRollReservesBeforeFinishing(t *testing.T) {
 		mu.Lock()
 		seen := append([]string(nil), ops...)
 		mu.Unlock()
-		reserved, synced := -1, -1
-		for i, op := range seen {
-			if op == "preallocate "+newLog && reserved < 0 {
-				reserved = i
-			}
-			if op == "sync "+oldLog && synced < 0 {
-				synced = i
-			}
+		if slices.Contains(seen, "preallocate "+newLog) {
+			t.Fatalf("the new segment's file was reserved while it took appends: %v", seen)
 		}
-		if reserved >= 0 && synced >= 0 {
-			if reserved > synced {
-				t.Fatalf("the new segment was reserved after the old one's fsync: %v", seen)
-			}
+		if slices.Contains(seen, "sync "+oldLog) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after the roll: %v", seen)
 		}
 		time.Sleep(time.Millisecond)
+	}
+	// Appends to the new segment land, and the log reads back whole after a reopen.
+	for range 4 {
+		mustAppend(t, l, b)
+	}
+	end := l.EndOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, o)
+	if l.EndOffset() != end {
+		t.Fatalf("reopened at end %d, want %d", l.EndOffset(), end)
+	}
+}
+
+// A standby segment goes with the log: Close deletes it, and one a crash left behind is
+// deleted at Open. When it cannot be made (its file cannot be created), rolls go on as
+// before.
+func TestStandbySegmentLifecycle(t *testing.T) {
+	o := testOptions(vfs.Default)
+	o.SegmentBytes = 1 << 20
+	o.PreallocateBytes = 256 << 10
+	o.WritebackBytes = -1
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
+	b := sizedBatch(t, 64<<10, 1)
+	for range 10 {
+		mustAppend(t, l, b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.standby.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no standby segment past half")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, standbyName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("standby file after Close: %v", err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, standbyName), []byte("left by a crash"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, o)
+	if _, err := os.Stat(filepath.Join(dir, standbyName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a leftover standby file after Open: %v", err)
+	}
+	l.Close()
+
+	for _, refused := range []vfs.Op{vfs.OpCreate, vfs.OpRename} {
+		refuse := func(op vfs.Op, path string) error {
+			// The standby's creation, or its rename to the new segment's log file.
+			if op == refused && (filepath.Base(path) == standbyName || op == vfs.OpRename && filepath.Ext(path) == ".log") {
+				return errors.New("injected")
+			}
+			return nil
+		}
+		o.FS = &vfs.ErrorFS{FS: vfs.Default, Inject: refuse}
+		dir = t.TempDir()
+		l = mustOpen(t, dir, o)
+		for range 40 { // two rolls, with no standby to take
+			mustAppend(t, l, b)
+		}
+		if n := len(l.Segments()); n < 3 {
+			t.Fatalf("%v refused: %d segments after 2.5 MiB in 1 MiB segments", refused, n)
+		}
+		end := l.EndOffset()
+		if err := l.Close(); err != nil {
+			t.Fatalf("%v refused: Close: %v", refused, err)
+		}
+		o.FS = vfs.Default
+		l = mustOpen(t, dir, o)
+		if l.EndOffset() != end {
+			t.Fatalf("%v refused: reopened at %d, want %d", refused, l.EndOffset(), end)
+		}
+		l.Close()
 	}
 }
 

@@ -123,16 +123,30 @@ func (s *Segment) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// createSegment makes a new, empty active segment, replacing any files of that name.
-func createSegment(o *Options, dir string, base batch.Offset) (*Segment, error) {
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+// createSegment makes a new, empty active segment, replacing any files of that name. With sb,
+// a standby segment already renamed to the segment's log file, it takes that file and its
+// block reserve.
+func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile) (*Segment, error) {
+	suffixes := []string{logSuffix, indexSuffix, timeIndexSuffix}
+	if sb != nil {
+		suffixes = suffixes[1:]
+	}
+	for _, suffix := range suffixes {
 		if err := o.FS.Remove(segmentPath(dir, base, suffix)); err != nil && !errors.Is(err, errNotExist) {
+			if sb != nil {
+				_ = sb.f.Close()
+			}
 			return nil, fmt.Errorf("create segment %d: %w", base, err)
 		}
 	}
-	f, err := o.FS.Create(segmentPath(dir, base, logSuffix))
-	if err != nil {
-		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	var f vfs.File
+	if sb != nil {
+		f = sb.f
+	} else {
+		var err error
+		if f, err = o.FS.Create(segmentPath(dir, base, logSuffix)); err != nil {
+			return nil, fmt.Errorf("create segment %d: %w", base, err)
+		}
 	}
 	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now()}
 	s.refs.Store(1)
@@ -144,6 +158,9 @@ func createSegment(o *Options, dir string, base batch.Offset) (*Segment, error) 
 	if err := s.activate(o); err != nil {
 		_ = s.closeFiles()
 		return nil, err
+	}
+	if sb != nil {
+		s.preallocTo.Store(sb.reserved)
 	}
 	return s, nil
 }
