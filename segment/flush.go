@@ -116,6 +116,7 @@ func (l *Log) flushLoop() {
 			if !l.syncWanted() { // a roll, and nobody waits for the active segment
 				l.flushMu.Lock()
 				_ = l.finishRolledLocked()
+				l.resumeStandbyLocked()
 				l.flushMu.Unlock()
 				continue
 			}
@@ -125,7 +126,19 @@ func (l *Log) flushLoop() {
 		}
 		l.flushMu.Lock()
 		_ = l.flushLocked(checkpointDue)
+		l.resumeStandbyLocked()
 		l.flushMu.Unlock()
+	}
+}
+
+// resumeStandbyLocked asks for more disk housekeeping when a standby segment's reservation
+// stopped for an fsync (prepareStandbyLocked), which is done now. Called with flushMu held.
+func (l *Log) resumeStandbyLocked() {
+	if l.standbyPrep != nil {
+		select {
+		case l.diskWork <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -146,6 +159,7 @@ func (l *Log) prepareDiskLocked() {
 	s := l.active
 	size := s.size.Load()
 	segmentBytes := l.opts.SegmentBytes // Reconfigure changes it under appendMu
+	closed := l.closed
 	l.appendMu.Unlock()
 	if s.finished || !s.acquire() {
 		return
@@ -166,8 +180,8 @@ func (l *Log) prepareDiskLocked() {
 			s.writebackFrom.Store(to)
 		}
 	}
-	if l.wantStandby() && (l.standbyPrep != nil || size >= segmentBytes/2) {
-		l.prepareStandbyLocked(segmentBytes)
+	if l.wantStandby() && !closed && (l.standbyPrep != nil || size >= segmentBytes/2) {
+		l.prepareStandbyLocked(s, segmentBytes)
 	}
 }
 

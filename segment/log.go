@@ -41,8 +41,12 @@ type Log struct {
 
 	flushMu    sync.Mutex
 	checkpoint checkpoint // guarded by flushMu: the last one written
-	// standbyPrep is the standby segment being reserved (standby.go); guarded by flushMu.
-	standbyPrep *standbyFile
+	// standbyPrep is the standby segment being reserved (standby.go), standbySeq the last
+	// standby's number, standbyFailedFor the active segment for which making one failed;
+	// guarded by flushMu.
+	standbyPrep      *standbyFile
+	standbySeq       int
+	standbyFailedFor *Segment
 	// standby is the standby segment ready for the next roll: stored by the flusher, taken
 	// (swapped out) by the roll under appendMu.
 	standby atomic.Pointer[standbyFile]

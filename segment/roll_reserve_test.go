@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,8 +63,8 @@ func TestRollTakesTheReservedStandby(t *testing.T) {
 	if got := l.active.preallocTo.Load(); got != o.SegmentBytes {
 		t.Fatalf("new segment reserved to %d at the roll, want %d (the standby's)", got, o.SegmentBytes)
 	}
-	if _, err := os.Stat(filepath.Join(dir, standbyName)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("standby file still there after the roll: %v", err)
+	if left := standbyFiles(t, dir); len(left) != 0 {
+		t.Fatalf("standby files still there after the roll: %v", left)
 	}
 	oldLog := fmt.Sprintf("%020d.log", first)
 	newLog := fmt.Sprintf("%020d.log", info.FirstOffset)
@@ -83,18 +84,40 @@ func TestRollTakesTheReservedStandby(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// Appends to the new segment land, and the log reads back whole after a reopen.
+	// The taken file goes by the segment's own name: a sync of the new segment is one of
+	// newLog's (not of a temporary name's).
 	for range 4 {
 		mustAppend(t, l, b)
 	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	seen := append([]string(nil), ops...)
+	mu.Unlock()
+	if !slices.Contains(seen, "sync "+newLog) {
+		t.Fatalf("no sync of %s after the roll: %v", newLog, seen)
+	}
+	// Appends to the new segment land, and the log reads back whole after a reopen.
 	end := l.EndOffset()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l = mustOpen(t, dir, o)
-	if l.EndOffset() != end {
-		t.Fatalf("reopened at end %d, want %d", l.EndOffset(), end)
+	l2 := mustOpen(t, dir, o)
+	defer l2.Close()
+	if l2.EndOffset() != end {
+		t.Fatalf("reopened at end %d, want %d", l2.EndOffset(), end)
 	}
+}
+
+// standbyFiles lists the standby segment files in dir.
+func standbyFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, standbyPrefix+"*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 // A standby segment goes with the log: Close deletes it, and one a crash left behind is
@@ -121,23 +144,25 @@ func TestStandbySegmentLifecycle(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, standbyName)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("standby file after Close: %v", err)
+	if left := standbyFiles(t, dir); len(left) != 0 {
+		t.Fatalf("standby files after Close: %v", left)
 	}
 
-	if err := os.WriteFile(filepath.Join(dir, standbyName), []byte("left by a crash"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, standbyPrefix+"7.log.tmp"), []byte("left by a crash"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l = mustOpen(t, dir, o)
-	if _, err := os.Stat(filepath.Join(dir, standbyName)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a leftover standby file after Open: %v", err)
+	if left := standbyFiles(t, dir); len(left) != 0 {
+		t.Fatalf("a leftover standby file after Open: %v", left)
 	}
 	l.Close()
 
 	for _, refused := range []vfs.Op{vfs.OpCreate, vfs.OpRename} {
+		var refusals atomic.Int64
 		refuse := func(op vfs.Op, path string) error {
 			// The standby's creation, or its rename to the new segment's log file.
-			if op == refused && (filepath.Base(path) == standbyName || op == vfs.OpRename && filepath.Ext(path) == ".log") {
+			if op == refused && (strings.HasPrefix(filepath.Base(path), standbyPrefix) || op == vfs.OpRename && filepath.Ext(path) == ".log") {
+				refusals.Add(1)
 				return errors.New("injected")
 			}
 			return nil
@@ -145,8 +170,27 @@ func TestStandbySegmentLifecycle(t *testing.T) {
 		o.FS = &vfs.ErrorFS{FS: vfs.Default, Inject: refuse}
 		dir = t.TempDir()
 		l = mustOpen(t, dir, o)
-		for range 40 { // two rolls, with no standby to take
+		for range 10 { // past half the first segment
 			mustAppend(t, l, b)
+		}
+		// Past half: the flusher tries to make a standby (refused), or makes one whose rename
+		// at the roll is refused.
+		ready := func() bool { return refusals.Load() > 0 }
+		if refused == vfs.OpRename {
+			ready = func() bool { return l.standby.Load() != nil }
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !ready() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the flusher made no attempt at a standby", refused)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for range 30 { // two rolls, with no standby taken
+			mustAppend(t, l, b)
+		}
+		if refusals.Load() == 0 {
+			t.Fatalf("%v: nothing was refused", refused)
 		}
 		if n := len(l.Segments()); n < 3 {
 			t.Fatalf("%v refused: %d segments after 2.5 MiB in 1 MiB segments", refused, n)
@@ -273,5 +317,33 @@ func TestRollFsyncFailureFailsTheLog(t *testing.T) {
 	defer cancel()
 	if err := l.Sync(ctx); !errors.Is(err, ErrFailed) {
 		t.Fatalf("sync after the failure: %v", err)
+	}
+}
+
+// Under acks=all (an fsync waited for after every append) the standby is still ready by the
+// roll: its reservation goes on by at least one step per wake-up and resumes after each fsync.
+func TestStandbyReadyUnderSyncedAppends(t *testing.T) {
+	var taken atomic.Int64
+	count := func(op vfs.Op, path string) error {
+		if op == vfs.OpRename && filepath.Ext(path) == ".log" {
+			taken.Add(1)
+		}
+		return nil
+	}
+	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: count})
+	o.SegmentBytes = 1 << 20
+	o.PreallocateBytes = 256 << 10
+	o.WritebackBytes = -1
+	l := mustOpen(t, t.TempDir(), o)
+	defer l.Close()
+	b := sizedBatch(t, 64<<10, 1)
+	for range 5*16 + 1 { // five rolls
+		mustAppend(t, l, b)
+		if err := l.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := taken.Load(); n < 5 {
+		t.Fatalf("%d of 5 rolls took a standby", n)
 	}
 }

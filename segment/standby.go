@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 
 	"github.com/sluicemq/sluice/internal/vfs"
@@ -20,12 +21,15 @@ import (
 // active segment is past half, given back when the segment is finished (truncated to its size)
 // or the log closes.
 
-// standbyName is the standby segment's file name in the log's directory.
-const standbyName = "standby.log.tmp"
+// standbyPrefix starts a standby segment's file name in the log's directory; each standby has
+// a name of its own (standbyPrefix, a sequence number, ".log.tmp"), so that making the next one
+// can never open the file a roll is renaming.
+const standbyPrefix = "standby-"
 
-// standbyFile is a standby segment's file and how much of it is reserved.
+// standbyFile is a standby segment's file, its path and how much of it is reserved.
 type standbyFile struct {
 	f        vfs.File
+	path     string
 	reserved int64
 }
 
@@ -36,30 +40,35 @@ func (l *Log) wantStandby() bool {
 
 // prepareStandbyLocked creates the standby segment if there is none, or goes on reserving it,
 // one PreallocateBytes step at a time, until it is reserved up to segmentBytes; then it is
-// published for the next roll. It stops early for an fsync someone waits for (the next disk
-// housekeeping resumes it). Errors only mean no standby: the roll then creates its file as
-// before. Called with flushMu held.
-func (l *Log) prepareStandbyLocked(segmentBytes int64) {
-	if l.standby.Load() != nil {
+// published for the next roll. After its first step it stops for an fsync someone waits for,
+// and the flusher resumes it when that is done. A failure only means no standby until the
+// next roll (so a full disk is not filled and emptied again at every wake-up): the roll then
+// creates its file as before. Called with flushMu held.
+func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
+	if l.standby.Load() != nil || l.standbyFailedFor == active {
 		return
 	}
 	sb := l.standbyPrep
 	if sb == nil {
-		f, err := l.opts.FS.Create(filepath.Join(l.dir, standbyName))
+		l.standbySeq++
+		path := filepath.Join(l.dir, fmt.Sprintf("%s%d.log.tmp", standbyPrefix, l.standbySeq))
+		f, err := l.opts.FS.Create(path)
 		if err != nil {
+			l.standbyFailedFor = active
 			return
 		}
-		sb = &standbyFile{f: f}
+		sb = &standbyFile{f: f, path: path}
 		l.standbyPrep = sb
 	}
 	step := l.opts.PreallocateBytes
-	for sb.reserved < segmentBytes {
-		if l.syncWanted() {
-			return // an acks=all producer waits for the flusher: resume later
+	for steps := 0; sb.reserved < segmentBytes; steps++ {
+		if steps > 0 && l.syncWanted() {
+			return // an acks=all producer waits for the flusher: resumed after the fsync
 		}
 		n := min(step, segmentBytes-sb.reserved)
 		if err := vfs.Preallocate(sb.f, sb.reserved, n); err != nil {
-			l.dropStandbyLocked()
+			_ = l.dropStandbyLocked()
+			l.standbyFailedFor = active
 			return
 		}
 		sb.reserved += n
@@ -72,34 +81,36 @@ func (l *Log) prepareStandbyLocked(segmentBytes int64) {
 // flushMu held, from the flusher or once it has stopped (Close).
 func (l *Log) dropStandbyLocked() error {
 	var errs []error
-	dropped := false
 	for _, sb := range []*standbyFile{l.standbyPrep, l.standby.Swap(nil)} {
-		if sb != nil {
-			errs = append(errs, sb.f.Close())
-			dropped = true
+		if sb == nil {
+			continue
 		}
-	}
-	l.standbyPrep = nil
-	if dropped {
-		if err := l.opts.FS.Remove(filepath.Join(l.dir, standbyName)); err != nil && !errors.Is(err, errNotExist) {
+		errs = append(errs, sb.f.Close())
+		if err := l.opts.FS.Remove(sb.path); err != nil && !errors.Is(err, errNotExist) {
 			errs = append(errs, err)
 		}
 	}
+	l.standbyPrep = nil
 	return errors.Join(errs...)
 }
 
-// takeStandby renames the published standby segment, if any, to the log file of the segment
-// at base and returns its file and how much of it is reserved; nil if there is none or the
-// rename failed (then the roll creates the file as before). Called with appendMu held.
+// takeStandby renames the published standby segment, if any, to logPath and returns it, its
+// file opened again under that name (so that errors and the file system see the segment's own
+// name); nil if there is none or that failed (then the roll creates the file as before).
+// Called with appendMu held.
 func (l *Log) takeStandby(logPath string) *standbyFile {
 	sb := l.standby.Swap(nil)
 	if sb == nil {
 		return nil
 	}
-	if err := l.opts.FS.Rename(filepath.Join(l.dir, standbyName), logPath); err != nil {
-		_ = sb.f.Close()
-		_ = l.opts.FS.Remove(filepath.Join(l.dir, standbyName))
+	_ = sb.f.Close()
+	if err := l.opts.FS.Rename(sb.path, logPath); err != nil {
+		_ = l.opts.FS.Remove(sb.path)
 		return nil
 	}
-	return sb
+	f, err := l.opts.FS.OpenReadWrite(logPath)
+	if err != nil {
+		return nil // createSegment replaces it with a new file
+	}
+	return &standbyFile{f: f, path: logPath, reserved: sb.reserved}
 }
