@@ -121,6 +121,33 @@ func fetchP(t testing.TB, c *client.Conn, topic string, partition int32, offset 
 	return p
 }
 
+// fetchedValues decodes the record values of a fetch's records: every whole batch, stopping
+// at a partial one at the end (a fetch may end in part of a batch); a first batch that does
+// not decode, or a corrupt record, fails the test.
+func fetchedValues(t testing.TB, records []byte) []string {
+	t.Helper()
+	var got []string
+	for rest := records; len(rest) > 0; {
+		bt, r, err := batch.Next(rest)
+		if err != nil && len(rest) < len(records) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := bt.Iter(batch.IterOptions{})
+		var rec batch.Record
+		for it.Next(&rec) {
+			got = append(got, string(rec.Value))
+		}
+		if it.Err() != nil {
+			t.Fatal(it.Err())
+		}
+		rest = r
+	}
+	return got
+}
+
 func TestProduceFetchIdenticalBytes(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
 	transports(t, b, func(t *testing.T, c *client.Conn) {

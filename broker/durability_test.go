@@ -80,20 +80,7 @@ func TestAcksAllTimesOutOnStalledDisk(t *testing.T) {
 	if p := produceAll(10000, "after"); p.ErrorCode != wire.NoError || p.BaseOffset != 2 {
 		t.Fatalf("acks=all after the disk recovered: %+v", p)
 	}
-	f := fetchP(t, c, "slow", 0, 0, 0, 1)
-	var got []string
-	for rest := f.Records; len(rest) > 0; {
-		bt, r, err := batch.Next(rest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it := bt.Iter(batch.IterOptions{})
-		var rec batch.Record
-		for it.Next(&rec) {
-			got = append(got, string(rec.Value))
-		}
-		rest = r
-	}
+	got := fetchedValues(t, fetchP(t, c, "slow", 0, 0, 0, 1).Records)
 	if strings.Join(got, ",") != "stuck,leader,after" {
 		t.Fatalf("log holds %q, want the timed-out record too: stuck,leader,after", got)
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 	"golang.org/x/sys/unix"
@@ -208,21 +207,12 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 		t.Errorf("%d bytes loaded from the region, %d requests overlapped; want %d produces of 70 KiB, all overlapped", st.LoadedBytes, st.Overlapped, n)
 	}
 	var got []string
-	for offset := int64(0); offset < n; {
-		p := fetchP(t, c, "shm", 0, offset, 0, 1)
-		for rest := p.Records; len(rest) > 0; {
-			bt, r, err := batch.Next(rest)
-			if err != nil {
-				break // a fetch may end in part of a batch
-			}
-			it := bt.Iter(batch.IterOptions{})
-			var rec batch.Record
-			for it.Next(&rec) {
-				got = append(got, string(rec.Value))
-				offset++
-			}
-			rest = r
+	for int64(len(got)) < n {
+		vals := fetchedValues(t, fetchP(t, c, "shm", 0, int64(len(got)), 0, 1).Records)
+		if len(vals) == 0 {
+			t.Fatalf("nothing fetched at offset %d", len(got))
 		}
+		got = append(got, vals...)
 	}
 	seen := map[string]bool{}
 	for _, v := range got {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -79,21 +78,8 @@ func TestStaleProduceSharedIsRefused(t *testing.T) {
 		t.Fatal("the broker answered a request whose buffer had been reused")
 	}
 
-	var got []string
 	c := dial(t, "unix://"+b.UnixAddr().String())
-	part := fetchP(t, c, "stale", 0, 0, 0, 1)
-	for rest := part.Records; len(rest) > 0; {
-		bt, r, err := batch.Next(rest)
-		if err != nil {
-			break
-		}
-		it := bt.Iter(batch.IterOptions{})
-		var rec batch.Record
-		for it.Next(&rec) {
-			got = append(got, string(rec.Value))
-		}
-		rest = r
-	}
+	got := fetchedValues(t, fetchP(t, c, "stale", 0, 0, 0, 1).Records)
 	var want []string
 	for i := range n {
 		want = append(want, fmt.Sprintf("record-%03d", i))

@@ -42,11 +42,13 @@ type Log struct {
 	flushMu    sync.Mutex
 	checkpoint checkpoint // guarded by flushMu: the last one written
 	// standbyPrep is the standby segment being reserved (standby.go), standbySeq the last
-	// standby's number, standbyFailedFor the active segment for which making one failed;
-	// guarded by flushMu.
-	standbyPrep      *standbyFile
-	standbySeq       int
-	standbyFailedFor *Segment
+	// standby's number, standbyFailed whether making one failed for the active segment whose
+	// base is standbyFailedAt; guarded by flushMu. (A base, not the segment: the field must
+	// not keep a deleted segment alive.)
+	standbyPrep     *standbyFile
+	standbySeq      int
+	standbyFailed   bool
+	standbyFailedAt batch.Offset
 	// standby is the standby segment ready for the next roll: stored by the flusher, taken
 	// (swapped out) by the roll under appendMu.
 	standby atomic.Pointer[standbyFile]

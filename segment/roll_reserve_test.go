@@ -168,6 +168,7 @@ func TestStandbySegmentLifecycle(t *testing.T) {
 			return nil
 		}
 		o.FS = &vfs.ErrorFS{FS: vfs.Default, Inject: refuse}
+		o.WritebackBytes = 64 << 10 // the flusher wakes at every append: room to retry
 		dir = t.TempDir()
 		l = mustOpen(t, dir, o)
 		for range 10 { // past half the first segment
@@ -186,11 +187,19 @@ func TestStandbySegmentLifecycle(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		for range 30 { // two rolls, with no standby taken
+		for i := range 30 { // two rolls, with no standby taken
 			mustAppend(t, l, b)
+			if i < 5 {
+				time.Sleep(2 * time.Millisecond) // wake-ups the flusher could retry at
+			}
 		}
 		if refusals.Load() == 0 {
 			t.Fatalf("%v: nothing was refused", refused)
+		}
+		// A refused standby is not tried again until the next roll: at most one try per
+		// segment, not one per wake-up.
+		if n := refusals.Load(); refused == vfs.OpCreate && n > int64(len(l.Segments())) {
+			t.Fatalf("%d refused creations for %d segments", n, len(l.Segments()))
 		}
 		if n := len(l.Segments()); n < 3 {
 			t.Fatalf("%v refused: %d segments after 2.5 MiB in 1 MiB segments", refused, n)

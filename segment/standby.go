@@ -45,7 +45,7 @@ func (l *Log) wantStandby() bool {
 // next roll (so a full disk is not filled and emptied again at every wake-up): the roll then
 // creates its file as before. Called with flushMu held.
 func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
-	if l.standby.Load() != nil || l.standbyFailedFor == active {
+	if l.standby.Load() != nil || l.standbyFailed && l.standbyFailedAt == active.base {
 		return
 	}
 	sb := l.standbyPrep
@@ -54,7 +54,7 @@ func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
 		path := filepath.Join(l.dir, fmt.Sprintf("%s%d.log.tmp", standbyPrefix, l.standbySeq))
 		f, err := l.opts.FS.Create(path)
 		if err != nil {
-			l.standbyFailedFor = active
+			l.standbyFailed, l.standbyFailedAt = true, active.base
 			return
 		}
 		sb = &standbyFile{f: f, path: path}
@@ -68,7 +68,7 @@ func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
 		n := min(step, segmentBytes-sb.reserved)
 		if err := vfs.Preallocate(sb.f, sb.reserved, n); err != nil {
 			_ = l.dropStandbyLocked()
-			l.standbyFailedFor = active
+			l.standbyFailed, l.standbyFailedAt = true, active.base
 			return
 		}
 		sb.reserved += n
