@@ -55,10 +55,13 @@ func fetchHandler(f vfs.File, released *atomic.Int64) Handler {
 	})
 }
 
-// fetchAndCheck sends concurrent fetches of random ranges of content and
-// checks every decoded partition's records against the file. It returns
-// the number of record bytes fetched.
-func fetchAndCheck(t *testing.T, s *Server, tr string, content []byte) int64 {
+// fetchAndCheck sends concurrent fetches of random ranges of content, of at
+// most maxLen bytes (0: any length), and checks every decoded partition's
+// records against the file. It returns the number of record bytes fetched.
+func fetchAndCheck(t *testing.T, s *Server, tr string, content []byte, maxLen int) int64 {
+	if maxLen <= 0 {
+		maxLen = len(content)
+	}
 	const clients, rounds = 4, 8
 	var total atomic.Int64
 	var wg sync.WaitGroup
@@ -74,7 +77,7 @@ func fetchAndCheck(t *testing.T, s *Server, tr string, content []byte) int64 {
 				var body []byte
 				for i := range 2 {
 					pos := rng.IntN(len(content))
-					n := rng.IntN(len(content) - pos + 1)
+					n := rng.IntN(min(len(content)-pos, maxLen) + 1)
 					want[i] = content[pos : pos+n]
 					body = append(body, fileRange(int64(pos), n)...)
 					total.Add(int64(n))
@@ -110,9 +113,10 @@ func randomContent(n int) []byte {
 	return b
 }
 
-// File parts from a real file go out with sendfile: not one of their bytes
-// passes through user space, and concurrent fetches of one file at
-// different offsets do not disturb each other.
+// File parts from a real file go out with sendfile, but for small ones
+// (inlineFileMax), which are read into memory and leave with the bytes
+// around them: nothing is copied otherwise, and concurrent fetches of one
+// file at different offsets do not disturb each other.
 func TestSendfileZeroCopy(t *testing.T) {
 	if !sendfileSupported {
 		t.Skip("no sendfile on this system: file parts are copied, as TestInjectedListenerCopies checks")
@@ -133,18 +137,55 @@ func TestSendfileZeroCopy(t *testing.T) {
 			}
 			var released atomic.Int64
 			s := startServer(t, testConfig(t, tr), fetchHandler(f, &released))
-			want := fetchAndCheck(t, s, tr, content)
+			want := fetchAndCheck(t, s, tr, content, 0)
 			st := s.Stats()
-			if st.CopiedFileBytes != 0 || st.SendfileBytes != want {
-				t.Fatalf("file bytes copied %d, sent with sendfile %d; want 0 and %d", st.CopiedFileBytes, st.SendfileBytes, want)
+			if st.CopiedFileBytes != 0 || st.SendfileBytes == 0 || st.SendfileBytes+st.InlinedFileBytes != want {
+				t.Fatalf("file bytes copied %d, sent with sendfile %d, inlined %d; want 0 and %d in all, some sent with sendfile",
+					st.CopiedFileBytes, st.SendfileBytes, st.InlinedFileBytes, want)
 			}
 			waitFor(t, "OnDone hooks", func() bool { return released.Load() == st.Responses })
 		})
 	}
 }
 
+// File parts of at most inlineFileMax bytes, from a file with a descriptor or
+// without, are read into memory and written with the rest of the response
+// (one writev, no sendfile), and arrive intact.
+func TestSmallFilePartsInlined(t *testing.T) {
+	content := randomContent(300_000)
+	osFile, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osFile.Close()
+	memFile, err := vfs.NewMemFS().Create("seg.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []vfs.File{osFile, memFile} {
+		if _, err := f.WriteAt(content, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, f := range map[string]vfs.File{"os": osFile, "mem": memFile} {
+		for _, tr := range transports {
+			t.Run(name+"/"+tr, func(t *testing.T) {
+				var released atomic.Int64
+				s := startServer(t, testConfig(t, tr), fetchHandler(f, &released))
+				want := fetchAndCheck(t, s, tr, content, inlineFileMax)
+				st := s.Stats()
+				if st.SendfileBytes != 0 || st.CopiedFileBytes != 0 || st.InlinedFileBytes != want {
+					t.Fatalf("file bytes sent with sendfile %d, copied %d, inlined %d; want 0, 0 and %d",
+						st.SendfileBytes, st.CopiedFileBytes, st.InlinedFileBytes, want)
+				}
+				waitFor(t, "OnDone hooks", func() bool { return released.Load() == st.Responses })
+			})
+		}
+	}
+}
+
 // Files without a descriptor (MemFS) are read with ReadAt and written, and
-// counted as user-space bytes.
+// counted as user-space bytes: small parts inlined, larger ones copied.
 func TestFileFallbackMemFS(t *testing.T) {
 	content := randomContent(300_000)
 	fs := vfs.NewMemFS()
@@ -159,9 +200,10 @@ func TestFileFallbackMemFS(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			var released atomic.Int64
 			s := startServer(t, testConfig(t, tr), fetchHandler(f, &released))
-			want := fetchAndCheck(t, s, tr, content)
-			if st := s.Stats(); st.SendfileBytes != 0 || st.CopiedFileBytes != want {
-				t.Fatalf("file bytes copied %d, sent with sendfile %d; want %d and 0", st.CopiedFileBytes, st.SendfileBytes, want)
+			want := fetchAndCheck(t, s, tr, content, 0)
+			if st := s.Stats(); st.SendfileBytes != 0 || st.CopiedFileBytes == 0 || st.CopiedFileBytes+st.InlinedFileBytes != want {
+				t.Fatalf("file bytes copied %d, inlined %d, sent with sendfile %d; want %d in all, some copied, 0 with sendfile",
+					st.CopiedFileBytes, st.InlinedFileBytes, st.SendfileBytes, want)
 			}
 		})
 	}
@@ -200,9 +242,10 @@ func TestInjectedListenerCopies(t *testing.T) {
 	}
 	var released atomic.Int64
 	s := startServer(t, cfg, fetchHandler(f, &released))
-	want := fetchAndCheck(t, s, "tcp", content)
-	if st := s.Stats(); st.SendfileBytes != 0 || st.CopiedFileBytes != want {
-		t.Fatalf("file bytes copied %d, sent with sendfile %d; want %d and 0", st.CopiedFileBytes, st.SendfileBytes, want)
+	want := fetchAndCheck(t, s, "tcp", content, 0)
+	if st := s.Stats(); st.SendfileBytes != 0 || st.CopiedFileBytes == 0 || st.CopiedFileBytes+st.InlinedFileBytes != want {
+		t.Fatalf("file bytes copied %d, inlined %d, sent with sendfile %d; want %d in all, some copied, 0 with sendfile",
+			st.CopiedFileBytes, st.InlinedFileBytes, st.SendfileBytes, want)
 	}
 }
 
@@ -225,13 +268,17 @@ func TestShortFileClosesConn(t *testing.T) {
 			f.WriteAt(make([]byte, 1000), 0)
 			var released atomic.Int64
 			s := startServer(t, testConfig(t, "tcp"), fetchHandler(f, &released))
-			c := dial(t, s, "tcp")
-			c.send(wire.Fetch, 1, append(fileRange(0, 10), fileRange(900, 5000)...))
-			if _, _, err := c.tryRecv(); err == nil {
-				t.Fatal("read a whole response whose file part is past EOF")
+			// A part read into the write buffer, one read into a chunk of its own (both
+			// inlined: see inlineFileMax), and one too large to inline.
+			for i, n := range []int{200, copyMax + 100, inlineFileMax + 100} {
+				c := dial(t, s, "tcp")
+				c.send(wire.Fetch, 1, append(fileRange(0, 10), fileRange(900, n)...))
+				if _, _, err := c.tryRecv(); err == nil {
+					t.Fatalf("part of %d bytes: read a whole response whose file part is past EOF", n)
+				}
+				c.expectClosed()
+				waitFor(t, "OnDone hook", func() bool { return released.Load() == int64(i+1) })
 			}
-			c.expectClosed()
-			waitFor(t, "OnDone hook", func() bool { return released.Load() == 1 })
 		})
 	}
 }

@@ -172,7 +172,7 @@ type Server struct {
 
 // Stats are the server's counters since New. They let tests and operators
 // see where bytes went: SendfileBytes never entered user space,
-// CopiedFileBytes did.
+// CopiedFileBytes and InlinedFileBytes did.
 type Stats struct {
 	Accepted        int64 // connections accepted
 	Open            int64 // connections open now
@@ -184,34 +184,39 @@ type Stats struct {
 	HandedOff       int64 // direct writes that would have waited (full socket buffer, file part to copy), finished by the writer
 	Malformed       int64 // connections closed for a malformed frame
 	BytesRead       int64 // request bytes read, size fields included
-	BytesWritten    int64 // response bytes written from memory (byte parts)
-	CopiedFileBytes int64 // file-part bytes read into user space and written
+	BytesWritten    int64 // response bytes written from memory (byte parts and inlined file parts)
+	CopiedFileBytes int64 // file-part bytes read into user space and written apart (no descriptor, or sendfile refused)
 	SendfileBytes   int64 // file-part bytes sent with sendfile(2)
+	// InlinedFileBytes are the bytes of small file parts read into memory and written with the
+	// bytes around them (also counted in BytesWritten).
+	InlinedFileBytes int64
 }
 
 type counters struct {
 	accepted, open, requests, overlapped, responses, malformed atomic.Int64
 	direct, handedOff                                          atomic.Int64
 	bytesRead, bytesWritten, copiedFile, sendfile, loaded      atomic.Int64
+	inlinedFile                                                atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	c := &s.stats
 	return Stats{
-		Accepted:        c.accepted.Load(),
-		Open:            c.open.Load(),
-		Requests:        c.requests.Load(),
-		Overlapped:      c.overlapped.Load(),
-		Responses:       c.responses.Load(),
-		DirectWrites:    c.direct.Load(),
-		HandedOff:       c.handedOff.Load(),
-		Malformed:       c.malformed.Load(),
-		BytesRead:       c.bytesRead.Load(),
-		LoadedBytes:     c.loaded.Load(),
-		BytesWritten:    c.bytesWritten.Load(),
-		CopiedFileBytes: c.copiedFile.Load(),
-		SendfileBytes:   c.sendfile.Load(),
+		Accepted:         c.accepted.Load(),
+		Open:             c.open.Load(),
+		Requests:         c.requests.Load(),
+		Overlapped:       c.overlapped.Load(),
+		Responses:        c.responses.Load(),
+		DirectWrites:     c.direct.Load(),
+		HandedOff:        c.handedOff.Load(),
+		Malformed:        c.malformed.Load(),
+		BytesRead:        c.bytesRead.Load(),
+		LoadedBytes:      c.loaded.Load(),
+		BytesWritten:     c.bytesWritten.Load(),
+		CopiedFileBytes:  c.copiedFile.Load(),
+		SendfileBytes:    c.sendfile.Load(),
+		InlinedFileBytes: c.inlinedFile.Load(),
 	}
 }
 
