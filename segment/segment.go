@@ -137,6 +137,7 @@ func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile) (
 		if err := o.FS.Remove(segmentPath(dir, base, suffix)); err != nil && !errors.Is(err, errNotExist) {
 			if sb != nil {
 				_ = sb.f.Close()
+				_ = o.FS.Remove(sb.path)
 			}
 			return nil, fmt.Errorf("create segment %d: %w", base, err)
 		}
@@ -153,12 +154,20 @@ func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile) (
 	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now()}
 	s.refs.Store(1)
 	s.maxTs.Store(-1)
-	if err := s.openIndexes(o, true); err != nil {
+	// On a failure the new files go: a restart would otherwise find an empty segment (with a
+	// standby's whole reserve) that the log never had.
+	undo := func() {
 		_ = s.closeFiles()
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			_ = o.FS.Remove(segmentPath(dir, base, suffix))
+		}
+	}
+	if err := s.openIndexes(o, true); err != nil {
+		undo()
 		return nil, err
 	}
 	if err := s.activate(o); err != nil {
-		_ = s.closeFiles()
+		undo()
 		return nil, err
 	}
 	if sb != nil {
