@@ -257,7 +257,9 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 			return AppendInfo{}, l.fail(fmt.Errorf("index segment %d: %w", s.base, err))
 		}
 		s.lastBatchBase = b.BaseOffset()
-		s.recent.record(b, at)
+		if r := s.recent.Load(); r != nil {
+			r.record(b, at)
+		}
 		at += int64(len(b))
 		rest = r
 	}

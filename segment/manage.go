@@ -190,7 +190,9 @@ func (l *Log) TruncateTo(off batch.Offset) error {
 // truncateSegmentLocked cuts t at the first batch whose last offset is >= off and makes it the
 // active segment again.
 func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
-	t.recent.reset() // positions past the cut will hold other batches
+	if r := t.recent.Load(); r != nil {
+		r.reset() // positions past the cut will hold other batches
+	}
 	var hdr [batch.HeaderSize]byte
 	size := t.size.Load()
 	pos, h, found, err := t.locate(off, size, &hdr)

@@ -18,8 +18,9 @@ const recentBatchCount = 32
 //
 // Invariant: the entries are consecutive batches of the segment, each starting where the one
 // before it ends, the newest being the last batch appended. The appender records under
-// Log.appendMu; readers look up concurrently; mu guards the ring. A truncation forgets
-// everything (reset), as does sealing the segment (no more appends: nothing stays recent).
+// Log.appendMu; readers look up concurrently; mu guards the ring (a plain mutex: both sides
+// hold it for a 61-byte copy or a scan of at most 32 headers). A truncation forgets everything
+// (reset); sealing the segment drops the ring (Segment.recent), as nothing stays recent.
 type recentBatches struct {
 	mu   sync.Mutex
 	ring [recentBatchCount]recentBatch

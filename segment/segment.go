@@ -61,8 +61,9 @@ type Segment struct {
 	finished   bool
 	// writebackFrom: writeback has been started for the bytes below (Options.WritebackBytes).
 	writebackFrom atomic.Int64
-	// recent: the last batches appended, for reads at the tail (recent.go).
-	recent recentBatches
+	// recent: the last batches appended, for reads at the tail (recent.go); set by activate,
+	// nil once the segment is sealed, so only active segments pay for it.
+	recent atomic.Pointer[recentBatches]
 	// preallocTo: disk blocks are reserved below this (Options.PreallocateBytes); set to the
 	// size by activate and by a truncation (which frees the blocks past the cut), then raised
 	// by the flusher.
@@ -219,6 +220,7 @@ func (s *Segment) rebuildIndexes(o *Options, writable bool) error {
 
 // activate prepares the segment to take appends.
 func (s *Segment) activate(o *Options) error {
+	s.recent.Store(new(recentBatches))
 	if o.MmapAppend {
 		a, err := newMmapAppender(s.file, max(o.SegmentBytes, s.size.Load()))
 		if err != nil {
@@ -268,7 +270,7 @@ func (s *Segment) indexBatch(b batch.Batch, pos int64, interval int) error {
 // segment's max timestamp) that retention and segment.ms read after a restart. Syncing and
 // trimming are left to the flusher.
 func (s *Segment) sealLocked() error {
-	s.recent.reset()
+	s.recent.Store(nil)
 	if s.size.Load() > 0 {
 		// The entry's offset may be earlier than the batch that reached maxTs (after a restart
 		// the appender does not know that batch); an earlier offset only lengthens a scan.
@@ -303,8 +305,10 @@ func (s *Segment) readHeader(pos int64, hdr *[batch.HeaderSize]byte) (batch.Batc
 // locate returns the position of the first batch at or below limit whose last offset is >= off
 // (the batch holding off, or the next one after a gap), its header, and whether one exists.
 func (s *Segment) locate(off batch.Offset, limit int64, hdr *[batch.HeaderSize]byte) (int64, batch.Batch, bool, error) {
-	if pos, h, found, ok := s.recent.locate(off, limit, hdr); ok {
-		return pos, h, found, nil
+	if r := s.recent.Load(); r != nil {
+		if pos, h, found, ok := r.locate(off, limit, hdr); ok {
+			return pos, h, found, nil
+		}
 	}
 	return s.locateInFile(off, limit, hdr)
 }

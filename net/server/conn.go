@@ -48,7 +48,8 @@ const readBufSize = 16 << 10
 //
 // The trade-off: a direct write saves the wake-up of the writer goroutine
 // (and, on a busy machine, its migration to another core) per response,
-// but delays reading the next request by one write system call: at most
+// but delays reading the next request by one write system call (and the
+// preads of small file parts it inlines, up to maxLoanedBytes): at most
 // a socket buffer's worth of bytes (SendBufferBytes), never a wait for the
 // client, so a slow client still stalls only itself and the reader keeps
 // reading pipelined requests. Only the reader writes directly: a Pending
@@ -260,6 +261,7 @@ func (c *Conn) readLoop() {
 	for p := range c.queue {
 		p.abandon()
 	}
+	c.w.resetIov() // no one writes any more: the chunks of inlined file parts go back
 	c.closeAttached()
 	c.cancel()
 	c.srv.forget(c)

@@ -170,6 +170,14 @@ func bufClass(n int) int {
 	return c
 }
 
+// bufCap is the capacity of the buffer getBuf(n) returns.
+func bufCap(n int) int {
+	if c := bufClass(n); c >= 0 {
+		return 1 << (c + minBufClass)
+	}
+	return n
+}
+
 // getBuf returns a buffer of length n. Only call it after n has been
 // checked against a limit.
 func getBuf(n int) *[]byte {

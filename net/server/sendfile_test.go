@@ -179,8 +179,75 @@ func TestSmallFilePartsInlined(t *testing.T) {
 						st.SendfileBytes, st.CopiedFileBytes, st.InlinedFileBytes, want)
 				}
 				waitFor(t, "OnDone hooks", func() bool { return released.Load() == st.Responses })
+				if n := s.loaned.Load(); n != 0 {
+					t.Fatalf("%d bytes of chunks still loaned after every response was written", n)
+				}
 			})
 		}
+	}
+}
+
+// Inlined parts sent through a small socket buffer: direct writes stop part way through the
+// loaned chunks and hand the rest to the writer goroutine, while other connections take and
+// return chunks of the same pool; every byte arrives intact and every chunk comes back.
+func TestInlinedPartsThroughAFullSocket(t *testing.T) {
+	content := randomContent(1 << 20)
+	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(content, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			cfg := testConfig(t, tr)
+			cfg.SendBufferBytes = 4 << 10
+			var released atomic.Int64
+			s := startServer(t, cfg, fetchHandler(f, &released))
+			want := fetchAndCheck(t, s, tr, content, inlineFileMax)
+			st := s.Stats()
+			if st.SendfileBytes != 0 || st.CopiedFileBytes != 0 || st.InlinedFileBytes != want {
+				t.Fatalf("file bytes sent with sendfile %d, copied %d, inlined %d; want 0, 0 and %d",
+					st.SendfileBytes, st.CopiedFileBytes, st.InlinedFileBytes, want)
+			}
+			if directWriteSupported && st.HandedOff == 0 {
+				t.Errorf("no direct write was handed off part way: %+v", st)
+			}
+			if n := s.loaned.Load(); n != 0 {
+				t.Fatalf("%d bytes of chunks still loaned", n)
+			}
+		})
+	}
+}
+
+// Past the server's budget for chunks, parts that would need one go with sendfile, and the
+// budget is left as it was; parts that fit the write buffer are still inlined.
+func TestInlineBudgetFallsBackToSendfile(t *testing.T) {
+	if !sendfileSupported {
+		t.Skip("no sendfile on this system")
+	}
+	content := randomContent(1 << 20)
+	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(content, 0); err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Int64
+	s := startServer(t, testConfig(t, "unix"), fetchHandler(f, &released))
+	s.loaned.Store(serverLoanBudget) // as if other connections held every chunk
+	want := fetchAndCheck(t, s, "unix", content, inlineFileMax)
+	st := s.Stats()
+	if st.CopiedFileBytes != 0 || st.SendfileBytes == 0 || st.InlinedFileBytes == 0 || st.SendfileBytes+st.InlinedFileBytes != want {
+		t.Fatalf("file bytes copied %d, sent with sendfile %d, inlined %d; want 0, some and some, %d in all",
+			st.CopiedFileBytes, st.SendfileBytes, st.InlinedFileBytes, want)
+	}
+	if n := s.loaned.Load(); n != serverLoanBudget {
+		t.Fatalf("loaned %d after the run, want the %d it started with", n, serverLoanBudget)
 	}
 }
 

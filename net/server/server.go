@@ -159,6 +159,9 @@ type Server struct {
 	tcp, unix net.Listener // nil if not configured
 	nextID    atomic.Uint64
 	stats     counters
+	// loaned is the capacity of the chunks all writers hold for inlined file parts
+	// (serverLoanBudget).
+	loaned atomic.Int64
 
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection readers and writers

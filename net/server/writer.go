@@ -22,9 +22,12 @@ const (
 	// the writev it shares with its prefix are two system calls where sendfile needs three
 	// (prefix, file, rest), and on a virtual machine a system call is microseconds.
 	inlineFileMax = 64 << 10
-	// maxLoanedBytes bounds the chunks a writer holds for inlined file parts before it
-	// flushes them.
-	maxLoanedBytes = 256 << 10
+	// maxLoanedBytes bounds the chunks (their capacity) one writer holds for inlined file
+	// parts, and serverLoanBudget those of all the server's writers: a connection whose
+	// client stopped reading keeps its chunks until the idle timeout, so past the budget
+	// parts go with sendfile again, which pins no memory.
+	maxLoanedBytes   = 256 << 10
+	serverLoanBudget = 32 << 20
 	// maxSendfileChunk keeps one sendfile call from monopolising the
 	// socket; the kernel caps a call at 0x7ffff000 bytes anyway.
 	maxSendfileChunk = 1 << 30
@@ -52,9 +55,11 @@ type writer struct {
 	bufs net.Buffers // WriteTo's receiver, which it consumes
 	tail int         // start in buf of the last iov entry if it is in buf, else -1
 	// loans are pooled chunks holding inlined file parts that iov refers to; they go back to
-	// the pool when iov is empty again. loaned is their total size.
-	loans  []*[]byte
-	loaned int
+	// the pool when iov is empty again. loaned is their total capacity (also counted in the
+	// server's loaned), inlined the inlined file bytes in iov, counted once written.
+	loans   []*[]byte
+	loaned  int
+	inlined int
 
 	// done holds the responses written into buf/iov but not yet flushed:
 	// their bytes may still be referenced, so they are released after the
@@ -283,13 +288,10 @@ func (w *writer) grow(n int) ([]byte, error) {
 
 // inlineFile reads a small file part into memory and queues it like a byte part, so that it
 // leaves with the bytes around it in one writev (see inlineFileMax). It reports false, having
-// queued nothing, when the part should be sent as usual instead: the writer's chunks are all
-// loaned, or the read fails or comes up short (sendRest then fails the same way, closing the
-// connection).
+// queued nothing, when the part should be sent as usual instead: it needs a chunk and the
+// writer's or the server's chunks are all loaned (maxLoanedBytes, serverLoanBudget), or the
+// read fails or comes up short (sendRest then fails the same way, closing the connection).
 func (w *writer) inlineFile(f vfs.File, pos int64, n int) bool {
-	if w.loaned+n > maxLoanedBytes {
-		return false
-	}
 	if n <= copyMax && len(w.buf)+n <= cap(w.buf) && (w.tail >= 0 || len(w.iov) < maxIov) {
 		start, tail := len(w.buf), w.tail
 		dst, _ := w.grow(n) // fits: no flush
@@ -297,22 +299,28 @@ func (w *writer) inlineFile(f vfs.File, pos int64, n int) bool {
 			w.unGrow(start, tail)
 			return false
 		}
-		w.stats.inlinedFile.Add(int64(n))
+		w.inlined += n
 		return true
 	}
-	if len(w.iov) >= maxIov {
+	size := bufCap(n)
+	if len(w.iov) >= maxIov || w.loaned+size > maxLoanedBytes {
+		return false
+	}
+	if w.c.srv.loaned.Add(int64(size)) > serverLoanBudget {
+		w.c.srv.loaned.Add(-int64(size))
 		return false
 	}
 	cb := getBuf(n)
 	if m, _ := f.ReadAt(*cb, pos); m < n {
 		putBuf(cb)
+		w.c.srv.loaned.Add(-int64(size))
 		return false
 	}
 	w.loans = append(w.loans, cb)
-	w.loaned += n
+	w.loaned += size
 	w.iov = append(w.iov, *cb)
 	w.tail = -1
-	w.stats.inlinedFile.Add(int64(n))
+	w.inlined += n
 	return true
 }
 
@@ -341,6 +349,9 @@ func (w *writer) flush() error {
 	w.bufs = w.iov
 	n, err := w.bufs.WriteTo(w.c.nc)
 	w.stats.bytesWritten.Add(n)
+	if err == nil {
+		w.stats.inlinedFile.Add(int64(w.inlined))
+	}
 	w.resetIov()
 	return err
 }
@@ -354,7 +365,10 @@ func (w *writer) resetIov() {
 		putBuf(cb)
 		w.loans[i] = nil
 	}
-	w.loans, w.loaned = w.loans[:0], 0
+	if w.loaned > 0 {
+		w.c.srv.loaned.Add(-int64(w.loaned))
+	}
+	w.loans, w.loaned, w.inlined = w.loans[:0], 0, 0
 }
 
 // writevState is a non-blocking flush's outcome.
@@ -373,6 +387,7 @@ func (w *writer) tryFlush() error {
 	}
 	switch {
 	case len(w.iov) == 0:
+		w.stats.inlinedFile.Add(int64(w.inlined))
 		w.resetIov()
 	case err == nil:
 		// The first entry may be cut: never extend it again (see addBytes).
