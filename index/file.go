@@ -27,7 +27,10 @@ type entryFile struct {
 		buf      []byte      // mapping.Bytes(), or nil
 		writable bool
 	}
-	n       atomic.Int64 // published entries
+	// populated: the mapping's pages below this were faulted in writable by prefault; reset
+	// whenever the mapping changes (under mu's write side).
+	populated atomic.Int64
+	n         atomic.Int64 // published entries
 	flushMu sync.Mutex
 	flushed atomic.Int64 // entries known to be on stable storage
 }
@@ -82,6 +85,8 @@ func (e *entryFile) load(maxBytes int, writable bool) error {
 			return fmt.Errorf("index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = m, m.Bytes()
+	e.populated.Store(0)
+		e.populated.Store(0)
 	}
 	e.mu.writable = writable
 	// Entries are a prefix followed by an all-empty tail (the preallocated part, or nothing).
@@ -129,6 +134,37 @@ func (e *entryFile) append(put func([]byte)) error {
 	}
 	put(e.mu.buf[n*e.entrySize : (n+1)*e.entrySize])
 	e.n.Store(int64(n + 1))
+	return nil
+}
+
+// prefaultAhead is how far past the next entry prefault keeps a writable index's pages
+// faulted in: 16 pages, which the offset index fills in 32 MiB of log at the default
+// index.interval.bytes.
+const prefaultAhead = 64 << 10
+
+// prefault faults in, writable, the pages from the next entry's up to limit bytes past it
+// (vfs.Populate), unless at least half of that is done already, so that the appender's next
+// entries take no page fault. The appender never calls it: the segment's flusher does, and the
+// segment does once for the first page when it becomes active (limit prefaultAhead or less).
+func (e *entryFile) prefault(limit int) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if !e.mu.writable || e.mu.mapping == nil {
+		return nil
+	}
+	next := e.len() * e.entrySize
+	done := int(e.populated.Load())
+	if done >= next+limit/2 {
+		return nil
+	}
+	from, to := max(next, done), min(next+limit, len(e.mu.buf))
+	if to <= from {
+		return nil
+	}
+	if err := vfs.Populate(e.mu.mapping, from, to-from); err != nil {
+		return fmt.Errorf("index %s: %w", e.path, err)
+	}
+	e.populated.Store(int64(to))
 	return nil
 }
 
@@ -201,6 +237,7 @@ func (e *entryFile) remapLocked(n int) error {
 			return fmt.Errorf("trim index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = nil, nil
+		e.populated.Store(0)
 	}
 	size := n * e.entrySize
 	if err := e.mu.file.Truncate(int64(size)); err != nil {
@@ -218,6 +255,7 @@ func (e *entryFile) remapLocked(n int) error {
 		return fmt.Errorf("trim index %s: %w", e.path, err)
 	}
 	e.mu.mapping, e.mu.buf = m, m.Bytes()
+	e.populated.Store(0)
 	return nil
 }
 
@@ -229,6 +267,7 @@ func (e *entryFile) close() error {
 	if e.mu.mapping != nil {
 		err = e.mu.mapping.Unmap()
 		e.mu.mapping, e.mu.buf = nil, nil
+		e.populated.Store(0)
 	}
 	if e.mu.file != nil {
 		if cerr := e.mu.file.Close(); err == nil {
@@ -256,6 +295,7 @@ func (e *entryFile) makeWritable(maxBytes int) error {
 			return fmt.Errorf("reopen index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = nil, nil
+		e.populated.Store(0)
 	}
 	if err := e.mu.file.Truncate(int64(capacity)); err != nil {
 		return fmt.Errorf("reopen index %s: %w", e.path, err)
@@ -265,5 +305,6 @@ func (e *entryFile) makeWritable(maxBytes int) error {
 		return fmt.Errorf("reopen index %s: %w", e.path, err)
 	}
 	e.mu.mapping, e.mu.buf, e.mu.writable = m, m.Bytes(), true
+	e.populated.Store(0)
 	return nil
 }

@@ -115,6 +115,7 @@ func (l *Log) flushLoop() {
 		case <-l.kick:
 			if !l.syncWanted() { // a roll, and nobody waits for the active segment
 				l.flushMu.Lock()
+				l.prefaultActiveLocked() // before the rolled segment's fsync, which takes a while
 				_ = l.finishRolledLocked()
 				l.resumeStandbyLocked()
 				l.flushMu.Unlock()
@@ -165,6 +166,7 @@ func (l *Log) prepareDiskLocked() {
 		return
 	}
 	defer s.release()
+	s.prefaultIndexes(false)
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
 		s.preallocate(min(size+pa, segmentBytes))
 	}
@@ -183,6 +185,19 @@ func (l *Log) prepareDiskLocked() {
 	if l.wantStandby() && !closed && (l.standbyPrep != nil || size >= segmentBytes/2) {
 		l.prepareStandbyLocked(s, segmentBytes)
 	}
+}
+
+// prefaultActiveLocked faults in the active segment's next index pages. Called with flushMu
+// held.
+func (l *Log) prefaultActiveLocked() {
+	l.appendMu.Lock()
+	s := l.active
+	l.appendMu.Unlock()
+	if s == nil || s.finished || !s.acquire() {
+		return
+	}
+	s.prefaultIndexes(false)
+	s.release()
 }
 
 // syncWanted reports whether the active segment must be synced now: a waiter (acks=all, Sync,

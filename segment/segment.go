@@ -236,7 +236,24 @@ func (s *Segment) activate(o *Options) error {
 	if err := s.offsets.MakeWritable(o.SegmentIndexBytes); err != nil {
 		return err
 	}
-	return s.times.MakeWritable(o.SegmentIndexBytes)
+	if err := s.times.MakeWritable(o.SegmentIndexBytes); err != nil {
+		return err
+	}
+	s.prefaultIndexes(true)
+	return nil
+}
+
+// prefaultIndexes faults in the index pages the next appends will write (index.Prefault), so
+// that no append waits for a page fault under Log.appendMu: the flusher keeps them ahead, and
+// activate does the first page. Advice: errors are ignored, and the append faults as before.
+func (s *Segment) prefaultIndexes(first bool) {
+	if first {
+		_ = s.offsets.PrefaultFirst()
+		_ = s.times.PrefaultFirst()
+		return
+	}
+	_ = s.offsets.Prefault()
+	_ = s.times.Prefault()
 }
 
 // indexBatch records the index entries for the batch at pos, under Kafka's rule: an offset

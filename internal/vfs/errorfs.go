@@ -228,6 +228,9 @@ type errorMapping struct {
 	f *errorFile
 }
 
+// Unwrap lets Populate reach the mapping underneath.
+func (m *errorMapping) Unwrap() Mapping { return m.Mapping }
+
 func (m *errorMapping) Flush(off, n int) error {
 	if err := m.f.fs.check(OpFlush, m.f.name); err != nil {
 		return err

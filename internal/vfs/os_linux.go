@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -46,5 +47,30 @@ func (f osFile) Preallocate(off, n int64) error {
 			return nil
 		}
 		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+}
+
+// Populate faults in the pages of [off, off+n) writable (madvise MADV_POPULATE_WRITE, Linux
+// 5.14 and later) without changing their contents, so concurrent writers to the same pages are
+// unaffected. Kernels without it (EINVAL) and ranges past the file's end (EFAULT: the mapping
+// may be longer than the file) are not errors: this is advice.
+func (m osMapping) Populate(off, n int) error {
+	if off < 0 || n < 0 || off+n > len(m.m) {
+		return fmt.Errorf("vfs: populate [%d, %d) of a %d-byte mapping", off, off+n, len(m.m))
+	}
+	if n == 0 {
+		return nil
+	}
+	page := os.Getpagesize()
+	start := off &^ (page - 1)
+	for {
+		err := unix.Madvise(m.m[start:off+n], unix.MADV_POPULATE_WRITE)
+		switch err {
+		case unix.EINTR:
+			continue
+		case nil, unix.EINVAL, unix.EFAULT, unix.ENOSYS:
+			return nil
+		}
+		return fmt.Errorf("vfs: populate [%d, %d): %w", off, off+n, err)
 	}
 }
