@@ -31,8 +31,8 @@ type entryFile struct {
 	// whenever the mapping changes (under mu's write side).
 	populated atomic.Int64
 	n         atomic.Int64 // published entries
-	flushMu sync.Mutex
-	flushed atomic.Int64 // entries known to be on stable storage
+	flushMu   sync.Mutex
+	flushed   atomic.Int64 // entries known to be on stable storage
 }
 
 // openEntryFile opens (creating if needed) an index file. A writable index is grown to maxBytes
@@ -85,7 +85,7 @@ func (e *entryFile) load(maxBytes int, writable bool) error {
 			return fmt.Errorf("index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = m, m.Bytes()
-	e.populated.Store(0)
+		e.populated.Store(0)
 		e.populated.Store(0)
 	}
 	e.mu.writable = writable
