@@ -86,7 +86,6 @@ func (e *entryFile) load(maxBytes int, writable bool) error {
 		}
 		e.mu.mapping, e.mu.buf = m, m.Bytes()
 		e.populated.Store(0)
-		e.populated.Store(0)
 	}
 	e.mu.writable = writable
 	// Entries are a prefix followed by an all-empty tail (the preallocated part, or nothing).
