@@ -27,12 +27,9 @@ type entryFile struct {
 		buf      []byte      // mapping.Bytes(), or nil
 		writable bool
 	}
-	// populated: the mapping's pages below this were faulted in writable by prefault; reset
-	// whenever the mapping changes (under mu's write side).
-	populated atomic.Int64
-	n         atomic.Int64 // published entries
-	flushMu   sync.Mutex
-	flushed   atomic.Int64 // entries known to be on stable storage
+	n       atomic.Int64 // published entries
+	flushMu sync.Mutex
+	flushed atomic.Int64 // entries known to be on stable storage
 }
 
 // openEntryFile opens (creating if needed) an index file. A writable index is grown to maxBytes
@@ -85,7 +82,6 @@ func (e *entryFile) load(maxBytes int, writable bool) error {
 			return fmt.Errorf("index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = m, m.Bytes()
-		e.populated.Store(0)
 	}
 	e.mu.writable = writable
 	// Entries are a prefix followed by an all-empty tail (the preallocated part, or nothing).
@@ -136,34 +132,33 @@ func (e *entryFile) append(put func([]byte)) error {
 	return nil
 }
 
-// prefaultAhead is how far past the next entry prefault keeps a writable index's pages
-// faulted in: 16 pages, which the offset index fills in 32 MiB of log at the default
-// index.interval.bytes.
-const prefaultAhead = 64 << 10
+// prefaultAhead is how far past the next entry Prefault faults in a writable index's pages:
+// 8 pages, which the offset index fills in 16 MiB of log at the default index.interval.bytes,
+// several of the flusher's wake-ups (one per log.writeback.bytes, 4 MiB). Each populated page
+// is dirtied and gets its disk block: 2 x 32 KiB per active segment.
+const prefaultAhead = 32 << 10
 
 // prefault faults in, writable, the pages from the next entry's up to limit bytes past it
-// (vfs.Populate), unless at least half of that is done already, so that the appender's next
-// entries take no page fault. The appender never calls it: the segment's flusher does, and the
-// segment does once for the first page when it becomes active (limit prefaultAhead or less).
+// (vfs.Populate), so that the appender's next entries take no page fault. Every call covers
+// the whole range: a page faulted in earlier may since have been written back (an index Flush,
+// the kernel's writeback), which makes it read-only again until its next write faults; on a
+// page that is still writable the call costs a page-table walk. The appender never calls it:
+// the segment's flusher does, and a segment becoming active does once (for the time index, whose
+// first entry comes with the first append).
 func (e *entryFile) prefault(limit int) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if !e.mu.writable || e.mu.mapping == nil {
 		return nil
 	}
-	next := e.len() * e.entrySize
-	done := int(e.populated.Load())
-	if done >= next+limit/2 {
-		return nil
-	}
-	from, to := max(next, done), min(next+limit, len(e.mu.buf))
+	from := e.len() * e.entrySize
+	to := min(from+limit, len(e.mu.buf))
 	if to <= from {
 		return nil
 	}
 	if err := vfs.Populate(e.mu.mapping, from, to-from); err != nil {
 		return fmt.Errorf("index %s: %w", e.path, err)
 	}
-	e.populated.Store(int64(to))
 	return nil
 }
 
@@ -236,7 +231,6 @@ func (e *entryFile) remapLocked(n int) error {
 			return fmt.Errorf("trim index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = nil, nil
-		e.populated.Store(0)
 	}
 	size := n * e.entrySize
 	if err := e.mu.file.Truncate(int64(size)); err != nil {
@@ -254,7 +248,6 @@ func (e *entryFile) remapLocked(n int) error {
 		return fmt.Errorf("trim index %s: %w", e.path, err)
 	}
 	e.mu.mapping, e.mu.buf = m, m.Bytes()
-	e.populated.Store(0)
 	return nil
 }
 
@@ -266,7 +259,6 @@ func (e *entryFile) close() error {
 	if e.mu.mapping != nil {
 		err = e.mu.mapping.Unmap()
 		e.mu.mapping, e.mu.buf = nil, nil
-		e.populated.Store(0)
 	}
 	if e.mu.file != nil {
 		if cerr := e.mu.file.Close(); err == nil {
@@ -294,7 +286,6 @@ func (e *entryFile) makeWritable(maxBytes int) error {
 			return fmt.Errorf("reopen index %s: %w", e.path, err)
 		}
 		e.mu.mapping, e.mu.buf = nil, nil
-		e.populated.Store(0)
 	}
 	if err := e.mu.file.Truncate(int64(capacity)); err != nil {
 		return fmt.Errorf("reopen index %s: %w", e.path, err)
@@ -304,6 +295,5 @@ func (e *entryFile) makeWritable(maxBytes int) error {
 		return fmt.Errorf("reopen index %s: %w", e.path, err)
 	}
 	e.mu.mapping, e.mu.buf, e.mu.writable = m, m.Bytes(), true
-	e.populated.Store(0)
 	return nil
 }

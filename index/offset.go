@@ -151,16 +151,14 @@ func (x *OffsetIndex) Trim() error { return x.f.trim() }
 // MakeWritable reverses Trim.
 func (x *OffsetIndex) MakeWritable(maxBytes int) error { return x.f.makeWritable(maxBytes) }
 
-// Prefault faults in the pages the next entries will be written to, up to 64 KiB ahead, so that
-// Append takes no page fault (a writer's first touch of a page of a shared mapping; on a
-// virtual machine with shadowed page tables, tens of microseconds and, now and then,
-// milliseconds). For the appender's owner to call from another goroutine; advice: a system
-// that cannot does nothing.
+// Prefault faults in the pages the next entries will be written to, up to 32 KiB ahead, so that
+// Append takes no page fault (a writer's first store to a page of a shared mapping, or its first
+// since the page was written back: on a virtual machine with shadowed page tables, tens of
+// microseconds and now and then milliseconds). For the appender's owner to call from another
+// goroutine, often: it costs little when the pages are ready. A system without the advice does
+// nothing; an error means a store to those pages would fault fatally (SIGBUS: no disk space
+// for the page, an I/O error), so the caller must not let the appender write there.
 func (x *OffsetIndex) Prefault() error { return x.f.prefault(prefaultAhead) }
-
-// PrefaultFirst is Prefault for the first page only, for a segment becoming active: the cost of
-// the first entry's fault, paid once, before appends wait on it.
-func (x *OffsetIndex) PrefaultFirst() error { return x.f.prefault(4096) }
 
 // Close unmaps and closes the file.
 func (x *OffsetIndex) Close() error { return x.f.close() }

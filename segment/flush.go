@@ -127,6 +127,7 @@ func (l *Log) flushLoop() {
 		}
 		l.flushMu.Lock()
 		_ = l.flushLocked(checkpointDue)
+		l.prefaultActiveLocked() // a flush leaves the index pages it wrote read-only
 		l.resumeStandbyLocked()
 		l.flushMu.Unlock()
 	}
@@ -166,7 +167,10 @@ func (l *Log) prepareDiskLocked() {
 		return
 	}
 	defer s.release()
-	s.prefaultIndexes(false)
+	if err := s.prefaultIndexes(); err != nil {
+		_ = l.fail(err)
+		return
+	}
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
 		s.preallocate(min(size+pa, segmentBytes))
 	}
@@ -196,7 +200,9 @@ func (l *Log) prefaultActiveLocked() {
 	if s == nil || s.finished || !s.acquire() {
 		return
 	}
-	s.prefaultIndexes(false)
+	if err := s.prefaultIndexes(); err != nil {
+		_ = l.fail(err)
+	}
 	s.release()
 }
 

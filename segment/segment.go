@@ -239,21 +239,26 @@ func (s *Segment) activate(o *Options) error {
 	if err := s.times.MakeWritable(o.SegmentIndexBytes); err != nil {
 		return err
 	}
-	s.prefaultIndexes(true)
+	// The first append writes a time index entry at once: fault its page in now. The offset
+	// index's first entry comes a few KiB later, by when the flusher has done its pages.
+	if err := s.times.PrefaultFirst(); err != nil {
+		return fmt.Errorf("segment %d: %w", s.base, err)
+	}
 	return nil
 }
 
 // prefaultIndexes faults in the index pages the next appends will write (index.Prefault), so
-// that no append waits for a page fault under Log.appendMu: the flusher keeps them ahead, and
-// activate does the first page. Advice: errors are ignored, and the append faults as before.
-func (s *Segment) prefaultIndexes(first bool) {
-	if first {
-		_ = s.offsets.PrefaultFirst()
-		_ = s.times.PrefaultFirst()
-		return
+// that no append waits for a page fault under Log.appendMu. An error means a store to those
+// pages would raise SIGBUS (no disk space for them, an I/O error): the caller fails the log
+// before an append gets there.
+func (s *Segment) prefaultIndexes() error {
+	if err := s.offsets.Prefault(); err != nil {
+		return fmt.Errorf("segment %d: %w", s.base, err)
 	}
-	_ = s.offsets.Prefault()
-	_ = s.times.Prefault()
+	if err := s.times.Prefault(); err != nil {
+		return fmt.Errorf("segment %d: %w", s.base, err)
+	}
+	return nil
 }
 
 // indexBatch records the index entries for the batch at pos, under Kafka's rule: an offset

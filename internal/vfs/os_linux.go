@@ -52,8 +52,9 @@ func (f osFile) Preallocate(off, n int64) error {
 
 // Populate faults in the pages of [off, off+n) writable (madvise MADV_POPULATE_WRITE, Linux
 // 5.14 and later) without changing their contents, so concurrent writers to the same pages are
-// unaffected. Kernels without it (EINVAL) and ranges past the file's end (EFAULT: the mapping
-// may be longer than the file) are not errors: this is advice.
+// unaffected. A kernel without it (EINVAL, ENOSYS) is not an error: this is advice. EFAULT is:
+// a store to those pages would raise SIGBUS (the file system has no block for a page, an I/O
+// error), and the caller can still stop before that happens.
 func (m osMapping) Populate(off, n int) error {
 	if off < 0 || n < 0 || off+n > len(m.m) {
 		return fmt.Errorf("vfs: populate [%d, %d) of a %d-byte mapping", off, off+n, len(m.m))
@@ -68,7 +69,7 @@ func (m osMapping) Populate(off, n int) error {
 		switch err {
 		case unix.EINTR:
 			continue
-		case nil, unix.EINVAL, unix.EFAULT, unix.ENOSYS:
+		case nil, unix.EINVAL, unix.ENOSYS:
 			return nil
 		}
 		return fmt.Errorf("vfs: populate [%d, %d): %w", off, off+n, err)

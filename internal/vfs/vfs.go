@@ -131,7 +131,8 @@ type Populater interface {
 // page; on a virtual machine that shadows page tables such a fault costs tens of microseconds
 // and, one time in a hundred, milliseconds (BENCHMARKS.md, tenth session), so an appender whose
 // index pages were faulted in ahead by another goroutine does not wait for them. It is advice:
-// a system without it (Linux before 5.14, other systems) reports no error.
+// a system without it (Linux before 5.14, other systems) reports no error; an error means that
+// a store to those pages would fault fatally (SIGBUS), for the caller to act on first.
 func Populate(m Mapping, off, n int) error {
 	for {
 		if p, ok := m.(Populater); ok {
