@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
 )
@@ -23,23 +22,14 @@ func TestFailedRollLeavesNoSegment(t *testing.T) {
 		}
 		return nil
 	}
-	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: inject})
-	o.SegmentBytes = 1 << 20
-	o.PreallocateBytes = 256 << 10
-	o.WritebackBytes = -1
+	o := standbyOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: inject})
 	dir := t.TempDir()
 	l := mustOpen(t, dir, o)
 	b := sizedBatch(t, 64<<10, 1)
 	for range 10 { // past half: the flusher makes a standby
 		mustAppend(t, l, b)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.standby.Load() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no standby segment past half")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForStandby(t, l, "past half")
 	for len(l.Segments()) == 1 && l.Err() == nil {
 		end := l.EndOffset()
 		refuse.Store(true)

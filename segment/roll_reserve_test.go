@@ -31,10 +31,7 @@ func TestRollTakesTheReservedStandby(t *testing.T) {
 		}
 		return nil
 	}
-	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: record})
-	o.SegmentBytes = 1 << 20
-	o.PreallocateBytes = 256 << 10
-	o.WritebackBytes = -1
+	o := standbyOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: record})
 	dir := t.TempDir()
 	l := mustOpen(t, dir, o)
 	defer l.Close()
@@ -43,13 +40,7 @@ func TestRollTakesTheReservedStandby(t *testing.T) {
 		mustAppend(t, l, b)
 	}
 	first := l.active.base
-	deadline := time.Now().Add(10 * time.Second)
-	for l.standby.Load() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no standby segment once the active one was full")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForStandby(t, l, "once the active one was full")
 	if sb := l.standby.Load(); sb.reserved != o.SegmentBytes {
 		t.Fatalf("standby reserved to %d, want segment.bytes %d", sb.reserved, o.SegmentBytes)
 	}
@@ -68,7 +59,7 @@ func TestRollTakesTheReservedStandby(t *testing.T) {
 	}
 	oldLog := fmt.Sprintf("%020d.log", first)
 	newLog := fmt.Sprintf("%020d.log", info.FirstOffset)
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
 		seen := append([]string(nil), ops...)
@@ -120,27 +111,38 @@ func standbyFiles(t *testing.T, dir string) []string {
 	return names
 }
 
+// standbyOptions are 1 MiB segments reserved in 256 KiB steps, without writeback, on fsys: a
+// standby segment is made once 512 KiB are appended.
+func standbyOptions(fsys vfs.FS) Options {
+	o := testOptions(fsys)
+	return o
+}
+
+// waitForStandby waits for the flusher to have a standby segment ready, or fails saying why
+// one was expected.
+func waitForStandby(t *testing.T, l *Log, why string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.standby.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no standby segment " + why)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A standby segment goes with the log: Close deletes it, and one a crash left behind is
 // deleted at Open. When it cannot be made (its file cannot be created), rolls go on as
 // before.
 func TestStandbySegmentLifecycle(t *testing.T) {
-	o := testOptions(vfs.Default)
-	o.SegmentBytes = 1 << 20
-	o.PreallocateBytes = 256 << 10
-	o.WritebackBytes = -1
+	o := standbyOptions(vfs.Default)
 	dir := t.TempDir()
 	l := mustOpen(t, dir, o)
 	b := sizedBatch(t, 64<<10, 1)
 	for range 10 {
 		mustAppend(t, l, b)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.standby.Load() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no standby segment past half")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForStandby(t, l, "past half")
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -339,10 +341,7 @@ func TestStandbyReadyUnderSyncedAppends(t *testing.T) {
 		}
 		return nil
 	}
-	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: count})
-	o.SegmentBytes = 1 << 20
-	o.PreallocateBytes = 256 << 10
-	o.WritebackBytes = -1
+	o := standbyOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: count})
 	l := mustOpen(t, t.TempDir(), o)
 	defer l.Close()
 	b := sizedBatch(t, 64<<10, 1)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -116,14 +115,7 @@ func mixedHandler(t *testing.T, f vfs.File, released *atomic.Int64) Handler {
 // idle and writes directly) before sending the next.
 func TestDirectAndQueuedWritesInOrder(t *testing.T) {
 	content := randomContent(1 << 20)
-	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(content, 0); err != nil {
-		t.Fatal(err)
-	}
+	f := osFileWith(t, content)
 	tests := []struct {
 		name       string
 		sendBuffer int   // SO_SNDBUF: small makes large responses stop mid-write (TCP needs two segments' worth)

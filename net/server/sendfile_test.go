@@ -113,6 +113,21 @@ func randomContent(n int) []byte {
 	return b
 }
 
+// osFileWith is an operating-system file (with a descriptor) holding content, closed when the
+// test ends.
+func osFileWith(t *testing.T, content []byte) vfs.File {
+	t.Helper()
+	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteAt(content, 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // File parts from a real file go out with sendfile, but for small ones
 // (inlineFileMax), which are read into memory and leave with the bytes
 // around them: nothing is copied otherwise, and concurrent fetches of one
@@ -153,19 +168,13 @@ func TestSendfileZeroCopy(t *testing.T) {
 // (one writev, no sendfile), and arrive intact.
 func TestSmallFilePartsInlined(t *testing.T) {
 	content := randomContent(300_000)
-	osFile, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer osFile.Close()
+	osFile := osFileWith(t, content)
 	memFile, err := vfs.NewMemFS().Create("seg.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []vfs.File{osFile, memFile} {
-		if _, err := f.WriteAt(content, 0); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := memFile.WriteAt(content, 0); err != nil {
+		t.Fatal(err)
 	}
 	for name, f := range map[string]vfs.File{"os": osFile, "mem": memFile} {
 		for _, tr := range transports {
@@ -192,14 +201,7 @@ func TestSmallFilePartsInlined(t *testing.T) {
 // return chunks of the same pool; every byte arrives intact and every chunk comes back.
 func TestInlinedPartsThroughAFullSocket(t *testing.T) {
 	content := randomContent(1 << 20)
-	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(content, 0); err != nil {
-		t.Fatal(err)
-	}
+	f := osFileWith(t, content)
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			cfg := testConfig(t, tr)
@@ -229,14 +231,7 @@ func TestInlineBudgetFallsBackToSendfile(t *testing.T) {
 		t.Skip("no sendfile on this system")
 	}
 	content := randomContent(1 << 20)
-	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(content, 0); err != nil {
-		t.Fatal(err)
-	}
+	f := osFileWith(t, content)
 	var released atomic.Int64
 	s := startServer(t, testConfig(t, "unix"), fetchHandler(f, &released))
 	s.loaned.Store(serverLoanBudget) // as if other connections held every chunk
@@ -294,14 +289,7 @@ func (l plainListener) Accept() (net.Conn, error) {
 // real file is copied: the same code path, no sendfile.
 func TestInjectedListenerCopies(t *testing.T) {
 	content := randomContent(200_000)
-	f, err := vfs.Default.Create(filepath.Join(t.TempDir(), "seg.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(content, 0); err != nil {
-		t.Fatal(err)
-	}
+	f := osFileWith(t, content)
 	cfg := testConfig(t, "tcp")
 	cfg.Listen = func(network, addr string) (net.Listener, error) {
 		ln, err := net.Listen(network, addr)
