@@ -115,6 +115,9 @@ func standbyFiles(t *testing.T, dir string) []string {
 // standby segment is made once 512 KiB are appended.
 func standbyOptions(fsys vfs.FS) Options {
 	o := testOptions(fsys)
+	o.SegmentBytes = 1 << 20
+	o.PreallocateBytes = 256 << 10
+	o.WritebackBytes = -1
 	return o
 }
 
