@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
 )
@@ -60,4 +61,43 @@ func TestFailedRollLeavesNoSegment(t *testing.T) {
 		return
 	}
 	t.Fatal("the log rolled without failing")
+}
+
+// When the index pages ahead cannot be faulted in (vfs.Populate fails: on Linux, a store to them
+// would raise SIGBUS, as on a full disk), the flusher fails the log, and appends get the error
+// instead of the process crashing at the store. (A segment becoming active at a roll fails the
+// roll the same way, through activate.)
+func TestFailedPrefaultFailsTheLog(t *testing.T) {
+	var refuse atomic.Bool
+	injected := errors.New("injected")
+	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if refuse.Load() && op == vfs.OpPopulate {
+			return injected
+		}
+		return nil
+	}})
+	// No roll (a full index rolls too: room for 128 Ki entries), so what fails is the flusher's
+	// populate, not a new segment's.
+	o.SegmentBytes, o.SegmentIndexBytes = 64<<20, 1<<20
+	o.WritebackBytes = 4 << 10    // the flusher wakes at every append
+	l := mustOpen(t, t.TempDir(), o)
+	defer l.Close()
+	b := sizedBatch(t, 8<<10, 1)
+	mustAppend(t, l, b)
+	refuse.Store(true)
+	for i := 0; l.Err() == nil; i++ {
+		if i == 2000 { // 16 MiB, 2 s at least
+			t.Fatal("the log did not fail after its index pages could not be faulted in")
+		}
+		if _, err := l.Append(b, 7); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Err(); !errors.Is(err, injected) {
+		t.Fatalf("log error %v, want the injected populate failure", err)
+	}
+	if _, err := l.Append(b, 7); !errors.Is(err, injected) {
+		t.Fatalf("append after the failure: %v, want the injected populate failure", err)
+	}
 }

@@ -25,13 +25,14 @@ const (
 	OpFlush
 	OpWriteBack
 	OpPreallocate
+	OpPopulate
 
 	// NumOps is the number of operation kinds, for arrays indexed by Op.
 	NumOps
 )
 
 var opNames = [...]string{"create", "open", "remove", "rename", "mkdir", "readdir", "syncdir",
-	"read", "write", "sync", "truncate", "map", "flush", "writeback", "preallocate"}
+	"read", "write", "sync", "truncate", "map", "flush", "writeback", "preallocate", "populate"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -228,8 +229,14 @@ type errorMapping struct {
 	f *errorFile
 }
 
-// Unwrap lets Populate reach the mapping underneath.
-func (m *errorMapping) Unwrap() Mapping { return m.Mapping }
+// Populate fails as injected, or asks the mapping underneath (vfs.Populate: advice it may not
+// take).
+func (m *errorMapping) Populate(off, n int) error {
+	if err := m.f.fs.check(OpPopulate, m.f.name); err != nil {
+		return err
+	}
+	return Populate(m.Mapping, off, n)
+}
 
 func (m *errorMapping) Flush(off, n int) error {
 	if err := m.f.fs.check(OpFlush, m.f.name); err != nil {

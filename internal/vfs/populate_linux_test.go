@@ -38,7 +38,7 @@ func TestPopulateSparesTheWritersFaults(t *testing.T) {
 		}
 		if populate {
 			// Through ErrorFS's wrapper, as the index sees it under fault injection.
-			wrapped := &errorMapping{Mapping: m}
+			wrapped := &errorMapping{Mapping: m, f: &errorFile{fs: &ErrorFS{}, name: "idx"}}
 			if err := Populate(wrapped, 100, pages*page-100); err != nil {
 				t.Fatal(err)
 			}

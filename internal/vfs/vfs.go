@@ -126,24 +126,18 @@ type Populater interface {
 }
 
 // Populate asks m to fault in the pages of bytes [off, off+n) for writing now, if it can
-// (Populater, through wrappers with an Unwrap() Mapping method); otherwise it does nothing. A
-// writer through a shared file mapping otherwise takes a page fault at the first write to each
-// page; on a virtual machine that shadows page tables such a fault costs tens of microseconds
-// and, one time in a hundred, milliseconds (BENCHMARKS.md, tenth session), so an appender whose
-// index pages were faulted in ahead by another goroutine does not wait for them. It is advice:
-// a system without it (Linux before 5.14, other systems) reports no error; an error means that
-// a store to those pages would fault fatally (SIGBUS), for the caller to act on first.
+// (Populater); otherwise it does nothing. A writer through a shared file mapping otherwise takes
+// a page fault at the first write to each page; on a virtual machine that shadows page tables
+// such a fault costs tens of microseconds and, one time in a hundred, milliseconds
+// (BENCHMARKS.md, tenth session), so an appender whose index pages were faulted in ahead by
+// another goroutine does not wait for them. It is advice: a system without it (Linux before
+// 5.14, other systems) reports no error; an error means that a store to those pages would
+// fault fatally (SIGBUS), for the caller to act on first.
 func Populate(m Mapping, off, n int) error {
-	for {
-		if p, ok := m.(Populater); ok {
-			return p.Populate(off, n)
-		}
-		u, isWrapper := m.(interface{ Unwrap() Mapping })
-		if !isWrapper {
-			return nil
-		}
-		m = u.Unwrap()
+	if p, ok := m.(Populater); ok {
+		return p.Populate(off, n)
 	}
+	return nil
 }
 
 // FS is a file system.
