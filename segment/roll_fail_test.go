@@ -79,7 +79,7 @@ func TestFailedPrefaultFailsTheLog(t *testing.T) {
 	// No roll (a full index rolls too: room for 128 Ki entries), so what fails is the flusher's
 	// populate, not a new segment's.
 	o.SegmentBytes, o.SegmentIndexBytes = 64<<20, 1<<20
-	o.WritebackBytes = 4 << 10    // the flusher wakes at every append
+	o.WritebackBytes = 4 << 10 // the flusher wakes at every append
 	l := mustOpen(t, t.TempDir(), o)
 	defer l.Close()
 	b := sizedBatch(t, 8<<10, 1)
