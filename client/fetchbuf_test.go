@@ -272,6 +272,19 @@ func TestFetchBufBounds(t *testing.T) {
 		t.Fatalf("a 4 MiB buffer holding 512 KiB responses was kept after %d of them", fetchBufShrinkAfter)
 	}
 
+	// A buffer grown by one partition's full response (a catch-up after a pause) is kept while
+	// the consumer is back at the tail and gets small responses: it is needed at the next pause.
+	c.cfg.MaxPartitionFetchBytes = 1 << 20
+	full := 1<<20 + 200 // the records and the response's metadata
+	tail := &fetchBuf{f: f, b: make([]byte, full, full+full/8)[:16<<10]}
+	for range 10 * fetchBufShrinkAfter {
+		f.putBufLocked(tail)
+		if f.takeBufLocked() != tail || cap(tail.b) != full+full/8 {
+			t.Fatalf("a buffer of one partition's full response (%d bytes) was dropped", full+full/8)
+		}
+		tail.b = tail.b[:16<<10]
+	}
+
 	var pb pollBufs
 	for i := range maxPollDecompressors {
 		if pb.decompressor(100) == nil {
