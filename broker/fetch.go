@@ -15,6 +15,8 @@ package broker
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
@@ -26,90 +28,172 @@ import (
 // defaultFetchMaxBytes is Kafka's fetch.max.bytes, used when a request says 0 or less.
 const defaultFetchMaxBytes = 50 << 20
 
+// A fetch is one Fetch request's state from decode to the response's write. fetches are pooled:
+// at a few thousand fetches a second (a consumer or follower at the log's tail), a dozen
+// allocations each were most of what the broker gave the garbage collector. A fetch is shared by
+// two holders, counted in refs: the request's handling (the handler, or the parked goroutine it
+// hands over to) and the response (its OnDone hook, once the response is written or dropped);
+// the last to let go returns it to the pool. Outside the pool each field has one owner at a time:
+// the handling until the response completes, then the hook.
 type fetch struct {
 	b      *Broker
 	h      wire.RequestHeader
-	req    *wire.FetchRequest
+	req    wire.FetchRequest
 	pend   *server.Pending
 	resp   wire.FetchResponse
 	slices []segment.Slice
 	lens   []int32
 	cuts   []int
+	// A parked fetch's wake-up: park registers wake with each partition in parked; an append
+	// signals it. timer bounds the wait by the request's maxWait.
+	wake   chan struct{}
+	parked []*partition
+	timer  *time.Timer
+	refs   atomic.Int32
+	onDone func() // f.responseDone, bound once
 }
 
+var fetchPool = sync.Pool{New: func() any { return &fetch{wake: make(chan struct{}, 1)} }}
+
+// Bounds on what a pooled fetch keeps, so that one request naming thousands of partitions does
+// not pin its decoded form in the pool.
+const maxPooledFetchPartitions = 1024
+
 func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
-	req := new(wire.FetchRequest)
-	if err := req.ReadFrom(body); err != nil {
+	f := fetchPool.Get().(*fetch)
+	if err := f.req.ReadFrom(body); err != nil {
+		f.recycle()
 		return b.malformed(c, h, err)
 	}
-	f := &fetch{b: b, h: h, req: req, pend: c.NewPending()}
-	if f.try(req.MaxWaitMs <= 0) {
-		return f.pend
+	if f.onDone == nil { // new from the pool (binding it in New would make an initialization cycle)
+		f.onDone = f.responseDone
 	}
-	wake := make(chan struct{}, 1)
-	var parked []*partition
+	f.b, f.h, f.pend = b, h, c.NewPending()
+	f.refs.Store(2) // this handling and the response
+	pend := f.pend  // read now: once the response is written f may be someone else's
+	req := &f.req
+	if f.try(req.MaxWaitMs <= 0) {
+		f.unref()
+		return pend
+	}
 	for _, t := range req.Topics {
 		for _, rp := range t.Partitions {
 			if p := b.partition(t.Topic, rp.Partition); p != nil {
-				p.park(wake)
-				parked = append(parked, p)
+				p.park(f.wake)
+				f.parked = append(f.parked, p)
 			}
 		}
 	}
 	// Re-check after parking: an append between the first try and park would not wake us.
 	if f.try(false) {
-		for _, p := range parked {
-			p.unpark(wake)
-		}
-		return f.pend
+		f.unpark()
+		return pend
 	}
 	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer func() {
-			for _, p := range parked {
-				p.unpark(wake)
-			}
-		}()
-		timer := time.NewTimer(time.Duration(req.MaxWaitMs) * time.Millisecond)
-		defer timer.Stop()
-		for {
-			select {
-			case <-wake:
-				if f.try(false) {
-					return
-				}
-			case <-timer.C:
-				f.try(true)
-				return
-			case <-ctx.Done():
-				f.try(true)
-				return
-			case <-b.ctx.Done():
-				f.try(true)
+	go f.wait(ctx) // takes over this handling's reference
+	return pend
+}
+
+// wait is a parked fetch's goroutine: it answers at the first wake-up that finds minBytes, or
+// when maxWait passes, the connection closes or the broker shuts down.
+func (f *fetch) wait(ctx context.Context) {
+	b := f.b
+	defer b.wg.Done()
+	defer f.unpark()
+	d := time.Duration(f.req.MaxWaitMs) * time.Millisecond
+	if f.timer == nil {
+		f.timer = time.NewTimer(d)
+	} else {
+		f.timer.Reset(d) // stopped when it last served: Go 1.23 timers keep no stale value
+	}
+	defer f.timer.Stop()
+	for {
+		select {
+		case <-f.wake:
+			if f.try(false) {
 				return
 			}
+		case <-f.timer.C:
+			f.try(true)
+			return
+		case <-ctx.Done():
+			f.try(true)
+			return
+		case <-b.ctx.Done():
+			f.try(true)
+			return
 		}
-	}()
-	return f.pend
+	}
+}
+
+// unpark withdraws the fetch from its partitions' waiters and drops the handling's reference.
+// After the withdrawal no append signals wake (park, unpark and the signal share the
+// partition's waitMu); a signal already sent is drained when the fetch is reused.
+func (f *fetch) unpark() {
+	for _, p := range f.parked {
+		p.unpark(f.wake)
+	}
+	f.unref()
+}
+
+// responseDone is the response's OnDone hook: the segments the response read can go.
+func (f *fetch) responseDone() {
+	f.release()
+	f.unref()
+}
+
+// unref drops one holder's reference; the last returns f to the pool.
+func (f *fetch) unref() {
+	if f.refs.Add(-1) == 0 {
+		f.recycle()
+	}
+}
+
+// recycle clears what f refers to and puts it back in the pool, unless it grew too large to
+// keep. Its holders are gone.
+func (f *fetch) recycle() {
+	select {
+	case <-f.wake:
+	default:
+	}
+	clear(f.slices)
+	clear(f.parked)
+	f.b, f.pend = nil, nil
+	f.slices, f.lens, f.cuts, f.parked = f.slices[:0], f.lens[:0], f.cuts[:0], f.parked[:0]
+	if cap(f.slices) > maxPooledFetchPartitions || cap(f.req.Topics) > maxPooledFetchPartitions ||
+		fetchPartitions(&f.req) > maxPooledFetchPartitions {
+		return
+	}
+	fetchPool.Put(f)
+}
+
+// fetchPartitions is the partition capacity a decoded request keeps.
+func fetchPartitions(req *wire.FetchRequest) int {
+	n := 0
+	for _, t := range req.Topics[:cap(req.Topics)] {
+		n += cap(t.Partitions)
+	}
+	return n
 }
 
 // try reads every partition; it answers (and reports true) when final is set, minBytes are
 // available, or a partition has an error. Otherwise it releases what it read.
 func (f *fetch) try(final bool) bool {
-	req := f.req
+	req := &f.req
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
-	f.resp = wire.FetchResponse{Topics: f.resp.Topics[:0]}
+	// The response's slices keep their capacity from request to request (a pooled fetch).
+	f.resp = wire.FetchResponse{Topics: resizeKeep(f.resp.Topics, len(req.Topics))}
 	f.slices, f.lens = f.slices[:0], f.lens[:0]
 	total, failed, first := 0, false, true
-	for _, rt := range req.Topics {
-		out := wire.FetchResponseTopic{Topic: rt.Topic, Partitions: make([]wire.FetchResponsePartition, len(rt.Partitions))}
+	for i, rt := range req.Topics {
+		out := &f.resp.Topics[i]
+		out.Topic, out.Partitions = rt.Topic, resizeKeep(out.Partitions, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			res := &out.Partitions[j]
-			res.Partition = rp.Partition
+			*res = wire.FetchResponsePartition{Partition: rp.Partition}
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = -1, -1, -1
 			p := f.b.partition(rt.Topic, rp.Partition)
 			if p == nil {
@@ -139,7 +223,6 @@ func (f *fetch) try(final bool) bool {
 			total += s.Len
 			f.addSlice(s, int32(s.Len))
 		}
-		f.resp.Topics = append(f.resp.Topics, out)
 	}
 	if !final && !failed && total < int(max(req.MinBytes, 1)) {
 		f.release()
@@ -151,6 +234,7 @@ func (f *fetch) try(final bool) bool {
 		f.b.logger.Error("encoding fetch response", "err", err)
 		f.resp = wire.FetchResponse{ErrorCode: wire.ErrUnknownServerError}
 		complete(f.pend, f.h, &f.resp)
+		f.unref() // the response's reference: it has no hook
 		return true
 	}
 	f.pend.Buf, f.cuts = buf, cuts
@@ -161,14 +245,18 @@ func (f *fetch) try(final bool) bool {
 		prev = cuts[i]
 	}
 	f.pend.AppendBytes(buf[prev:])
-	slices := f.slices
-	f.pend.OnDone(func() {
-		for i := range slices {
-			slices[i].Release()
-		}
-	})
-	f.pend.Complete()
+	f.pend.OnDone(f.onDone)
+	f.pend.Complete() // from here the hook owns f.slices; the handling touches nothing of f's but its parking
 	return true
+}
+
+// resizeKeep returns s with length n, keeping its capacity and the elements' own slices when
+// it is large enough.
+func resizeKeep[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return append(s[:cap(s)], make([]T, n-cap(s))...)
 }
 
 func (f *fetch) addSlice(s segment.Slice, n int32) {
