@@ -55,9 +55,11 @@ type fetch struct {
 
 var fetchPool = sync.Pool{New: func() any { return &fetch{wake: make(chan struct{}, 1)} }}
 
-// Bounds on what a pooled fetch keeps, so that one request naming thousands of partitions does
-// not pin its decoded form in the pool.
-const maxPooledFetchPartitions = 1024
+// maxPooledFetchPartitions bounds what a pooled fetch keeps (capacities of its request's and
+// response's topic and partition slices together, and of its segment slices), so that requests
+// naming thousands of partitions do not pin their decoded form in the pool; a fetch past it is
+// left to the collector. A consumer's or follower's usual request is far below it.
+const maxPooledFetchPartitions = 4096
 
 func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	f := fetchPool.Get().(*fetch)
@@ -160,17 +162,21 @@ func (f *fetch) recycle() {
 	clear(f.parked)
 	f.b, f.pend = nil, nil
 	f.slices, f.lens, f.cuts, f.parked = f.slices[:0], f.lens[:0], f.cuts[:0], f.parked[:0]
-	if cap(f.slices) > maxPooledFetchPartitions || cap(f.req.Topics) > maxPooledFetchPartitions ||
-		fetchPartitions(&f.req) > maxPooledFetchPartitions {
+	if cap(f.slices) > maxPooledFetchPartitions || keptPartitions(f) > maxPooledFetchPartitions {
 		return
 	}
 	fetchPool.Put(f)
 }
 
-// fetchPartitions is the partition capacity a decoded request keeps.
-func fetchPartitions(req *wire.FetchRequest) int {
-	n := 0
-	for _, t := range req.Topics[:cap(req.Topics)] {
+// keptPartitions is the capacity f's request and response keep, in topics and partitions. Both
+// are counted: the request's decode replaces a slice that must grow, while the response's
+// resizeKeep keeps the old elements, so they can differ.
+func keptPartitions(f *fetch) int {
+	n := cap(f.req.Topics) + cap(f.resp.Topics)
+	for _, t := range f.req.Topics[:cap(f.req.Topics)] {
+		n += cap(t.Partitions)
+	}
+	for _, t := range f.resp.Topics[:cap(f.resp.Topics)] {
 		n += cap(t.Partitions)
 	}
 	return n
