@@ -319,4 +319,21 @@ func TestBenchBrokerConfig(t *testing.T) {
 	if _, _, err := runBench(t, "produce", "--broker-config", small, "--records", "10"); err == nil {
 		t.Error("--broker-config without --embedded: want an error")
 	}
+
+	// compare applies it to each of its Sluice brokers (the peers have their own settings).
+	saved := embeddedPeers
+	embeddedPeers = map[string]func(context.Context, string) (bench.Driver, error){}
+	defer func() { embeddedPeers = saved }()
+	m = benchJSON(t, "compare", "--mode", "produce", "--data-dir", dir, "--broker-config", small, "--records", "50", "--record-size", "2000")
+	rows, _ := m["results"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("compare results %v, want sluice-tcp and sluice-unix", m["results"])
+	}
+	for _, row := range rows {
+		r := row.(map[string]any)
+		res, _ := r["result"].(map[string]any)
+		if errs, _ := res["errors"].(float64); errs != 50 || !strings.Contains(fmt.Sprint(res["first_error"]), "MESSAGE_TOO_LARGE") {
+			t.Errorf("compare row %v: errors %v (%v), want all 50 records refused by message.max.bytes=1000", r["system"], res["errors"], res["first_error"])
+		}
+	}
 }
