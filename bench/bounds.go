@@ -48,16 +48,32 @@ func BoundingProbes(mode, transport string, acks int) []string {
 	return nil
 }
 
+// MaxBoundingProbes are the limits probes that bound the maximum a run at a fraction of it
+// finds (Config.RateOfMax): the run's own rate is set, so nothing bounds it, but its flat-out
+// probe is bounded as a produce run is (an e2e consumer reads from the page cache what was
+// just written).
+func MaxBoundingProbes(mode, transport string, acks int) []string {
+	if mode == ModeE2E {
+		mode = ModeProduce
+	}
+	return BoundingProbes(mode, transport, acks)
+}
+
 // SetBounds records in r its throughput against each of probes, from l (a probe l did not
-// run, or that read zero, is left out).
+// run, or that read zero, is left out). For a run at a fraction of its probed maximum
+// (MaxRate set) the throughput compared is the maximum's, and LimitsOfMax says so.
 func (r *Result) SetBounds(l LimitsResult, probes []string) {
-	r.Limits = nil
+	r.Limits, r.LimitsOfMax = nil, false
+	mbps := r.MBPerSec
+	if r.MaxRate > 0 && r.Records > 0 {
+		mbps, r.LimitsOfMax = r.MaxRate*float64(r.Bytes)/float64(r.Records)/1e6, true
+	}
 	for _, p := range probes {
 		g := l.Get(p)
 		if g <= 0 {
 			continue
 		}
-		r.Limits = append(r.Limits, Bound{Probe: p, GBps: g, Ratio: r.MBPerSec / 1e3 / g})
+		r.Limits = append(r.Limits, Bound{Probe: p, GBps: g, Ratio: mbps / 1e3 / g})
 	}
 }
 
@@ -81,6 +97,9 @@ func (r Result) limitsLine(sp func(key, format string) string) string {
 		parts[i] = fmt.Sprintf("%.2f%s of %s (%.2f GB/s%s)", l.Ratio, sp(boundKey(l.Probe, "ratio"), "%.2f"),
 			ProbeTitle(l.Probe), l.GBps, sp(boundKey(l.Probe, "gbps"), "%.2f"))
 	}
+	if r.LimitsOfMax {
+		return "the probed maximum against the machine's limits: " + strings.Join(parts, ", ")
+	}
 	return "against the machine's limits: " + strings.Join(parts, ", ")
 }
 
@@ -93,6 +112,7 @@ func summarizeBounds(out *Repeated, runs []Result) {
 	var order []string
 	by := map[string][]Bound{}
 	for _, r := range runs {
+		out.LimitsOfMax = out.LimitsOfMax || r.LimitsOfMax
 		for _, l := range r.Limits {
 			if _, ok := by[l.Probe]; !ok {
 				order = append(order, l.Probe)

@@ -59,6 +59,34 @@ func TestSetBoundsAndTightest(t *testing.T) {
 	}
 }
 
+// A run at a fraction of its maximum is compared by its probed maximum: 200 k records/s of
+// 1,000 bytes is 200 MB/s, whatever the run's own (set) rate; the summary says whose ratios
+// they are, and so do the medians of repeated runs.
+func TestSetBoundsOfTheMaximum(t *testing.T) {
+	if got := MaxBoundingProbes(ModeE2E, TransportUnix, 1); !slices.Equal(got, []string{ProbeUnixStream, ProbeDiskWrite}) {
+		t.Errorf("e2e's maximum is bounded by %v, want produce's probes", got)
+	}
+	r := Result{Driver: "d", Mode: ModeE2E, Records: 1000, Bytes: 1_000_000, MBPerSec: 100, MaxRate: 200_000, TargetRate: 100_000}
+	r.SetBounds(LimitsResult{DiskWrite: 1}, []string{ProbeDiskWrite})
+	if len(r.Limits) != 1 || math.Abs(r.Limits[0].Ratio-0.2) > 1e-12 || !r.LimitsOfMax {
+		t.Fatalf("bounds %+v (of the maximum: %v), want 0.2 of the disk, of the maximum", r.Limits, r.LimitsOfMax)
+	}
+	var sum strings.Builder
+	r.WriteSummary(&sum)
+	if !strings.Contains(sum.String(), "the probed maximum against the machine's limits: 0.20 of sequential write (1.00 GB/s)") {
+		t.Errorf("summary:\n%s", sum.String())
+	}
+	s := Summarize([]Result{r, r})
+	if !s.LimitsOfMax || len(s.Limits) != 1 {
+		t.Errorf("medians: bounds %+v, of the maximum %v", s.Limits, s.LimitsOfMax)
+	}
+	r.MaxRate = 0
+	r.SetBounds(LimitsResult{DiskWrite: 1}, []string{ProbeDiskWrite})
+	if r.LimitsOfMax || math.Abs(r.Limits[0].Ratio-0.1) > 1e-12 {
+		t.Errorf("without a maximum: %+v (of the maximum: %v), want the run's 0.1", r.Limits, r.LimitsOfMax)
+	}
+}
+
 // TestSummarizeBounds: each probe's figure and ratio get their own median and spread, over the
 // runs that have it; the ratio's median is of the runs' own ratios, not a ratio of medians.
 func TestSummarizeBounds(t *testing.T) {

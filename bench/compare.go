@@ -88,15 +88,20 @@ func CompareFrom(ctx context.Context, systems []System, first int, run func(ctx 
 }
 
 // WriteCompareTable prints the rows as a table. Where the runs were measured against the
-// machine's limits (Result.Limits), a last column gives each system's nearest one.
+// machine's limits (Result.Limits), a last column gives each system's nearest one (its probed
+// maximum's, for runs at a fraction of it).
 func WriteCompareTable(w io.Writer, rows []CompareRow) {
-	bounded := false
+	bounded, ofMax := false, false
 	for _, r := range rows {
 		bounded = bounded || len(r.Result.Limits) > 0
+		ofMax = ofMax || r.Result.LimitsOfMax
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "system\trecords/s\tMB/s\tp99 ms\tCPU s/GB\tvs first\t"
-	if bounded {
+	switch {
+	case ofMax:
+		header += "maximum's nearest limit\t"
+	case bounded:
 		header += "nearest limit\t"
 	}
 	fmt.Fprintln(tw, header)

@@ -47,6 +47,9 @@ type Result struct {
 	// Limits are the machine's limits that bound the run, probed right before it, and the
 	// run's throughput against each (SetBounds; none unless asked for).
 	Limits []Bound `json:"limits,omitempty"`
+	// LimitsOfMax says the ratios in Limits are the probed maximum's (MaxRate), not the run's:
+	// a run at a fraction of its maximum has a rate that was set, not found.
+	LimitsOfMax bool `json:"limits_of_max,omitempty"`
 	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
 	// any in-process broker or peer; plus a broker process's, BrokerCPUSeconds) over the
 	// measured window: from the first measured send

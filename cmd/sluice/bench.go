@@ -117,9 +117,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs, and after each probe of --rate-of-max: sync dirty pages to disk and wait this long between runs")
-	if o.mode != bench.ModeE2E { // nothing bounds a run at a set rate
-		addLimitsFlags(cmd, o)
-	}
+	addLimitsFlags(cmd, o)
 }
 
 // addBrokerConfigFlag adds --broker-config.
@@ -138,7 +136,7 @@ func (o *benchOptions) brokerConfigure() []func(*broker.Config) error {
 // addLimitsFlags adds --limits and --limits-duration.
 func addLimitsFlags(cmd *cobra.Command, o *benchOptions) {
 	f := cmd.Flags()
-	f.BoolVar(&o.limits, "limits", false, "before each run, probe the machine's limits that bound it (as `bench limits`: produce, the transport's stream and the disk write, with fdatasync for acks=all; consume, sendfile over the transport), sync and pause, and report the run's throughput against each; the disk probes write in --data-dir; a --cpuprofile includes them")
+	f.BoolVar(&o.limits, "limits", false, "before each run, probe the machine's limits that bound it (as `bench limits`: produce, the transport's stream and the disk write, with fdatasync for acks=all; consume, sendfile over the transport), sync and pause, and report the run's throughput against each; with --rate-of-max (e2e needs it: a set rate is bounded by nothing), the probed maximum's against produce's limits instead; the disk probes write in --data-dir; a --cpuprofile includes them")
 	f.DurationVar(&o.limitsDuration, "limits-duration", time.Second, "with --limits: time bound of each probe")
 }
 
@@ -165,8 +163,11 @@ func (o *benchOptions) boundingProbes() ([]string, error) {
 		return nil, err
 	}
 	probes := bench.BoundingProbes(o.mode, o.clientTransport(), acks)
+	if o.rateOfMax > 0 {
+		probes = bench.MaxBoundingProbes(o.mode, o.clientTransport(), acks) // the maximum's
+	}
 	if len(probes) == 0 {
-		return nil, fmt.Errorf("--limits: no limit bounds a %s run (its rate is set, not found)", o.mode)
+		return nil, fmt.Errorf("--limits: no limit bounds a %s run at a set rate (with --rate-of-max, the maximum's are probed)", o.mode)
 	}
 	return probes, nil
 }
@@ -609,6 +610,9 @@ func benchRunCmd() *cobra.Command {
 				return err
 			}
 			o.mode, o.acks = w.Mode(), strconv.Itoa(c.Acks) // for --limits
+			if c.RateOfMax > 0 {
+				o.rateOfMax = c.RateOfMax
+			}
 			return benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 				return bench.RunWorkload(ctx, d, w, stderr, o.settle)
 			})(cmd, nil)
@@ -659,7 +663,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 			defer stop()
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var run func(ctx context.Context, d bench.Driver) (bench.Result, error)
-			acks := 1 // the run's, for --limits
+			acks, rateOfMax := 1, 0.0 // the run's, for --limits
 			if workload != "" {
 				w, err := bench.LoadWorkload(workload)
 				if err != nil {
@@ -670,7 +674,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 				if err != nil {
 					return err
 				}
-				mode, acks = w.Mode(), c.Acks
+				mode, acks, rateOfMax = w.Mode(), c.Acks, c.RateOfMax
 				run = func(ctx context.Context, d bench.Driver) (bench.Result, error) {
 					return bench.RunWorkload(ctx, d, w, stderr, o.settle)
 				}
@@ -679,7 +683,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 				if err != nil {
 					return err
 				}
-				acks = c.Acks
+				acks, rateOfMax = c.Acks, c.RateOfMax
 				switch mode {
 				case bench.ModeProduce:
 					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) { return bench.Produce(ctx, d, c) }
@@ -701,6 +705,9 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 			if o.limits {
 				for _, sys := range systems {
 					probesOf[sys.Name] = bench.BoundingProbes(mode, sys.Transport, acks)
+					if rateOfMax > 0 {
+						probesOf[sys.Name] = bench.MaxBoundingProbes(mode, sys.Transport, acks)
+					}
 					for _, p := range probesOf[sys.Name] {
 						if !slices.Contains(probes, p) {
 							probes = append(probes, p)
@@ -708,7 +715,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 					}
 				}
 				if len(probes) == 0 {
-					return fmt.Errorf("--limits: no limit bounds a %s run (its rate is set, not found)", mode)
+					return fmt.Errorf("--limits: no limit bounds a %s run at a set rate (with --rate-of-max, the maximum's are probed)", mode)
 				}
 			}
 			var all [][]bench.CompareRow

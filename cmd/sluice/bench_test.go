@@ -290,6 +290,22 @@ func TestBenchLimitsNextToRuns(t *testing.T) {
 	if _, _, err := runBench(t, append([]string{"e2e", "--embedded", "--data-dir", t.TempDir(), "--rate", "100", "--duration", "100ms"}, limitFlags...)...); err == nil {
 		t.Error("e2e --limits: want an error (nothing bounds a run at a set rate)")
 	}
+
+	// At a fraction of its maximum, a run's limits are its probed maximum's: produce's
+	// probes, and the maximum's MB/s against each.
+	m = benchJSON(t, append([]string{"e2e", "--embedded", "--transport", "unix", "--data-dir", t.TempDir(), "--record-size", "64",
+		"--rate-of-max", "0.5", "--probe", "100ms", "--duration", "100ms", "--warmup", "0s"}, limitFlags...)...)
+	got := probes(t, m["limits"])
+	if len(got) != 2 || got["unix_stream_gbps"] == 0 || got["disk_write_gbps"] == 0 || m["limits_of_max"] != true {
+		t.Fatalf("e2e --rate-of-max --limits: bounds %v (of the maximum: %v), want the unix stream's and the disk's, of the maximum", m["limits"], m["limits_of_max"])
+	}
+	maxMB := m["max_rate"].(float64) * m["bytes"].(float64) / m["records"].(float64) / 1e6
+	for _, b := range m["limits"].([]any) {
+		bm := b.(map[string]any)
+		if want := maxMB / 1e3 / bm["gbps"].(float64); math.Abs(bm["ratio"].(float64)-want) > 1e-9 {
+			t.Errorf("%v ratio %v, want the maximum's %v", bm["probe"], bm["ratio"], want)
+		}
+	}
 }
 
 // --broker-config applies a properties file to the embedded broker (here a message.max.bytes
