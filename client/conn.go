@@ -155,7 +155,14 @@ func (c *Conn) Call(ctx context.Context, req wire.Request, resp wire.Response) e
 // reader to let go of buf. Other calls pipelined on the connection are unaffected in the first
 // case and fail with the connection in the second.
 func (c *Conn) CallInto(ctx context.Context, req wire.Request, resp wire.Response, buf []byte) ([]byte, error) {
-	ch := make(chan []byte, 1)
+	return c.callInto(ctx, req, resp, buf, make(chan []byte, 1))
+}
+
+// callInto is CallInto with the channel the response comes back on (capacity 1, empty), so
+// that a caller making one call at a time can reuse it: after a call that returned no error
+// the channel is empty and the connection holds no reference to it; after an error it may
+// still receive a late response or be closed, and must not be used again.
+func (c *Conn) callInto(ctx context.Context, req wire.Request, resp wire.Response, buf []byte, ch chan []byte) ([]byte, error) {
 	id, _, err := c.sendCall(req, pendingCall{ch: ch, into: true, buf: buf}, nil)
 	if err != nil {
 		return buf, err

@@ -47,8 +47,26 @@ type fetcher struct {
 	broker int32
 	wake   chan struct{} // capacity 1: work may be available
 
-	// cancel aborts the outstanding request (a seek made it useless). Guarded by Consumer.mu.
+	// cancel aborts the outstanding request (a seek made it useless): cancelRequest while a
+	// request is out, else nil. Guarded by Consumer.mu.
 	cancel context.CancelFunc
+	// reqCtx is the context of the requests on conn, one per connection rather than one per
+	// request (a context with a deadline per fetch was a third of what a consumer at the tail
+	// allocated): reqCancel ends it, with a seek (cancelRequest) or with errFetchTimeout when
+	// reqTimer fires, and a request it ends also ends the connection (call). Set by prepare
+	// and cleared by endRequestsLocked, both under Consumer.mu; read by the fetcher goroutine
+	// and, under Consumer.mu, by cancelRequest.
+	reqCtx    context.Context
+	reqCancel context.CancelCauseFunc
+	// reqTimer bounds each request on conn (request.timeout.ms plus fetch.max.wait.ms): armed
+	// before the call and stopped after it. Owned by the fetcher goroutine (and stopped by
+	// endRequestsLocked).
+	reqTimer *time.Timer
+	// cancelRequest, bound once.
+	cancelRequestFn func()
+	// respCh receives the responses of ReuseRecordBuffers fetches (Conn.callInto), reused from
+	// call to call and replaced after a failed one. Owned by the fetcher goroutine.
+	respCh chan []byte
 	// free are idle response buffers (ReuseRecordBuffers). Guarded by Consumer.mu.
 	free []*fetchBuf
 
@@ -68,6 +86,7 @@ func (c *Consumer) ensureFetcherLocked(id int32) *fetcher {
 		return f
 	}
 	f := &fetcher{c: c, broker: id, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}}
+	f.cancelRequestFn = f.cancelRequest
 	c.mu.fetchers[id] = f
 	c.wg.Add(1)
 	go f.run()
@@ -107,7 +126,7 @@ func (f *fetcher) run() {
 		}
 	}()
 	for {
-		reqCtx, cancel, n := f.prepare()
+		reqCtx, n := f.prepare()
 		if n == 0 {
 			select {
 			case <-f.wake:
@@ -116,8 +135,7 @@ func (f *fetcher) run() {
 				return
 			}
 		}
-		err := f.call(reqCtx)
-		cancel()
+		err := f.timedCall(reqCtx)
 		switch {
 		case c.ctx.Err() != nil:
 			f.release(false)
@@ -166,9 +184,61 @@ func (ps *partState) fetchable(broker int32) bool {
 	return ps.leader == broker && ps.hasPos && !ps.needReset && !ps.needCommitted && !ps.inflight && ahead && ps.err == nil
 }
 
+// errFetchTimeout is the cause a request's context ends with when its timer fires.
+var errFetchTimeout = errors.New("client: fetch timed out")
+
+// timedCall is call bounded by the request timer. It reports a timeout as
+// context.DeadlineExceeded (a failure), and a seek's cancellation as context.Canceled.
+func (f *fetcher) timedCall(ctx context.Context) error {
+	c := f.c
+	d := c.cfg.RequestTimeout + c.cfg.FetchMaxWait
+	if f.reqTimer == nil {
+		cancel := f.reqCancel // this connection's: a late fire must not end the next one's
+		f.reqTimer = time.AfterFunc(d, func() { cancel(errFetchTimeout) })
+	} else {
+		f.reqTimer.Reset(d)
+	}
+	err := f.call(ctx)
+	if !f.reqTimer.Stop() && err == nil {
+		// The timer fired as the response arrived: the context is (or is about to be)
+		// cancelled, so the next request needs a new connection and context.
+		c.mu.Lock()
+		f.endRequestsLocked()
+		c.mu.Unlock()
+		if f.conn != nil {
+			_ = f.conn.Close()
+			f.conn = nil
+		}
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errFetchTimeout) {
+		err = fmt.Errorf("%w after %v: %w", errFetchTimeout, d, context.DeadlineExceeded)
+	}
+	return err
+}
+
+// cancelRequest aborts the request in flight (and its connection). Called with Consumer.mu
+// held.
+func (f *fetcher) cancelRequest() {
+	if f.reqCancel != nil {
+		f.reqCancel(context.Canceled)
+	}
+}
+
+// endRequestsLocked retires the connection's request context and timer: after a failed or
+// cancelled request (whose connection call closed), or a timer that fired. c.mu must be held.
+func (f *fetcher) endRequestsLocked() {
+	if f.reqCancel != nil {
+		f.reqCancel(context.Canceled) // frees the context
+	}
+	if f.reqTimer != nil {
+		f.reqTimer.Stop()
+	}
+	f.reqCtx, f.reqCancel, f.reqTimer = nil, nil, nil
+}
+
 // prepare picks the partitions to fetch (fetchable), marks them in flight and builds the
 // request.
-func (f *fetcher) prepare() (context.Context, context.CancelFunc, int) {
+func (f *fetcher) prepare() (context.Context, int) {
 	c := f.c
 	c.mu.Lock()
 	f.sent = f.sent[:0]
@@ -179,7 +249,7 @@ func (f *fetcher) prepare() (context.Context, context.CancelFunc, int) {
 	}
 	if len(f.sent) == 0 {
 		c.mu.Unlock()
-		return nil, func() {}, 0
+		return nil, 0
 	}
 	for _, p := range f.sent {
 		c.mu.parts[p.tp].inflight = true
@@ -187,8 +257,14 @@ func (f *fetcher) prepare() (context.Context, context.CancelFunc, int) {
 	if c.bufs != nil {
 		f.buf = f.takeBufLocked()
 	}
-	reqCtx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout+c.cfg.FetchMaxWait)
-	f.cancel = cancel
+	// A new context with each new connection, and after a seek cancelled the last request
+	// just as its response arrived (the connection is still good then).
+	if f.reqCtx == nil || f.conn == nil || f.reqCtx.Err() != nil {
+		f.endRequestsLocked()
+		f.reqCtx, f.reqCancel = context.WithCancelCause(c.ctx)
+	}
+	reqCtx := f.reqCtx
+	f.cancel = f.cancelRequestFn
 	c.mu.Unlock()
 
 	// Sorted, then rotated, so that every partition is sometimes first: the broker returns the
@@ -233,7 +309,7 @@ func (f *fetcher) prepare() (context.Context, context.CancelFunc, int) {
 			LogStartOffset: -1, PartitionMaxBytes: int32(c.cfg.MaxPartitionFetchBytes),
 		})
 	}
-	return reqCtx, cancel, len(f.sent)
+	return reqCtx, len(f.sent)
 }
 
 // call sends the request on the fetcher's own connection. Fetches do not share the client's
@@ -257,8 +333,15 @@ func (f *fetcher) call(ctx context.Context) error {
 	f.resp = wire.FetchResponse{Topics: f.resp.Topics[:0]}
 	var err error
 	if f.buf != nil {
-		// CallInto has let go of the buffer when it returns, even on an error.
-		f.buf.b, err = f.conn.CallInto(ctx, &f.req, &f.resp, f.buf.b)
+		// callInto has let go of the buffer when it returns, even on an error. Its channel is
+		// reused until a call fails (the connection may still send on or close it then).
+		if f.respCh == nil {
+			f.respCh = make(chan []byte, 1)
+		}
+		f.buf.b, err = f.conn.callInto(ctx, &f.req, &f.resp, f.buf.b, f.respCh)
+		if err != nil {
+			f.respCh = nil
+		}
 	} else {
 		err = f.conn.Call(ctx, &f.req, &f.resp)
 	}
@@ -278,6 +361,7 @@ func (f *fetcher) release(lost bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f.cancel = nil
+	f.endRequestsLocked()
 	f.releaseBufLocked()
 	for _, p := range f.sent {
 		if ps := c.mu.parts[p.tp]; ps != nil && ps.inflight && ps.leader == f.broker {
