@@ -201,17 +201,14 @@ func (f *fetcher) timedCall(ctx context.Context) error {
 	err := f.call(ctx)
 	if !f.reqTimer.Stop() && err == nil {
 		// The timer fired as the response arrived: the context is (or is about to be)
-		// cancelled, so the next request needs a new connection and context.
+		// cancelled, so the next request needs a new one. The connection owes nothing and
+		// stays.
 		c.mu.Lock()
 		f.endRequestsLocked()
 		c.mu.Unlock()
-		if f.conn != nil {
-			_ = f.conn.Close()
-			f.conn = nil
-		}
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errFetchTimeout) {
-		err = fmt.Errorf("%w after %v: %w", errFetchTimeout, d, context.DeadlineExceeded)
+		err = fmt.Errorf("%w after %v (%w): %w", errFetchTimeout, d, context.DeadlineExceeded, err)
 	}
 	return err
 }
@@ -324,7 +321,11 @@ func (f *fetcher) call(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("%w: %d", errUnknownBrokerID, f.broker)
 		}
-		conn, err := Dial(ctx, f.c.cl.brokerAddr(b), f.c.cl.cfg.ClientID)
+		// A dial gets a deadline of its own: the request context has none (its timer cancels
+		// it), and without one the dialer would not share the time among a host's addresses.
+		dctx, cancel := context.WithTimeout(ctx, f.c.cfg.RequestTimeout)
+		conn, err := Dial(dctx, f.c.cl.brokerAddr(b), f.c.cl.cfg.ClientID)
+		cancel()
 		if err != nil {
 			return err
 		}
