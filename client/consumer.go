@@ -694,9 +694,19 @@ func (c *Consumer) nextChunk() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.mu.queue) > 0 {
-		ch := c.mu.queue[0]
-		c.mu.queue[0] = nil
-		c.mu.queue = c.mu.queue[1:]
+		// A short queue (a few partitions' responses) is popped by moving the rest down, so
+		// that its array is reused: slicing off the front made every append after a drain
+		// allocate a new one. A long one is sliced, not to copy it at every pop.
+		q := c.mu.queue
+		ch := q[0]
+		if len(q) <= 16 {
+			n := copy(q, q[1:])
+			q[n] = nil
+			c.mu.queue = q[:n]
+		} else {
+			q[0] = nil
+			c.mu.queue = q[1:]
+		}
 		ps := c.mu.parts[ch.tp]
 		if ps == nil || ps.epoch != ch.epoch {
 			// Not expected: dropQueuedLocked takes a partition's responses out when its epoch
