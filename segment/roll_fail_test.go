@@ -12,18 +12,42 @@ import (
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
-// A roll that fails after it has taken the standby segment (here: the new segment's time
-// index cannot be created) leaves no file of the new segment behind, so a restart finds the
-// log as it was before the failed append, not an extra empty segment holding a whole reserve.
+// A roll that fails after it has taken the standby segment (the new segment's time index
+// cannot be opened, or a leftover index file of the new base cannot be cleared) leaves no file
+// of the new segment behind, so a restart finds the log as it was before the failed append,
+// not an extra empty segment holding a whole reserve.
 func TestFailedRollLeavesNoSegment(t *testing.T) {
-	var refuse atomic.Bool
-	inject := func(op vfs.Op, path string) error {
-		if refuse.Load() && op == vfs.OpOpen && strings.HasSuffix(path, timeIndexSuffix) {
-			return errors.New("injected")
-		}
-		return nil
+	for _, tc := range []struct {
+		name   string
+		refuse func(op vfs.Op, path string) bool
+	}{
+		// The new segment's time index cannot be opened: after its log (the standby) and
+		// offset index exist.
+		{"open time index", func(op vfs.Op, path string) bool {
+			return op == vfs.OpOpen && strings.HasSuffix(path, timeIndexSuffix)
+		}},
+		// A leftover index file of the new base cannot be cleared: before any new file, with
+		// the standby already renamed to the new segment's log.
+		{"clear old index", func(op vfs.Op, path string) bool {
+			return op == vfs.OpRemove && strings.HasSuffix(path, indexSuffix)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var refuse atomic.Bool
+			inject := func(op vfs.Op, path string) error {
+				if refuse.Load() && tc.refuse(op, path) {
+					return errors.New("injected")
+				}
+				return nil
+			}
+			testFailedRoll(t, standbyOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: inject}), &refuse)
+		})
 	}
-	o := standbyOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: inject})
+}
+
+// testFailedRoll appends until an append with refuse set fails at a roll, then checks that
+// only the first segment's files are left and that the log reopens where it was.
+func testFailedRoll(t *testing.T, o Options, refuse *atomic.Bool) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, o)
 	b := sizedBatch(t, 64<<10, 1)
