@@ -31,6 +31,12 @@ func TestFailedRollLeavesNoSegment(t *testing.T) {
 		{"clear old index", func(op vfs.Op, path string) bool {
 			return op == vfs.OpRemove && strings.HasSuffix(path, indexSuffix)
 		}},
+		// The new segment's time index page cannot be faulted in as it becomes active (the
+		// first segment's populates, by the flusher, still succeed).
+		{"populate new time index", func(op vfs.Op, path string) bool {
+			return op == vfs.OpPopulate && strings.HasSuffix(path, timeIndexSuffix) &&
+				filepath.Base(path) != filepath.Base(segmentPath("", 0, timeIndexSuffix))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var refuse atomic.Bool
