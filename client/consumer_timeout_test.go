@@ -1,11 +1,15 @@
 package client_test
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,8 +101,22 @@ func (p *freezingProxy) snapshot() []proxiedConn {
 	return out
 }
 
+// failureCounter is a slog handler that counts the consumer's "fetch failed" warnings.
+type failureCounter struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h failureCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "fetch failed") {
+		h.n.Add(1)
+	}
+	return nil
+}
+
 // A fetch that gets no answer fails after request.timeout.ms plus fetch.max.wait.ms: the
-// consumer closes that connection, refetches on a new one, and delivers the records, in both
+// consumer logs it as a failure (not as a seek's cancellation, which refetches silently),
+// closes that connection, refetches on a new one, and delivers the records, in both
 // record-lifetime modes. (The fetcher's requests share one context per connection, with a
 // timer per request: a timer that stops short, or fires into the next request, would show
 // here as a hang or as a connection closed too early.)
@@ -121,8 +139,10 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 			tp := client.TopicPartition{Topic: topic}
 
 			const requestTimeout, maxWait = 300 * time.Millisecond, 50 * time.Millisecond
+			var failures atomic.Int64
+			logger := slog.New(failureCounter{slog.NewTextHandler(io.Discard, nil), &failures})
 			c := f.consumer(client.ConsumerConfig{
-				Config:             client.Config{Brokers: []string{"unix://" + advertised}, RequestTimeout: requestTimeout},
+				Config:             client.Config{Brokers: []string{"unix://" + advertised}, RequestTimeout: requestTimeout, Logger: logger},
 				FetchMaxWait:       maxWait,
 				RetryBackoff:       10 * time.Millisecond,
 				AutoOffsetReset:    client.OffsetResetEarliest,
@@ -156,6 +176,9 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 			frozen := conns[0]
 			if !frozen.frozen || len(conns) < 2 {
 				t.Fatalf("connections after the lookups: %+v, want the frozen fetch and a new one", conns)
+			}
+			if failures.Load() == 0 {
+				t.Error("no fetch failure logged: the timeout was taken for a seek's cancellation")
 			}
 			if frozen.closed.IsZero() {
 				t.Fatal("the frozen fetch's connection is still open: a request that timed out must end it")

@@ -208,7 +208,9 @@ func (f *fetcher) timedCall(ctx context.Context) error {
 		c.mu.Unlock()
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errFetchTimeout) {
-		err = fmt.Errorf("%w after %v (%w): %w", errFetchTimeout, d, context.DeadlineExceeded, err)
+		// The call's own error is context.Canceled: kept as text only, or run would take the
+		// timeout for a seek's cancellation and skip the failure handling.
+		err = fmt.Errorf("%w after %v (%w; the call: %v)", errFetchTimeout, d, context.DeadlineExceeded, err)
 	}
 	return err
 }
