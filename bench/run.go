@@ -48,7 +48,11 @@ type Config struct {
 	// highest open-loop rate sustained). It answers "latency at half the maximum rate" in one
 	// command, as the OpenMessaging Benchmark's rate discovery does.
 	RateOfMax     float64
-	ProbeDuration time.Duration // each probe's measured time, default 3 s
+	// ProbeDuration is each probe's measured time. Default: the run's Duration, since a rate
+	// the system holds for a few seconds (while the page cache absorbs the writes) but not for
+	// as long as the run lasts is not its maximum, and half of it need not be half of anything
+	// the run can keep up; 3 s for a run bounded by Records.
+	ProbeDuration time.Duration
 	// Settle, if set, runs after each probe of RateOfMax, so that what a probe left behind
 	// does not fall into the next probe or the measured run: the command writes dirty pages
 	// back and pauses, as between repeated runs. A flat-out probe leaves gigabytes of
@@ -133,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ProbeDuration <= 0 {
 		c.ProbeDuration = 3 * time.Second
+		if c.Records <= 0 {
+			c.ProbeDuration = c.Duration
+		}
 	}
 	switch {
 	case c.RecordSize < 0:

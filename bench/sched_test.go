@@ -592,3 +592,26 @@ func TestRateOfMaxSearch(t *testing.T) {
 		t.Errorf("produce: max %v, rates %v, %v", r.MaxRate, rates, err)
 	}
 }
+
+// The probes of --rate-of-max measure, by default, as long as the run will: a maximum held only
+// while the page cache absorbs a few seconds of writes is not one the run can keep up with. A
+// run bounded by a record count has no length to match (3 s), and a length asked for is kept.
+func TestProbeDurationDefault(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want time.Duration
+	}{
+		{Config{Topic: "p", RateOfMax: 0.5}, 10 * time.Second},                           // the run's default duration
+		{Config{Topic: "p", RateOfMax: 0.5, Duration: 7 * time.Second}, 7 * time.Second}, // the run's
+		{Config{Topic: "p", RateOfMax: 0.5, Records: 1000}, 3 * time.Second},             // no length to match
+		{Config{Topic: "p", RateOfMax: 0.5, Duration: 7 * time.Second, ProbeDuration: time.Second}, time.Second},
+	} {
+		c, err := tc.c.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ProbeDuration != tc.want {
+			t.Errorf("%+v: probes of %v, want %v", tc.c, c.ProbeDuration, tc.want)
+		}
+	}
+}

@@ -205,7 +205,7 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f.IntVar(&o.producers, "producers", 1, "producers (each with its own client)")
 	f.Float64Var(&o.rate, "rate", 0, "records/s for all producers together, open-loop (default: flat out)")
 	f.Float64Var(&o.rateOfMax, "rate-of-max", 0, "instead of --rate: this fraction (0 to 1] of the maximum rate, which probes of the same run find first (0.5: half the maximum; e2e searches for the highest open-loop rate sustained)")
-	f.DurationVar(&o.probe, "probe", 3*time.Second, "with --rate-of-max: how long each probe measures (after --warmup)")
+	f.DurationVar(&o.probe, "probe", 0, "with --rate-of-max: how long each probe measures (after --warmup); default the run's --duration (the maximum is a rate held for as long as the run lasts), or 3s for a run of --records")
 	f.StringVar(&o.acks, "acks", "1", "acks: all (-1), 1 or 0")
 	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
