@@ -47,7 +47,7 @@ type Config struct {
 	// of the same run find first (see atRateOfMax: flat out, then for e2e a search for the
 	// highest open-loop rate sustained). It answers "latency at half the maximum rate" in one
 	// command, as the OpenMessaging Benchmark's rate discovery does.
-	RateOfMax     float64
+	RateOfMax float64
 	// ProbeDuration is each probe's measured time. Default: the run's Duration, since a rate
 	// the system holds for a few seconds (while the page cache absorbs the writes) but not for
 	// as long as the run lasts is not its maximum, and half of it need not be half of anything
