@@ -1,6 +1,12 @@
 package client
 
-import "context"
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+)
 
 // Hooks for the consumer's external tests (package client_test).
 
@@ -23,3 +29,21 @@ func (c *Consumer) QueuedForTest() (responses, maxBuffered int) {
 
 // ResponsesAhead is responsesAhead, for tests.
 const ResponsesAhead = responsesAhead
+
+// FetchFailureLogger returns a logger that counts the consumer's "fetch failed" warnings in n
+// and drops everything else.
+func FetchFailureLogger(n *atomic.Int64) *slog.Logger {
+	return slog.New(fetchFailureCounter{slog.NewTextHandler(io.Discard, nil), n})
+}
+
+type fetchFailureCounter struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h fetchFailureCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "fetch failed") {
+		h.n.Add(1)
+	}
+	return nil
+}

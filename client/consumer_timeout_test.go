@@ -1,13 +1,10 @@
 package client_test
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,19 +98,6 @@ func (p *freezingProxy) snapshot() []proxiedConn {
 	return out
 }
 
-// failureCounter is a slog handler that counts the consumer's "fetch failed" warnings.
-type failureCounter struct {
-	slog.Handler
-	n *atomic.Int64
-}
-
-func (h failureCounter) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, "fetch failed") {
-		h.n.Add(1)
-	}
-	return nil
-}
-
 // A fetch that gets no answer fails after request.timeout.ms plus fetch.max.wait.ms: the
 // consumer logs it as a failure (not as a seek's cancellation, which refetches silently),
 // closes that connection, refetches on a new one, and delivers the records, in both
@@ -140,9 +124,8 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 
 			const requestTimeout, maxWait = 300 * time.Millisecond, 50 * time.Millisecond
 			var failures atomic.Int64
-			logger := slog.New(failureCounter{slog.NewTextHandler(io.Discard, nil), &failures})
 			c := f.consumer(client.ConsumerConfig{
-				Config:             client.Config{Brokers: []string{"unix://" + advertised}, RequestTimeout: requestTimeout, Logger: logger},
+				Config:             client.Config{Brokers: []string{"unix://" + advertised}, RequestTimeout: requestTimeout, Logger: client.FetchFailureLogger(&failures)},
 				FetchMaxWait:       maxWait,
 				RetryBackoff:       10 * time.Millisecond,
 				AutoOffsetReset:    client.OffsetResetEarliest,

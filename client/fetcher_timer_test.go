@@ -2,10 +2,7 @@ package client
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,19 +11,6 @@ import (
 	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/net/wire"
 )
-
-// countingHandler counts "fetch failed" warnings.
-type countingHandler struct {
-	slog.Handler
-	failed *atomic.Int64
-}
-
-func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, "fetch failed") {
-		h.failed.Add(1)
-	}
-	return nil
-}
 
 // A fetcher's request timer (one per connection, armed per request) that fires about when the
 // long poll's empty answer arrives (request.timeout.ms 2 ms on top of fetch.max.wait.ms), racing
@@ -69,7 +53,7 @@ func TestFetcherTimerRacesSeeks(t *testing.T) {
 			var failed atomic.Int64
 			c, err := NewConsumer(ctx, ConsumerConfig{
 				Config: Config{Brokers: []string{"unix://" + b.UnixAddr().String()}, RequestTimeout: 2 * time.Millisecond,
-					Logger: slog.New(countingHandler{slog.NewTextHandler(io.Discard, nil), &failed})},
+					Logger: FetchFailureLogger(&failed)},
 				FetchMaxWait:       15 * time.Millisecond,
 				RetryBackoff:       time.Millisecond,
 				AutoOffsetReset:    OffsetResetEarliest,
