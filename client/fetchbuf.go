@@ -90,18 +90,18 @@ func (f *fetcher) putBufLocked(fb *fetchBuf) {
 	}
 }
 
-// partitionFetchBufBytes is what a buffer grows to for one partition's full response:
-// max.partition.fetch.bytes, the response's metadata, and the room Conn.CallInto leaves when it
-// grows a buffer. Buffers up to it are never shrunk.
-func (c *Consumer) partitionFetchBufBytes() int {
-	return c.cfg.MaxPartitionFetchBytes + c.cfg.MaxPartitionFetchBytes/8 + 64<<10
-}
+// grownBufBytes is the most a fetch buffer grows to for a response of limit bytes of records:
+// the records, the response's metadata (64 KiB covers it), and the eighth that Conn.CallInto
+// adds when it grows a buffer.
+func grownBufBytes(limit int) int { return limit + limit/8 + 64<<10 }
 
-// maxPooledFetchBytes is the largest fetch buffer worth keeping: fetch.max.bytes, the
-// response's metadata, and the room Conn.CallInto leaves when it grows a buffer.
-func (c *Consumer) maxPooledFetchBytes() int {
-	return c.cfg.FetchMaxBytes + c.cfg.FetchMaxBytes/8 + 64<<10
-}
+// partitionFetchBufBytes is what a buffer grows to for one partition's full response
+// (max.partition.fetch.bytes). Buffers up to it are never shrunk.
+func (c *Consumer) partitionFetchBufBytes() int { return grownBufBytes(c.cfg.MaxPartitionFetchBytes) }
+
+// maxPooledFetchBytes is the largest fetch buffer worth keeping: one grown for a full response
+// (fetch.max.bytes).
+func (c *Consumer) maxPooledFetchBytes() int { return grownBufBytes(c.cfg.FetchMaxBytes) }
 
 // pollBufs is the memory a Poll's records alias that is not a fetch response. Guarded by
 // Consumer.pollMu.
