@@ -306,6 +306,22 @@ func TestBenchLimitsNextToRuns(t *testing.T) {
 			t.Errorf("%v ratio %v, want the maximum's %v", bm["probe"], bm["ratio"], want)
 		}
 	}
+
+	// compare does the same for each system: an e2e comparison at half of each one's maximum
+	// gets each maximum's bounds, its own transport's.
+	m = benchJSON(t, append([]string{"compare", "--mode", "e2e", "--data-dir", t.TempDir(), "--record-size", "64",
+		"--rate-of-max", "0.5", "--probe", "100ms", "--duration", "100ms", "--warmup", "0s"}, limitFlags...)...)
+	rows, _ = m["results"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("compare results %v", m["results"])
+	}
+	for i, want := range []string{"tcp_stream_gbps", "unix_stream_gbps"} {
+		res := rows[i].(map[string]any)["result"].(map[string]any)
+		got := probes(t, res["limits"])
+		if got[want] == 0 || got["disk_write_gbps"] == 0 || res["limits_of_max"] != true {
+			t.Errorf("compare row %d: bounds %v (of the maximum: %v), want %s and the disk write's, of the maximum", i, got, res["limits_of_max"], want)
+		}
+	}
 }
 
 // --broker-config applies a properties file to the embedded broker (here a message.max.bytes
