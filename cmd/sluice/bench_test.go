@@ -307,6 +307,16 @@ func TestBenchLimitsNextToRuns(t *testing.T) {
 		}
 	}
 
+	// So does a workload file's producerRateOfMax (its probes last as long as its run).
+	wfile := filepath.Join(t.TempDir(), "max.yaml")
+	if err := os.WriteFile(wfile, []byte("name: half\nmessageSize: 64\nconsumers: 1\nproducerRateOfMax: 0.5\nduration: 150ms\nwarmup: 0s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = benchJSON(t, append([]string{"run", wfile, "--embedded", "--data-dir", t.TempDir()}, limitFlags...)...)
+	if got := probes(t, m["limits"]); got["tcp_stream_gbps"] == 0 || got["disk_write_gbps"] == 0 || m["limits_of_max"] != true {
+		t.Errorf("run FILE with producerRateOfMax: bounds %v (of the maximum: %v), want the TCP stream's and the disk write's, of the maximum", got, m["limits_of_max"])
+	}
+
 	// compare does the same for each system: an e2e comparison at half of each one's maximum
 	// gets each maximum's bounds, its own transport's.
 	m = benchJSON(t, append([]string{"compare", "--mode", "e2e", "--data-dir", t.TempDir(), "--record-size", "64",
