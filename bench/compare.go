@@ -114,7 +114,11 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) {
 		if res := r.Result; res.CPUSeconds > 0 && res.Bytes > 0 {
 			perGB = fmt.Sprintf("%.2f", res.CPUSeconds/(float64(res.Bytes)/1e9))
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.3f\t%s\t%.2fx\t", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, r.Result.LatencyMs.P99, perGB, r.Ratio)
+		p99 := "-" // a consume run measures no latency
+		if r.Result.Mode != ModeConsume {
+			p99 = fmt.Sprintf("%.3f", r.Result.LatencyMs.P99)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%s\t%s\t%.2fx\t", r.System, r.Result.RecordsPerSec, r.Result.MBPerSec, p99, perGB, r.Ratio)
 		if bounded {
 			limit := "-"
 			if b, ok := r.Result.Tightest(); ok {

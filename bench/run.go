@@ -687,10 +687,53 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	return r, err
 }
 
+// errConsumeRate refuses a rate for a consume run: it reads as fast as it can, and a rate
+// quietly ignored would make the figures look like a paced run's.
+var errConsumeRate = errors.New("bench: a consume run has no rate (--rate, --rate-of-max): it reads flat out")
+
+// CheckConsume refuses what a consume run cannot do (a rate), so a command can say so before
+// it starts anything.
+func (c Config) CheckConsume() error {
+	if c.Rate > 0 || c.RateOfMax > 0 {
+		return errConsumeRate
+	}
+	return nil
+}
+
+// DefaultFillRecords is how many records FillAndConsume writes when c.Records is not set.
+const DefaultFillRecords = 100000
+
+// FillAndConsume fills the run's topics of a fresh broker with c.Records records
+// (DefaultFillRecords if 0) by a producer flat out, reports that fill on log, releases the
+// producer's memory and then consumes them (Consume): a consume run on a broker started for it.
+func FillAndConsume(ctx context.Context, d Driver, c Config, log io.Writer) (Result, error) {
+	if err := c.CheckConsume(); err != nil {
+		return Result{}, err
+	}
+	if c.Records == 0 {
+		c.Records = DefaultFillRecords
+	}
+	fill := c
+	fill.Warmup, fill.Progress, fill.Rate, fill.RateOfMax = 0, nil, 0, 0
+	fr, err := Produce(ctx, d, fill)
+	if err != nil {
+		return Result{}, fmt.Errorf("fill the topic: %w", err)
+	}
+	if log != nil {
+		fmt.Fprintf(log, "filled %s: ", c.Topic)
+		fr.WriteSummary(log)
+	}
+	ReleaseMemory() // the producer's buffers are not the consumer's to collect
+	return Consume(ctx, d, c)
+}
+
 // Consume reads c.Records records (all there are, if 0: until nothing arrives for
 // c.IdleTimeout) from every topic of the run, one consumer per topic, from the beginning.
 // Throughput runs from the first record received to the last.
 func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
+	if err := c.CheckConsume(); err != nil {
+		return Result{}, err
+	}
 	c, err := c.withDefaults()
 	if err != nil {
 		return Result{}, err

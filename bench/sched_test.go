@@ -615,3 +615,39 @@ func TestProbeDurationDefault(t *testing.T) {
 		}
 	}
 }
+
+// FillAndConsume fills a fresh topic with the run's records (a default count without one),
+// reports the fill, then consumes exactly those; a rate is refused before anything is written.
+func TestFillAndConsume(t *testing.T) {
+	ctx := context.Background()
+	d := newMemDriver()
+	var log strings.Builder
+	r, err := FillAndConsume(ctx, d, Config{Records: 300, RecordSize: 40, Topic: "f", IdleTimeout: time.Second}, &log)
+	if err != nil || r.Records != 300 || r.Bytes != 300*40 || r.Mode != ModeConsume {
+		t.Fatalf("fill and consume: %+v, %v; want 300 consumed records of 40 bytes", r, err)
+	}
+	if !strings.Contains(log.String(), "filled f: ") || !strings.Contains(log.String(), "300 records") {
+		t.Errorf("fill report %q", log.String())
+	}
+	r, err = FillAndConsume(ctx, d, Config{RecordSize: 8, Topic: "g", IdleTimeout: time.Second}, nil)
+	if err != nil || r.Records != DefaultFillRecords {
+		t.Fatalf("without a record count: %d records, %v; want %d", r.Records, err, DefaultFillRecords)
+	}
+	for _, c := range []Config{
+		{Records: 10, Topic: "h", Rate: 100},
+		{Records: 10, Topic: "h", RateOfMax: 0.5},
+	} {
+		if _, err := FillAndConsume(ctx, d, c, nil); !errors.Is(err, errConsumeRate) {
+			t.Errorf("rate %v, rate of max %v: %v, want errConsumeRate", c.Rate, c.RateOfMax, err)
+		}
+		if _, err := Consume(ctx, d, c); !errors.Is(err, errConsumeRate) {
+			t.Errorf("Consume with rate %v, rate of max %v: %v, want errConsumeRate", c.Rate, c.RateOfMax, err)
+		}
+	}
+	d.mu.Lock()
+	_, created := d.mu.topics["h"]
+	d.mu.Unlock()
+	if created {
+		t.Error("a refused run filled its topic")
+	}
+}

@@ -527,18 +527,7 @@ records (default 100000) of --record-size bytes by a producer, reported on stder
 				return bench.Result{}, err
 			}
 			if o.embedded {
-				if c.Records == 0 {
-					c.Records = 100000
-				}
-				fill := c
-				fill.Warmup, fill.Progress, fill.Rate = 0, nil, 0
-				fr, err := bench.Produce(ctx, d, fill)
-				if err != nil {
-					return bench.Result{}, fmt.Errorf("fill the topic: %w", err)
-				}
-				fmt.Fprintf(stderr, "filled %s: ", c.Topic)
-				fr.WriteSummary(stderr)
-				bench.ReleaseMemory() // the producer's buffers are not the consumer's to collect
+				return bench.FillAndConsume(ctx, d, c, stderr)
 			}
 			return bench.Consume(ctx, d, c)
 		}),
@@ -656,7 +645,8 @@ func benchCompareCmd() *cobra.Command {
 		Long: `Run the same workload, one system after another, against Sluice embedded over TCP and over
 its unix socket and against every peer that can be started in-process, then print each one's
 records/s, MB/s, p99 latency and its ratio to Sluice over TCP. The workload is --workload FILE,
-or the run flags (a produce run, or an e2e run with --mode e2e).`,
+or the run flags: a produce run, an e2e run with --mode e2e, or with --mode consume a consume
+run, each system's topic first filled with --records records (default 100000) by a producer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -689,8 +679,15 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) { return bench.Produce(ctx, d, c) }
 				case bench.ModeE2E:
 					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) { return bench.E2E(ctx, d, c) }
+				case bench.ModeConsume:
+					if err := c.CheckConsume(); err != nil {
+						return err
+					}
+					run = func(ctx context.Context, d bench.Driver) (bench.Result, error) {
+						return bench.FillAndConsume(ctx, d, c, stderr)
+					}
 				default:
-					return fmt.Errorf("--mode %q: want produce or e2e", mode)
+					return fmt.Errorf("--mode %q: want produce, consume or e2e", mode)
 				}
 			}
 			if o.runs < 1 {
@@ -781,7 +778,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&workload, "workload", "", "workload file (default: the run flags)")
-	f.StringVar(&mode, "mode", bench.ModeProduce, "without --workload: produce or e2e")
+	f.StringVar(&mode, "mode", bench.ModeProduce, "without --workload: produce, consume or e2e")
 	f.StringVar(&o.dataDir, "data-dir", "", "where to make the systems' temporary data directories")
 	addBrokerConfigFlag(cmd, &o)
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout at the end (the table goes to stderr)")
@@ -790,7 +787,7 @@ or the run flags (a produce run, or an e2e run with --mode e2e).`,
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs: sync dirty pages to disk and wait this long between comparisons")
 	addLimitsFlags(cmd, &o)
 	addRunFlags(cmd, &o)
-	addFetchFlag(cmd, &o) // for --mode e2e
+	addFetchFlag(cmd, &o) // for --mode e2e and consume
 	return cmd
 }
 

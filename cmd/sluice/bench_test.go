@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -200,6 +201,24 @@ func TestBenchCompareSluiceOnly(t *testing.T) {
 		t.Errorf("table %q, %v", out, err)
 	}
 
+	// --mode consume fills each system's topic, then reads it back; the table has no latency.
+	m = benchJSON(t, "compare", "--mode", "consume", "--data-dir", t.TempDir(), "--records", "3000", "--record-size", "100")
+	rows, _ = m["results"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("consume results %v, want sluice-tcp and sluice-unix", m["results"])
+	}
+	for i, r := range rows {
+		row := r.(map[string]any)
+		res, _ := row["result"].(map[string]any)
+		if row["error"] != nil || res["mode"] != "consume" || res["records"].(float64) != 3000 || res["bytes"].(float64) != 300000 || row["ratio"].(float64) <= 0 {
+			t.Errorf("consume row %d: %v", i, row)
+		}
+	}
+	out, errOut, err := runBench(t, "compare", "--mode", "consume", "--data-dir", t.TempDir(), "--records", "200", "--record-size", "16")
+	if err != nil || !strings.Contains(errOut, "filled bench: ") || !regexp.MustCompile(`sluice-unix +\d+ +[\d.]+ +- `).MatchString(out) {
+		t.Errorf("consume table %q, %v: want the fills reported and no p99", out, err)
+	}
+
 	m = benchJSON(t, "compare", "--data-dir", t.TempDir(), "--records", "500", "--record-size", "16", "--runs", "2", "--pause", "10ms")
 	if all, _ := m["runs"].([]any); len(all) != 2 || len(all[0].([]any)) != 2 {
 		t.Fatalf("runs %v: want 2 runs of 2 systems", m["runs"])
@@ -215,7 +234,9 @@ func TestBenchBadArguments(t *testing.T) {
 		{"produce", "--embedded", "--transport", "udp", "--records", "1"},
 		{"produce", "--embedded", "--acks", "2", "--records", "1"},
 		{"e2e", "--embedded", "--record-size", "8", "--records", "1"},
-		{"compare", "--mode", "consume"},
+		{"compare", "--mode", "fetch", "--records", "1"},
+		{"compare", "--mode", "consume", "--records", "1", "--rate", "10"},
+		{"consume", "--embedded", "--records", "1", "--rate-of-max", "0.5"},
 		{"consume", "--embedded", "--records", "1", "--fetch-size", "-1"},
 		{"produce", "--broker-process", "--records", "1"},
 		{"produce", "--embedded", "--broker-process", "--driver", "kafka", "--records", "1"},
