@@ -28,7 +28,7 @@ func record(i int) []byte {
 // (one partition) and content.
 func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, copts bench.ConsumerOptions) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := d.CreateTopic(ctx, popts.Topic, 1); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
@@ -131,7 +131,7 @@ func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, copts 
 }
 
 func TestKfakeRoundTrip(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d, err := StartKfake(ctx)
 	if err != nil {
@@ -169,7 +169,7 @@ func TestKfakeRoundTrip(t *testing.T) {
 // topics): the first delete succeeds and a second one fails, since the topic is gone.
 func checkDelete(t *testing.T, d bench.Driver, topic string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	td, ok := d.(bench.TopicDeleter)
 	if !ok {
@@ -184,7 +184,7 @@ func checkDelete(t *testing.T, d bench.Driver, topic string) {
 }
 
 func TestJetStreamRoundTrip(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	d, err := StartJetStream(ctx, dir)
@@ -216,7 +216,7 @@ func TestJetStreamRoundTrip(t *testing.T) {
 
 // TestExternalDrivers connects NewKafka and NewJetStream to in-process peers, as --driver does.
 func TestExternalDrivers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	kf, err := StartKfake(ctx)
 	if err != nil {

@@ -22,7 +22,7 @@ func TestBenchPeersRegistered(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for name, external := range map[string]string{"kfake": "kafka", "jetstream": "nats"} {
 		d, err := embeddedPeers[name](ctx, t.TempDir())

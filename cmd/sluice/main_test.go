@@ -138,8 +138,19 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 			acked <- v
 		}
 	}()
-	for len(acked) < 200 {
-		time.Sleep(time.Millisecond)
+	// Kill once 200 are acknowledged; a producer that stops before that fails the test
+	// rather than leaving it to wait for go test's timeout.
+	for deadline := time.Now().Add(60 * time.Second); len(acked) < 200; {
+		select {
+		case <-done:
+			if len(acked) < 200 {
+				t.Fatalf("the producer stopped after %d acknowledged records, before the kill", len(acked))
+			}
+		case <-time.After(time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d records acknowledged in 60 s", len(acked))
+			}
+		}
 	}
 	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
