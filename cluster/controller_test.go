@@ -66,10 +66,12 @@ func sameState(t *testing.T, got, want *Metadata) {
 	}
 }
 
-// TestOpenIsFastAndLeads checks that a single voter leads well within a
-// second. Wall time on a shared machine is noisy (each Open does several
-// fsyncs), so it takes the fastest of three: with raft's default timeouts
-// even the fastest would exceed a second.
+// TestOpenIsFastAndLeads checks that a single voter leads without raft's
+// default wait. What makes Open fast is the heartbeat timeout raft runs with:
+// a node campaigns after 1x to 2x of it, so raft's default (1s) alone would
+// make Open take a second or more; that is checked on the running raft.
+// Wall time on a shared machine is noisy (each Open does several fsyncs),
+// so it is only bounded loosely, for the fastest of three.
 func TestOpenIsFastAndLeads(t *testing.T) {
 	var c *Controller
 	fastest := time.Hour
@@ -79,7 +81,10 @@ func TestOpenIsFastAndLeads(t *testing.T) {
 		fastest = min(fastest, time.Since(start))
 	}
 	t.Logf("fastest Open: %v", fastest)
-	if fastest > time.Second {
+	if hb := c.raft.ReloadableConfig().HeartbeatTimeout; hb > 100*time.Millisecond {
+		t.Errorf("raft runs with heartbeat timeout %v: a node waits up to twice that to campaign", hb)
+	}
+	if fastest > 5*time.Second {
 		t.Errorf("Open took %v", fastest)
 	}
 	if c.ControllerID() != 1 {

@@ -273,9 +273,25 @@ func TestRollFinishesOnlyTheRolledSegment(t *testing.T) {
 	if got := l.SyncedOffset(); got != newBase {
 		t.Fatalf("synced offset %d, want %d: the active segment is not synced", got, newBase)
 	}
-	cp, ok, err := readCheckpoint(l)
-	if err != nil || !ok || cp.offset != newBase || cp.segment != newBase || cp.pos != 0 {
-		t.Fatalf("recovery point %+v (%v, %v), want the new segment's start", cp, ok, err)
+	// The flusher moves the synced offset before it writes the recovery point (temp file,
+	// fsync, rename, fsync of the directory), which on a loaded disk takes longer than the
+	// sleep above: wait for the recovery point to reach the roll.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		cp, ok, err := readCheckpoint(l)
+		if err != nil { // the file is replaced by a rename: never seen torn
+			t.Fatalf("recovery point: %v", err)
+		}
+		if ok && cp.offset == newBase {
+			if cp.segment != newBase || cp.pos != 0 {
+				t.Fatalf("recovery point %+v, want the new segment's start", cp)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recovery point %+v (%v), want the new segment's start", cp, ok)
+		}
+		time.Sleep(time.Millisecond)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -228,7 +228,10 @@ func TestHandlerClosesConn(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			const idle = 100 * time.Millisecond
+			// The deadline set at accept also bounds the wait for the first
+			// request: idle leaves a slow machine time to start the reader
+			// before the connection would count as idle, unserved.
+			const idle = 500 * time.Millisecond
 			held := make(chan *Pending, 1)
 			cfg := testConfig(t, tr)
 			cfg.IdleTimeout = idle
