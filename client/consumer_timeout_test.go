@@ -1,6 +1,9 @@
 package client_test
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -11,24 +14,30 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 // freezingProxy stands at a unix socket path and forwards each connection to the broker's
-// socket; connections accepted while freezeNew is set never get the broker's replies (their
-// requests still reach it), as when a broker hangs. It records when each connection opened and
-// when its client closed it.
+// socket. Once armed (freezeNextFetch), the first connection whose first request is a Fetch
+// never gets the broker's replies (its requests still reach it), as when a broker hangs; other
+// connections (metadata and offset lookups, whenever they are dialled) are left alone. It
+// records each connection's first request, when it opened and when its client closed it.
 type freezingProxy struct {
 	ln     net.Listener
 	target string
 
-	mu        sync.Mutex
-	freezeNew bool
-	conns     []*proxiedConn
+	mu          sync.Mutex
+	freezeFetch bool // armed: freeze the next connection that starts with a Fetch
+	conns       []*proxiedConn
+	open        []net.Conn // both sides of every connection, closed at cleanup
 }
 
 type proxiedConn struct {
-	frozen         bool
-	opened, closed time.Time // closed: when the client's side reached EOF (zero until then)
+	first  wire.APIKey // api key of the connection's first request (-1 until it is read)
+	frozen bool
+	// opened: when the proxy accepted it (before its own dial to the broker and before the
+	// first request is read); closed: when the client's side reached EOF (zero until then).
+	opened, closed time.Time
 }
 
 func newFreezingProxy(t *testing.T, path, target string) *freezingProxy {
@@ -39,7 +48,17 @@ func newFreezingProxy(t *testing.T, path, target string) *freezingProxy {
 	}
 	p := &freezingProxy{ln: ln, target: target}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		_ = ln.Close()
+		// A client left open (say a consumer whose construction failed) must not hold up
+		// the cleanup.
+		p.mu.Lock()
+		for _, c := range p.open {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -48,42 +67,78 @@ func newFreezingProxy(t *testing.T, path, target string) *freezingProxy {
 			if err != nil {
 				return
 			}
-			bc, err := net.Dial("unix", target)
-			if err != nil {
-				_ = cc.Close()
-				continue
-			}
+			// Stamped as early as the proxy can: the fetcher's request timer started before
+			// its dial, and a late stamp would make the connection look shorter-lived.
+			pc := &proxiedConn{first: -1, opened: time.Now()}
 			p.mu.Lock()
-			pc := &proxiedConn{frozen: p.freezeNew, opened: time.Now()}
 			p.conns = append(p.conns, pc)
+			p.open = append(p.open, cc)
 			p.mu.Unlock()
-			wg.Add(2)
-			go func() { // client → broker, always
+			wg.Add(1)
+			go func() {
 				defer wg.Done()
-				_, _ = io.Copy(bc, cc)
-				p.mu.Lock()
-				pc.closed = time.Now()
-				p.mu.Unlock()
-				_ = bc.Close()
-				_ = cc.Close()
-			}()
-			go func() { // broker → client, unless frozen
-				defer wg.Done()
-				if pc.frozen {
-					_, _ = io.Copy(io.Discard, bc)
-				} else {
-					_, _ = io.Copy(cc, bc)
-				}
-				_ = cc.Close()
+				p.forward(cc, pc, &wg)
 			}()
 		}
 	}()
 	return p
 }
 
-func (p *freezingProxy) setFreezeNew(v bool) {
+// forward relays cc to the broker: client → broker always, broker → client unless the
+// connection's first request makes it the frozen fetch.
+func (p *freezingProxy) forward(cc net.Conn, pc *proxiedConn, wg *sync.WaitGroup) {
+	end := func() {
+		p.mu.Lock()
+		pc.closed = time.Now()
+		p.mu.Unlock()
+	}
+	bc, err := net.Dial("unix", p.target)
+	if err != nil {
+		_ = cc.Close()
+		end()
+		return
+	}
 	p.mu.Lock()
-	p.freezeNew = v
+	p.open = append(p.open, bc)
+	p.mu.Unlock()
+	// A request frame starts with its size, then the request header's api key (net/wire).
+	var hdr [wire.FrameSizeLen + 2]byte
+	if _, err := io.ReadFull(cc, hdr[:]); err != nil {
+		end()
+		_ = bc.Close()
+		_ = cc.Close()
+		return
+	}
+	p.mu.Lock()
+	pc.first = wire.APIKey(int16(binary.BigEndian.Uint16(hdr[wire.FrameSizeLen:])))
+	if pc.first == wire.Fetch && p.freezeFetch {
+		pc.frozen, p.freezeFetch = true, false
+	}
+	frozen := pc.frozen
+	p.mu.Unlock()
+	wg.Add(1)
+	go func() { // broker → client, unless frozen
+		defer wg.Done()
+		if frozen {
+			_, _ = io.Copy(io.Discard, bc)
+		} else {
+			_, _ = io.Copy(cc, bc)
+		}
+		_ = cc.Close()
+	}()
+	// client → broker, always
+	if _, err := bc.Write(hdr[:]); err == nil {
+		_, _ = io.Copy(bc, cc)
+	}
+	end()
+	_ = bc.Close()
+	_ = cc.Close()
+}
+
+// freezeNextFetch arms the proxy: the next connection whose first request is a Fetch hangs.
+func (p *freezingProxy) freezeNextFetch() {
+	p.mu.Lock()
+	p.freezeFetch = true
 	p.mu.Unlock()
 }
 
@@ -96,6 +151,24 @@ func (p *freezingProxy) snapshot() []proxiedConn {
 		out[i] = *c
 	}
 	return out
+}
+
+// frozenFetch returns the index of the frozen connection in conns (-1: none) and the fetch
+// connections opened after it.
+func frozenFetch(conns []proxiedConn) (int, []proxiedConn) {
+	for i, c := range conns {
+		if !c.frozen {
+			continue
+		}
+		var later []proxiedConn
+		for _, l := range conns[i+1:] {
+			if l.first == wire.Fetch {
+				later = append(later, l)
+			}
+		}
+		return i, later
+	}
+	return -1, nil
 }
 
 // A fetch that gets no answer fails after request.timeout.ms plus fetch.max.wait.ms: the
@@ -116,35 +189,49 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			proxy := newFreezingProxy(t, advertised, moved)
+			// Armed before anything can start the fetcher (Position does): its first
+			// connection hangs, whenever it is dialled, and the lookups' connections do not.
+			proxy.freezeNextFetch()
 
 			topic := "timeout-" + mode.name
 			f.createTopic(topic, 1)
 			f.produceValues(topic, 0, "a", "b", "c")
 			tp := client.TopicPartition{Topic: topic}
 
-			const requestTimeout, maxWait = 300 * time.Millisecond, 50 * time.Millisecond
+			// maxWait is also the slack of the lower bound on the frozen connection's life
+			// below (the timer starts before the proxy sees the connection).
+			const requestTimeout, maxWait = time.Second, 250 * time.Millisecond
 			var failures atomic.Int64
-			c := f.consumer(client.ConsumerConfig{
+			cfg := client.ConsumerConfig{
 				Config:             client.Config{Brokers: []string{"unix://" + advertised}, RequestTimeout: requestTimeout, Logger: client.FetchFailureLogger(&failures)},
 				FetchMaxWait:       maxWait,
 				RetryBackoff:       10 * time.Millisecond,
 				AutoOffsetReset:    client.OffsetResetEarliest,
 				ReuseRecordBuffers: mode.reuse,
-			}, tp)
+			}
+			// The request timeout also bounds the bootstrap metadata request (through the
+			// proxy), which a loaded machine can take longer to answer: retry the
+			// construction, which is not what this test is about.
+			var c *client.Consumer
+			for attempt := 1; ; attempt++ {
+				var err error
+				if c, err = client.NewConsumer(f.ctx, cfg); err == nil {
+					break
+				}
+				if !errors.Is(err, context.DeadlineExceeded) || attempt == 10 || f.ctx.Err() != nil {
+					t.Fatalf("NewConsumer, attempt %d: %v", attempt, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Cleanup(func() { _ = c.Close(context.Background()) })
+			if err := c.Assign([]client.TopicPartition{tp}); err != nil {
+				t.Fatal(err)
+			}
 			if pos, err := c.Position(f.ctx, tp); err != nil || pos != 0 {
 				t.Fatalf("Position = %d, %v; want 0", pos, err)
 			}
-			before := len(proxy.snapshot()) // metadata and offset lookups' connection
-			proxy.setFreezeNew(true)        // the fetcher's first connection hangs
 			done := make(chan []client.Record, 1)
 			go func() { done <- f.pollN(c, 3) }()
-			for len(proxy.snapshot()) == before {
-				if f.ctx.Err() != nil {
-					t.Fatal("the fetcher never connected")
-				}
-				time.Sleep(time.Millisecond)
-			}
-			proxy.setFreezeNew(false)
 
 			var got []client.Record
 			select {
@@ -155,16 +242,23 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 			if vals := []string{string(got[0].Value), string(got[1].Value), string(got[2].Value)}; vals[0] != "a" || vals[2] != "c" {
 				t.Fatalf("records %q, want a b c", vals)
 			}
-			conns := proxy.snapshot()[before:]
-			frozen := conns[0]
-			if !frozen.frozen || len(conns) < 2 {
-				t.Fatalf("connections after the lookups: %+v, want the frozen fetch and a new one", conns)
+			conns := proxy.snapshot()
+			i, later := frozenFetch(conns)
+			if i < 0 || len(later) == 0 {
+				t.Fatalf("connections: %+v, want the frozen fetch and a new fetch connection after it", conns)
 			}
 			if failures.Load() == 0 {
 				t.Error("no fetch failure logged: the timeout was taken for a seek's cancellation")
 			}
-			if frozen.closed.IsZero() {
-				t.Fatal("the frozen fetch's connection is still open: a request that timed out must end it")
+			// The consumer closed the frozen connection before it refetched; the proxy notices
+			// the end of the stream on its own time.
+			frozen := conns[i]
+			for frozen.closed.IsZero() {
+				if f.ctx.Err() != nil {
+					t.Fatal("the frozen fetch's connection is still open: a request that timed out must end it")
+				}
+				time.Sleep(time.Millisecond)
+				frozen = proxy.snapshot()[i]
 			}
 			// The timer starts before the dial the proxy sees, so the connection lives a little
 			// less than request.timeout.ms + fetch.max.wait.ms; a timer fired early would cut
@@ -179,8 +273,8 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 			if next := f.pollN(c, 1); string(next[0].Value) != "d" {
 				t.Fatalf("next record %q, want d", next[0].Value)
 			}
-			after := proxy.snapshot()[before:]
-			for _, pc := range after[1:] {
+			_, after := frozenFetch(proxy.snapshot())
+			for _, pc := range after {
 				if !pc.closed.IsZero() {
 					t.Errorf("a fetch connection that answered was closed: %+v (of %d)", pc, len(after))
 				}

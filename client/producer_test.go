@@ -440,7 +440,9 @@ func TestProducerBatchesFillUnderLoad(t *testing.T) {
 	const batchSize = 16384
 	p := prodNew(t, client.ProducerConfig{
 		Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader,
-		Linger: 200 * time.Millisecond, BatchSize: batchSize,
+		// A linger that never expires mid-batch however slow the machine: batches close when
+		// full, and Flush sends the last one.
+		Linger: time.Hour, BatchSize: batchSize,
 	})
 	ctx := prodCtx(t, 15*time.Second)
 	const n = 3000
