@@ -40,7 +40,7 @@ type consumerFixture struct {
 func newConsumerFixture(t *testing.T) *consumerFixture {
 	t.Helper()
 	b := startBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	conn, err := client.Dial(ctx, b.Addr().String(), "consumer-test")
 	if err != nil {
