@@ -262,6 +262,12 @@ func TestIdleTimeout(t *testing.T) {
 			if corr, body := busy.recv(); corr != 2 || string(body) != "late" {
 				t.Fatalf("got %d %q", corr, body)
 			}
+			// Still open, not just draining: a connection closed for idleness while the
+			// response was outstanding would deliver it and serve nothing more.
+			busy.send(wire.Metadata, 3, nil)
+			if corr, _ := busy.recv(); corr != 3 {
+				t.Fatalf("after the late response: got correlation %d, want 3", corr)
+			}
 			busy.expectClosed() // idle again afterwards
 			waitFor(t, "connections gone", func() bool { return s.Stats().Open == 0 })
 		})
