@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 )
@@ -252,6 +253,11 @@ func (c *alterTopicConfigsCmd) build(m *Metadata) (*TopicMeta, error) {
 		}
 		delete(configs, k)
 	}
+	// The merged overrides too: a change can break a rule that ties two keys together
+	// (min.compaction.lag.ms over an existing max.compaction.lag.ms).
+	if err := ValidateTopicConfigs(configs); err != nil {
+		return nil, err
+	}
 	if len(configs) == 0 {
 		configs = nil // one representation of "no overrides", so snapshots compare equal
 	}
@@ -292,6 +298,11 @@ func (c *setPartitionLeaderCmd) build(m *Metadata) (*TopicMeta, error) {
 		default:
 			return nil, fmt.Errorf("%w: broker %d is not in the ISR %v and unclean election is off", ErrIneligibleReplica, c.Leader, p.ISR)
 		}
+	}
+	if p.LeaderEpoch == math.MaxInt32 {
+		// Replicas refuse a leader whose epoch is not above the one they know: an epoch
+		// that wrapped would make every replica refuse every later leader.
+		return nil, fmt.Errorf("%w: leader epoch %d cannot grow", ErrStaleLeaderEpoch, p.LeaderEpoch)
 	}
 	p.Leader = c.Leader
 	p.LeaderEpoch++

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -133,6 +134,9 @@ func TestCreateTopicRejects(t *testing.T) {
 		{"unknown config", spec(func(c *createTopicCmd) { c.Configs = map[string]string{"nope": "1"} }), ErrInvalidConfig},
 		{"bad config value", spec(func(c *createTopicCmd) { c.Configs = map[string]string{"retention.ms": "x"} }), ErrInvalidConfig},
 		{"compaction", spec(func(c *createTopicCmd) { c.Configs = map[string]string{"cleanup.policy": "compact"} }), ErrInvalidConfig},
+		{"compaction lags crossed", spec(func(c *createTopicCmd) {
+			c.Configs = map[string]string{"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}
+		}), ErrInvalidConfig},
 		{"zero id", spec(func(c *createTopicCmd) { c.ID = TopicID{} }), ErrInvalidTopic},
 		{"internal name by a user", spec(func(c *createTopicCmd) { c.Name = "__consumer_offsets" }), ErrInvalidTopic},
 		{"internal flag on a user name", spec(func(c *createTopicCmd) { c.Internal = true }), ErrInvalidTopic},
@@ -274,6 +278,13 @@ func TestAlterTopicConfigs(t *testing.T) {
 	m.fails(&alterTopicConfigsCmd{Name: "t", Delete: []string{"bogus"}}, ErrInvalidConfig)
 	m.fails(&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"retention.ms": "1"}, Delete: []string{"retention.ms"}}, ErrInvalidConfig)
 	m.fails(&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"cleanup.policy": "compact"}}, ErrInvalidConfig)
+	// A rule that ties two keys holds for the merged overrides: no broker could open the
+	// topic with min.compaction.lag.ms over max.compaction.lag.ms (found by FuzzApplyCommand).
+	m.ok(&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"min.compaction.lag.ms": "1000"}})
+	m.fails(&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"max.compaction.lag.ms": "5"}}, ErrInvalidConfig)
+	m.ok(&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"max.compaction.lag.ms": "5000"}})
+	m.fails(&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"min.compaction.lag.ms": "6000"}}, ErrInvalidConfig)
+	m.ok(&alterTopicConfigsCmd{Name: "t", Delete: []string{"min.compaction.lag.ms", "max.compaction.lag.ms"}})
 
 	m.ok(&alterTopicConfigsCmd{Name: "t", Delete: []string{"retention.ms", "write.caching", "flush.ms"}})
 	if got, _ := m.md.Topic("t"); got.Configs != nil {
@@ -318,6 +329,16 @@ func TestSetPartitionLeader(t *testing.T) {
 	if p := part(0); p.Leader != 3 || !slices.Equal(p.ISR, []int32{3}) || p.LeaderEpoch != 3 {
 		t.Fatalf("unclean election: %+v", p)
 	}
+
+	// An epoch that can grow no more refuses the change rather than wrap: replicas refuse
+	// a leader whose epoch is not above theirs, so a wrapped one would be refused by all.
+	last := m.md.clone()
+	tp = *last.topics["t"]
+	tp.Partitions = slices.Clone(tp.Partitions)
+	tp.Partitions[1].LeaderEpoch = math.MaxInt32
+	last.topics["t"] = &tp
+	m.md = last.finish(m.index)
+	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 1, Leader: NoLeader, LeaderEpoch: math.MaxInt32}}, ErrStaleLeaderEpoch)
 }
 
 func TestRegisterBroker(t *testing.T) {

@@ -151,8 +151,16 @@ func checkTopic(t *TopicMeta) error {
 		if p.Partition != int32(i) || len(p.Replicas) == 0 {
 			return fmt.Errorf("partition %d: bad index or no replicas", i)
 		}
-		if p.Leader != NoLeader && !slices.Contains(p.Replicas, p.Leader) {
-			return fmt.Errorf("partition %d: leader %d not a replica", i, p.Leader)
+		if p.Leader != NoLeader && !slices.Contains(p.ISR, p.Leader) {
+			return fmt.Errorf("partition %d: leader %d not in the ISR %v", i, p.Leader, p.ISR)
+		}
+		if p.LeaderEpoch < 0 {
+			return fmt.Errorf("partition %d: negative leader epoch %d", i, p.LeaderEpoch)
+		}
+		for j, r := range p.Replicas {
+			if slices.Contains(p.Replicas[:j], r) {
+				return fmt.Errorf("partition %d: replica %d twice", i, r)
+			}
 		}
 		for _, r := range p.ISR {
 			if !slices.Contains(p.Replicas, r) {

@@ -105,13 +105,16 @@ func TestFSMSnapshotRestore(t *testing.T) {
 func TestDecodeSnapshotRejects(t *testing.T) {
 	good := string(encoded(t, richMachine(t).md))
 	bad := map[string]string{
-		"empty":         "",
-		"format":        strings.Replace(good, `"format":1`, `"format":2`, 1),
-		"truncated":     good[:len(good)/2],
-		"dup broker":    strings.Replace(good, `"id":2,`, `"id":1,`, 1),
-		"leader":        strings.Replace(good, `"leader":`, `"leader":77,"x":`, 1),
-		"bad topic":     strings.Replace(good, `"name":"orders"`, `"name":"or ders"`, 1),
-		"partition idx": strings.Replace(good, `"partition":1,`, `"partition":5,`, 1),
+		"empty":          "",
+		"format":         strings.Replace(good, `"format":1`, `"format":2`, 1),
+		"truncated":      good[:len(good)/2],
+		"dup broker":     strings.Replace(good, `"id":2,`, `"id":1,`, 1),
+		"leader":         strings.Replace(good, `"leader":`, `"leader":77,"x":`, 1),
+		"bad topic":      strings.Replace(good, `"name":"orders"`, `"name":"or ders"`, 1),
+		"partition idx":  strings.Replace(good, `"partition":1,`, `"partition":5,`, 1),
+		"negative epoch": strings.Replace(good, `"leader_epoch":1,`, `"leader_epoch":-1,`, 1),
+		"dup replica":    strings.Replace(good, `"replicas":[1,2,3],"leader":1,"leader_epoch":0,"isr":[1,2,3]`, `"replicas":[1,1,3],"leader":1,"leader_epoch":0,"isr":[1,3]`, 1),
+		"leader not isr": strings.Replace(good, `"leader":4,"leader_epoch":1,"isr":[3,4,1]`, `"leader":4,"leader_epoch":1,"isr":[3,1]`, 1),
 	}
 	for name, s := range bad {
 		if _, err := decodeSnapshot(strings.NewReader(s)); err == nil {

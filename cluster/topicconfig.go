@@ -203,22 +203,37 @@ func ResolveTopicConfig(overrides map[string]string, defaults TopicConfig) (Topi
 			return TopicConfig{}, err
 		}
 	}
-	if c.MinCompactionLag > c.MaxCompactionLag {
-		return TopicConfig{}, fmt.Errorf("%w: min.compaction.lag.ms %v exceeds max.compaction.lag.ms %v",
-			ErrInvalidConfig, c.MinCompactionLag, c.MaxCompactionLag)
+	if err := checkCompactionLags(c); err != nil {
+		return TopicConfig{}, err
 	}
 	return c, nil
 }
 
+// checkCompactionLags checks the one rule that ties two configs together.
+func checkCompactionLags(c TopicConfig) error {
+	if c.MinCompactionLag > c.MaxCompactionLag {
+		return fmt.Errorf("%w: min.compaction.lag.ms %v exceeds max.compaction.lag.ms %v",
+			ErrInvalidConfig, c.MinCompactionLag, c.MaxCompactionLag)
+	}
+	return nil
+}
+
 // ValidateTopicConfigs checks that every key is known and every value parses
-// and is in range. It does not depend on broker defaults, so the state
-// machine can run it deterministically.
+// and is in range, and that min.compaction.lag.ms does not exceed
+// max.compaction.lag.ms when both are set (a topic with such overrides could
+// not be opened by any broker). It does not depend on broker defaults, so the
+// state machine can run it deterministically.
 func ValidateTopicConfigs(overrides map[string]string) error {
 	var c TopicConfig
 	for _, k := range sortedKeys(overrides) {
 		if err := setTopicConfig(&c, k, overrides[k]); err != nil {
 			return err
 		}
+	}
+	_, hasMin := overrides["min.compaction.lag.ms"]
+	_, hasMax := overrides["max.compaction.lag.ms"]
+	if hasMin && hasMax {
+		return checkCompactionLags(c)
 	}
 	return nil
 }
