@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -144,9 +145,11 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.RecordSize < 0:
 		return c, fmt.Errorf("bench: record size %d: must be positive", c.RecordSize)
-	case c.Rate < 0:
-		return c, fmt.Errorf("bench: rate %v: cannot be negative", c.Rate)
-	case c.RateOfMax < 0 || c.RateOfMax > 1:
+	// Written so that NaN fails too: it compares false with everything, and a NaN rate
+	// would run flat out while claiming a target.
+	case !(c.Rate >= 0) || math.IsInf(c.Rate, 0):
+		return c, fmt.Errorf("bench: rate %v: want a finite number, not negative", c.Rate)
+	case !(c.RateOfMax >= 0 && c.RateOfMax <= 1):
 		return c, fmt.Errorf("bench: rate of max %v: want a fraction in (0, 1]", c.RateOfMax)
 	case c.RateOfMax > 0 && c.Rate > 0:
 		return c, errors.New("bench: give a rate or a rate of max, not both")

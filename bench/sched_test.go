@@ -616,6 +616,21 @@ func TestProbeDurationDefault(t *testing.T) {
 	}
 }
 
+// Rates that compare false with everything (NaN) or have no interval (infinity) are refused,
+// as pflag parses --rate NaN and --rate Inf without complaint.
+func TestConfigRefusesRatesThatAreNotNumbers(t *testing.T) {
+	for _, c := range []Config{
+		{Topic: "r", Rate: math.NaN()},
+		{Topic: "r", Rate: math.Inf(1)},
+		{Topic: "r", RateOfMax: math.NaN()},
+		{Topic: "r", RateOfMax: math.Inf(1)},
+	} {
+		if _, err := c.withDefaults(); err == nil {
+			t.Errorf("rate %v, rate of max %v: accepted", c.Rate, c.RateOfMax)
+		}
+	}
+}
+
 // FillAndConsume fills a fresh topic with the run's records (a default count without one),
 // reports the fill, then consumes exactly those; a rate is refused before anything is written.
 func TestFillAndConsume(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -123,10 +124,11 @@ func (w Workload) Config() (Config, error) {
 	if w.MessageSize <= 0 {
 		return bad("messageSize %d: must be positive", w.MessageSize)
 	}
-	if w.ProducerRate < 0 {
-		return bad("producerRate %v: cannot be negative", w.ProducerRate)
+	// Written so that NaN (YAML's .nan) fails too.
+	if !(w.ProducerRate >= 0) || math.IsInf(w.ProducerRate, 0) {
+		return bad("producerRate %v: want a finite number, not negative", w.ProducerRate)
 	}
-	if w.ProducerRateOfMax < 0 || w.ProducerRateOfMax > 1 {
+	if !(w.ProducerRateOfMax >= 0 && w.ProducerRateOfMax <= 1) {
 		return bad("producerRateOfMax %v: want a fraction in (0, 1]", w.ProducerRateOfMax)
 	}
 	if w.ProducerRate > 0 && w.ProducerRateOfMax > 0 {

@@ -154,10 +154,16 @@ func (c *Config) Set(key, value string) error {
 		*dst = n
 		return nil
 	}
-	integer := func(dst *int) error {
+	// integer takes a count the broker later narrows (to int32 in requests and metadata,
+	// int16 for a replication factor): a value outside [lo, hi] is refused here rather than
+	// wrapped there.
+	integer := func(dst *int, lo, hi int64) error {
 		var n int64
 		if err := i64(&n); err != nil {
 			return err
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%s: %d is out of range [%d, %d]", key, n, lo, hi)
 		}
 		*dst = int(n)
 		return nil
@@ -184,8 +190,8 @@ func (c *Config) Set(key, value string) error {
 	}
 	switch key {
 	case "node.id", "broker.id":
-		var n int64
-		if err := i64(&n); err != nil {
+		var n int
+		if err := integer(&n, 0, math.MaxInt32); err != nil {
 			return err
 		}
 		c.NodeID = int32(n)
@@ -200,17 +206,17 @@ func (c *Config) Set(key, value string) error {
 	case "unix.socket.path":
 		c.UnixPath = value
 	case "num.partitions":
-		return integer(&c.NumPartitions)
+		return integer(&c.NumPartitions, 1, math.MaxInt32)
 	case "default.replication.factor":
-		return integer(&c.DefaultReplication)
+		return integer(&c.DefaultReplication, 1, math.MaxInt16)
 	case "message.max.bytes":
 		return i64(&c.MessageMaxBytes)
 	case "socket.request.max.bytes":
-		return integer(&c.SocketRequestMaxBytes)
+		return integer(&c.SocketRequestMaxBytes, 1, math.MaxInt32)
 	case "auto.create.topics.enable":
 		return boolean(&c.AutoCreateTopics)
 	case "offsets.topic.num.partitions":
-		return integer(&c.OffsetsTopicPartitions)
+		return integer(&c.OffsetsTopicPartitions, 1, math.MaxInt32)
 	case "log.segment.bytes":
 		return i64(&c.SegmentBytes)
 	case "log.roll.ms":
