@@ -25,11 +25,12 @@ const (
 type TopicSpec struct {
 	Name string `json:"name"`
 	// NumPartitions must be ≥ 1, unless Assignment is given (then it must
-	// be 0, -1 or len(Assignment)). The broker substitutes its num.partitions
-	// default for Kafka's -1 before calling the controller.
+	// be len(Assignment), or zero or negative: "from the assignment", as
+	// Kafka's -1). The broker substitutes its num.partitions default for
+	// Kafka's -1 before calling the controller when there is no Assignment.
 	NumPartitions int32 `json:"num_partitions"`
 	// ReplicationFactor must be in [1, registered brokers], unless
-	// Assignment is given (then 0, -1 or the assignment's width).
+	// Assignment is given (then the assignment's width, or zero or negative).
 	ReplicationFactor int16 `json:"replication_factor"`
 	// Assignment optionally fixes the replicas of each partition, indexed
 	// by partition, first replica preferred leader.
