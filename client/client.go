@@ -299,8 +299,14 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 		if t.ErrorCode != wire.NoError {
 			continue
 		}
-		tm := TopicMetadata{Name: t.Topic, Partitions: make([]PartitionMetadata, len(t.Partitions))}
 		sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i].Partition < t.Partitions[j].Partition })
+		if !densePartitions(t.Partitions) {
+			// Partitions are picked by number in [0, count): a topic whose ids are not
+			// exactly those (a broken broker) is left out, as if it had an error.
+			c.cfg.Logger.Warn("sluice client: metadata with partition ids that are not 0 to n-1; topic ignored", "topic", t.Topic)
+			continue
+		}
+		tm := TopicMetadata{Name: t.Topic, Partitions: make([]PartitionMetadata, len(t.Partitions))}
 		for i, p := range t.Partitions {
 			tm.Partitions[i] = PartitionMetadata{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR}
 		}
@@ -308,6 +314,16 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	}
 	c.meta.Store(md)
 	return nil
+}
+
+// densePartitions reports whether sorted partitions are numbered exactly 0 to len-1.
+func densePartitions(ps []wire.MetadataPartition) bool {
+	for i, p := range ps {
+		if p.Partition != int32(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // Topic returns a topic's metadata, refreshing when the topic is unknown or the cache is older

@@ -749,11 +749,13 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 				return out, true, err
 			}
 			ch.rest = rest
-			if int64(b.NextOffset()) <= ch.fetchOffset || b.IsControl() {
-				continue
-			}
+			// Checked before it is skipped: a damaged batch is reported wherever it lies, as
+			// its header (which says where it lies) is part of what may be damaged.
 			if err := b.Validate(); err != nil {
 				return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+			}
+			if int64(b.NextOffset()) <= ch.fetchOffset || b.IsControl() {
+				continue
 			}
 			opts := c.iterOpts
 			if c.bufs != nil && b.Compression() != batch.None {
@@ -786,6 +788,9 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			rec.Headers = c.appendHeaders(r.Headers)
 		}
 		out = append(out, rec)
+		// Offsets only grow: a response whose batches overlap or go back (a broken broker)
+		// must not deliver a record twice or move the position back.
+		ch.fetchOffset = int64(r.Offset) + 1
 	}
 	return out, !ch.inBatch && len(ch.rest) == 0 && ch.err == nil, nil
 }

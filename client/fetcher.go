@@ -17,7 +17,7 @@ import (
 type chunk struct {
 	tp          TopicPartition
 	epoch       uint64 // the partition's epoch when the fetch was sent
-	fetchOffset int64  // records below it are skipped
+	fetchOffset int64  // records below it are skipped; Poll moves it past each record it returns
 	nextOffset  int64  // the offset after the last whole batch
 	count       int    // records the batches claim (for sizing Poll's slice)
 	records     []byte // whole batches, aliasing the response frame
@@ -420,10 +420,13 @@ func (f *fetcher) handle() (retry bool) {
 			switch code := p.ErrorCode; {
 			case code == wire.NoError:
 				whole, next, count, err := wholeBatches(p.Records)
-				if err == nil && (len(whole) == 0 || next <= sent.offset) {
+				if err == nil && len(whole) == 0 {
 					c.freeChunkLocked(ch)
 					continue // nothing new (long poll expired) or only a partial batch
 				}
+				// Whole batches that all lie below the fetch offset go to Poll too: a broker
+				// does not send them, and one whose header says so may be damaged, which only
+				// Poll's check can tell (a sound one is skipped there).
 				if err != nil {
 					err = fmt.Errorf("client: fetch %s: %w", tp, err)
 				}
@@ -488,7 +491,7 @@ func wholeBatches(records []byte) (whole []byte, next int64, count int, err erro
 			}
 			break
 		}
-		next = int64(b.NextOffset())
+		next = max(next, int64(b.NextOffset())) // batches that go back do not move it back
 		count += int(b.NumRecords())
 		rest = r
 	}

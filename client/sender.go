@@ -521,7 +521,9 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 				base = res.BaseOffset
 			}
 			at, count := base, int64(b.built.LastOffsetDelta())+1 // b is recycled by complete
-			if base >= 0 {
+			if base > math.MaxInt64-count {
+				at, base = -1, -1 // offsets past the largest (a broken broker): unknown, not wrapped
+			} else if base >= 0 {
 				base += count
 			}
 			p.complete(b, at, res.LogAppendTimeMs, nil, true)
