@@ -12,22 +12,7 @@ import (
 // the broker with a value that Open then rejects or silently changes.
 func FuzzParseProperties(f *testing.F) {
 	for _, s := range []string{
-		// TestParseProperties' file
-		`
-# a Kafka-style file
-node.id=3
-log.dirs=/var/lib/sluice,/ignored
-listeners=PLAINTEXT://0.0.0.0:19092
-num.partitions = 6
-message.max.bytes: 2097152
-log.retention.hours=48
-log.retention.bytes=-1
-log.flush.interval.ms=-1
-auto.create.topics.enable=true
-write.caching.default=true
-log.writeback.bytes=-1
-log.preallocate.bytes=16777216
-`,
+		sampleProperties,
 		"broker.id=0\nlog.dir=data\nlisteners=PLAINTEXT://127.0.0.1:9092,PLAINTEXT://[::1]:9093\n",
 		"unix.socket.path=-\nsocket.request.max.bytes=104857600\noffsets.topic.num.partitions=50\n",
 		"default.replication.factor=1\nlog.segment.bytes=1073741824\nlog.roll.ms=604800000\nlog.roll.hours=168\n",

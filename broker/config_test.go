@@ -8,8 +8,9 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 )
 
-func TestParseProperties(t *testing.T) {
-	in := `
+// sampleProperties is a Kafka-style file with the forms ParseProperties accepts (also a fuzz
+// seed).
+const sampleProperties = `
 # a Kafka-style file
 node.id=3
 log.dirs=/var/lib/sluice,/ignored
@@ -24,8 +25,10 @@ write.caching.default=true
 log.writeback.bytes=-1
 log.preallocate.bytes=16777216
 `
+
+func TestParseProperties(t *testing.T) {
 	c := DefaultConfig()
-	if err := ParseProperties(strings.NewReader(in), &c); err != nil {
+	if err := ParseProperties(strings.NewReader(sampleProperties), &c); err != nil {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()

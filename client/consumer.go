@@ -229,6 +229,12 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newConsumer(cfg, cl), nil
+}
+
+// newConsumer makes a consumer of cl with cfg (defaults applied) and starts its background
+// goroutines (committer, auto-commit).
+func newConsumer(cfg ConsumerConfig, cl *Client) *Consumer {
 	c := &Consumer{
 		cfg:        cfg,
 		cl:         cl,
@@ -247,7 +253,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		c.wg.Add(1)
 		go c.autoCommitLoop()
 	}
-	return c, nil
+	return c
 }
 
 func (c *Consumer) signal() {

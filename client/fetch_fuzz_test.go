@@ -208,20 +208,7 @@ func newFzHarness(t testing.TB, cfg ConsumerConfig, parts int32, starts []int64)
 	}
 	cl.meta.Store(&metadata{fetched: time.Now(), brokers: map[int32]wire.MetadataBroker{},
 		topics: map[string]TopicMetadata{fzTopic: tm}})
-	c := &Consumer{
-		cfg:        cfg,
-		cl:         cl,
-		iterOpts:   batch.IterOptions{MaxDecompressed: cfg.MaxDecompressed},
-		ready:      make(chan struct{}, 1),
-		headerKeys: map[string]string{},
-	}
-	if cfg.ReuseRecordBuffers {
-		c.bufs = &pollBufs{}
-	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.mu.parts = map[TopicPartition]*partState{}
-	c.mu.fetchers = map[int32]*fetcher{}
-	c.commits.start(c)
+	c := newConsumer(cfg, cl)
 
 	// The fetcher, registered so that ensureFetcherLocked never starts a goroutine for it.
 	f := &fetcher{c: c, broker: fzBroker, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}}
