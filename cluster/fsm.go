@@ -121,6 +121,7 @@ func decodeSnapshot(r io.Reader) (*Metadata, error) {
 		m.brokers[b.ID] = b
 	}
 	ids := make(map[TopicID]bool, len(f.Topics))
+	keys := make(map[string]string, len(f.Topics)) // collisionKey → name
 	for i := range f.Topics {
 		t := &f.Topics[i]
 		if err := checkTopic(t); err != nil {
@@ -128,6 +129,21 @@ func decodeSnapshot(r io.Reader) (*Metadata, error) {
 		}
 		if _, dup := m.topics[t.Name]; dup || ids[t.ID] {
 			return nil, fmt.Errorf("cluster: snapshot: topic %q or its id twice", t.Name)
+		}
+		// What create enforces, so that a state restored is one Apply could have built.
+		if IsInternalTopicName(t.Name) != t.Internal {
+			return nil, fmt.Errorf("cluster: snapshot: topic %q: internal is %v", t.Name, t.Internal)
+		}
+		if other, clash := keys[collisionKey(t.Name)]; clash {
+			return nil, fmt.Errorf("cluster: snapshot: topics %q and %q differ only in '.' and '_'", other, t.Name)
+		}
+		keys[collisionKey(t.Name)] = t.Name
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				if _, ok := m.brokers[r]; !ok {
+					return nil, fmt.Errorf("cluster: snapshot: topic %q partition %d: replica %d is not a registered broker", t.Name, p.Partition, r)
+				}
+			}
 		}
 		ids[t.ID] = true
 		if len(t.Configs) == 0 {

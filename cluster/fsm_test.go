@@ -114,6 +114,9 @@ func TestDecodeSnapshotRejects(t *testing.T) {
 		"partition idx":  strings.Replace(good, `"partition":1,`, `"partition":5,`, 1),
 		"negative epoch": strings.Replace(good, `"leader_epoch":1,`, `"leader_epoch":-1,`, 1),
 		"dup replica":    strings.Replace(good, `"replicas":[1,2,3],"leader":1,"leader_epoch":0,"isr":[1,2,3]`, `"replicas":[1,1,3],"leader":1,"leader_epoch":0,"isr":[1,3]`, 1),
+		"internal flag":  strings.Replace(good, `"name":"__consumer_offsets","id":"TQAAAAAAAAAAAAAAAAAACQ","internal":true,`, `"name":"__consumer_offsets","id":"TQAAAAAAAAAAAAAAAAAACQ",`, 1),
+		"name clash":     strings.Replace(good, `"name":"orders"`, `"name":"events_v1"`, 1),
+		"unknown broker": strings.Replace(good, `"replicas":[4],"leader":4,"leader_epoch":0,"isr":[4]`, `"replicas":[9],"leader":9,"leader_epoch":0,"isr":[9]`, 1),
 		"leader not isr": strings.Replace(good, `"leader":4,"leader_epoch":1,"isr":[3,4,1]`, `"leader":4,"leader_epoch":1,"isr":[3,1]`, 1),
 	}
 	for name, s := range bad {
