@@ -145,11 +145,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.RecordSize < 0:
 		return c, fmt.Errorf("bench: record size %d: must be positive", c.RecordSize)
-	// Written so that NaN fails too: it compares false with everything, and a NaN rate
-	// would run flat out while claiming a target.
-	case !(c.Rate >= 0) || math.IsInf(c.Rate, 0):
+	case !validRate(c.Rate):
 		return c, fmt.Errorf("bench: rate %v: want a finite number, not negative", c.Rate)
-	case !(c.RateOfMax >= 0 && c.RateOfMax <= 1):
+	case !validFraction(c.RateOfMax):
 		return c, fmt.Errorf("bench: rate of max %v: want a fraction in (0, 1]", c.RateOfMax)
 	case c.RateOfMax > 0 && c.Rate > 0:
 		return c, errors.New("bench: give a rate or a rate of max, not both")
@@ -162,6 +160,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// validRate reports whether r is a rate a run can keep: finite and not negative (0: none).
+// Written so that NaN fails too: it compares false with everything, and a NaN rate would run
+// flat out while claiming a target.
+func validRate(r float64) bool { return r >= 0 && !math.IsInf(r, 0) }
+
+// validFraction reports whether f is a fraction of the maximum rate in [0, 1] (0: none); NaN
+// fails.
+func validFraction(f float64) bool { return f >= 0 && f <= 1 }
 
 // atRateOfMax runs c at c.RateOfMax of its maximum rate, which probes on the same system find
 // first, each on a topic of its own ("<topic>-probe-<k>", created if missing: consumers read

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -124,11 +123,10 @@ func (w Workload) Config() (Config, error) {
 	if w.MessageSize <= 0 {
 		return bad("messageSize %d: must be positive", w.MessageSize)
 	}
-	// Written so that NaN (YAML's .nan) fails too.
-	if !(w.ProducerRate >= 0) || math.IsInf(w.ProducerRate, 0) {
+	if !validRate(w.ProducerRate) { // YAML's .nan and .inf included
 		return bad("producerRate %v: want a finite number, not negative", w.ProducerRate)
 	}
-	if !(w.ProducerRateOfMax >= 0 && w.ProducerRateOfMax <= 1) {
+	if !validFraction(w.ProducerRateOfMax) {
 		return bad("producerRateOfMax %v: want a fraction in (0, 1]", w.ProducerRateOfMax)
 	}
 	if w.ProducerRate > 0 && w.ProducerRateOfMax > 0 {

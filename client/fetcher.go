@@ -18,7 +18,7 @@ type chunk struct {
 	tp          TopicPartition
 	epoch       uint64 // the partition's epoch when the fetch was sent
 	fetchOffset int64  // records below it are skipped; Poll moves it past each record it returns
-	nextOffset  int64  // the offset after the last whole batch
+	nextOffset  int64  // the offset after the whole batches (the largest batch end)
 	count       int    // records the batches claim (for sizing Poll's slice)
 	records     []byte // whole batches, aliasing the response frame
 	err         error  // after the records: a corrupt batch; alone: the partition failed
@@ -479,7 +479,7 @@ func (f *fetcher) handle() (retry bool) {
 }
 
 // wholeBatches returns the prefix of records made of whole batches (a fetch response may end
-// with a partial one, which is dropped), the offset after the last of them, and the number of
+// with a partial one, which is dropped), the largest offset after one of them, and the number of
 // records they hold. A batch whose length or magic is wrong ends the prefix with an error.
 func wholeBatches(records []byte) (whole []byte, next int64, count int, err error) {
 	rest := records
