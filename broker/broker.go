@@ -188,12 +188,35 @@ func (b *Broker) register() error {
 		info.Host, info.Port = a.IP.String(), int32(a.Port)
 	}
 	if a := b.srv.UnixAddr(); a != nil {
-		info.UnixSocket = a.String()
+		info.UnixSocket = b.advertisedUnixPath(a.String())
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	return b.ctrl.RegisterBroker(ctx, info)
 }
+
+// advertisedUnixPath is the socket path clients learn from metadata. A relative path (the default
+// <data-dir>/sluice.sock with a relative data directory) names the socket only from the broker's
+// working directory, so it is made absolute; a client elsewhere could not dial it otherwise. A
+// path whose absolute form is too long for a socket address (108 bytes on Linux) stays as given,
+// reachable from the broker's directory only, with a warning.
+func (b *Broker) advertisedUnixPath(path string) string {
+	abs, err := filepath.Abs(path)
+	switch {
+	case err != nil:
+		b.logger.Warn("unix socket path advertised as given", "path", path, "err", err)
+		return path
+	case len(abs) >= maxUnixPathBytes:
+		b.logger.Warn("unix socket path advertised as given: its absolute form is too long for a socket address",
+			"path", path, "absolute", abs)
+		return path
+	}
+	return abs
+}
+
+// maxUnixPathBytes is the size of sockaddr_un's sun_path on Linux, which includes the
+// terminating zero (the BSDs' is smaller still, 104).
+const maxUnixPathBytes = 108
 
 // Addr is the TCP listener's address (nil without TCP).
 func (b *Broker) Addr() net.Addr { return b.srv.Addr() }

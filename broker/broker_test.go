@@ -591,3 +591,37 @@ func TestOffsetCommitErrors(t *testing.T) {
 		t.Fatalf("empty group id: %v", code)
 	}
 }
+
+// TestRelativeUnixSocketIsAdvertisedAbsolute: with the default socket in a relative data
+// directory (`sluice serve` run with defaults), metadata must name the socket by an absolute
+// path, or a client started from another directory cannot reach it.
+func TestRelativeUnixSocketIsAdvertisedAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := testConfig(t, "data")
+	cfg.UnixPath = "" // the default: <data-dir>/sluice.sock
+	b := startBroker(t, cfg)
+	var md wire.MetadataResponse
+	call(t, dial(t, b.Addr().String()), &wire.MetadataRequest{}, &md)
+	if len(md.Brokers) != 1 {
+		t.Fatalf("brokers %+v", md.Brokers)
+	}
+	got := md.Brokers[0].UnixPath
+	if !filepath.IsAbs(got) {
+		t.Fatalf("advertised unix socket %q is relative", got)
+	}
+	want, err := os.Stat(filepath.Join(dir, "data", "sluice.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(got); err != nil || !os.SameFile(fi, want) {
+		t.Fatalf("advertised %q is not the socket in %s (%v)", got, dir, err)
+	}
+	// The advertised path works from anywhere.
+	t.Chdir(t.TempDir())
+	var md2 wire.MetadataResponse
+	call(t, dial(t, "unix://"+got), &wire.MetadataRequest{}, &md2)
+	if len(md2.Brokers) != 1 || md2.Brokers[0].UnixPath != got {
+		t.Fatalf("through the socket: brokers %+v", md2.Brokers)
+	}
+}
