@@ -21,7 +21,7 @@ import (
 // Config is one broker's configuration. Field comments give the Kafka property that sets each
 // (ParseProperties reads a Kafka-style .properties file); zero values take the defaults below.
 type Config struct {
-	NodeID   int32  // node.id (broker.id): 1
+	NodeID   int32  // node.id (broker.id): 1; ids start at 1 (0 is unset here, and refused in properties)
 	DataDir  string // log.dirs (the first directory): ./data
 	Listen   string // listeners (PLAINTEXT://host:port): 127.0.0.1:9092; "" with Unix set = no TCP
 	UnixPath string // unix.socket.path (Sluice): <data dir>/sluice.sock; "-" = none
@@ -193,6 +193,12 @@ func (c *Config) Set(key, value string) error {
 		var n int
 		if err := integer(&n, 0, math.MaxInt32); err != nil {
 			return err
+		}
+		if n == 0 {
+			// Config's zero NodeID means "unset", so 0 would silently become node 1 and clash
+			// with a broker configured as 1. Taking 0 as given needs a migration for data
+			// directories whose raft state already says node 1; until then it is refused.
+			return fmt.Errorf("%s: 0 is not supported: Sluice's node ids start at 1", key)
 		}
 		c.NodeID = int32(n)
 	case "log.dirs", "log.dir":

@@ -41,7 +41,7 @@ func TestParseProperties(t *testing.T) {
 	}
 	for _, bad := range []string{"no.such.property=1", "num.partitions=many", "listeners=nonsense", "justakey",
 		// Counts the broker narrows later: refused rather than wrapped or taken as the default.
-		"node.id=4294967297", "node.id=-1", "num.partitions=2170000000", "num.partitions=0",
+		"node.id=4294967297", "node.id=-1", "node.id=0", "broker.id= 0", "node.id=00", "num.partitions=2170000000", "num.partitions=0",
 		"default.replication.factor=70000", "offsets.topic.num.partitions=4294967296", "socket.request.max.bytes=-5"} {
 		c := DefaultConfig()
 		if err := ParseProperties(strings.NewReader(bad), &c); err == nil {
