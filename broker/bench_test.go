@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"io"
@@ -113,20 +114,60 @@ func fillTopic(b *testing.B, br *Broker, topic string, total int) {
 // two (a consumer whose next fetch is already in flight), reading responses into a reused
 // buffer: the broker's side is what is measured, next to BenchmarkSendfileLimit, a plain
 // sendfile of the same kind of file to the same kind of socket.
+//
+// The check variants also do a consumer's per-byte work on each response (the CRC of every batch,
+// then every record decoded), on the reading goroutine, with 1 MiB fetches and up to eight in
+// flight: how much a consumer that could keep several fetches of one partition in flight would
+// gain (today's keeps one, and works on the previous response meanwhile: inflight=2 here is
+// close to it). A consumer cannot do that yet: it learns where a fetch ends only from its
+// response, so the next fetch's offset is unknown until then (BENCHMARKS.md, thirteenth session).
 func BenchmarkFetch(b *testing.B) {
 	const logBytes = 256 << 20
 	for _, tr := range []string{"tcp", "unix"} {
 		for _, fetchSize := range []int32{16 << 10, 1 << 20, 8 << 20} {
 			for _, depth := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/fetch=%dKiB/inflight=%d", tr, fetchSize>>10, depth), func(b *testing.B) {
-					benchFetch(b, tr, fetchSize, depth, logBytes)
+					benchFetch(b, tr, fetchSize, depth, logBytes, false)
 				})
 			}
+		}
+		for _, depth := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("%s/fetch=1024KiB/inflight=%d/check", tr, depth), func(b *testing.B) {
+				benchFetch(b, tr, 1<<20, depth, logBytes, true)
+			})
 		}
 	}
 }
 
-func benchFetch(b *testing.B, tr string, fetchSize int32, depth, logBytes int) {
+// consumeRecords does a consumer's work on a response's records: every whole batch's CRC checked,
+// then each record decoded. It returns the bytes of record values.
+func consumeRecords(b *testing.B, recs []byte) int {
+	n := 0
+	var rec batch.Record
+	for len(recs) > 0 {
+		bt, rest, err := batch.Next(recs)
+		if errors.Is(err, batch.ErrShort) {
+			break // the partial batch a fetch may end with
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := bt.Validate(); err != nil {
+			b.Fatal(err)
+		}
+		it := bt.Iter(batch.IterOptions{})
+		for it.Next(&rec) {
+			n += len(rec.Value)
+		}
+		if err := it.Err(); err != nil {
+			b.Fatal(err)
+		}
+		recs = rest
+	}
+	return n
+}
+
+func benchFetch(b *testing.B, tr string, fetchSize int32, depth, logBytes int, check bool) {
 	br, addrs := benchBroker(b)
 	c := dial(b, addrs[tr])
 	createTopic(b, c, "f", 1)
@@ -193,6 +234,9 @@ func benchFetch(b *testing.B, tr string, fetchSize int32, depth, logBytes int) {
 			b.Fatalf("fetch at %d: %v", want, err)
 		}
 		total += int64(len(recs))
+		if check && consumeRecords(b, recs) == 0 {
+			b.Fatalf("fetch at %d: no records decoded", want)
+		}
 	}
 	b.StopTimer()
 	for range inflight { // drain, so the broker's Close does not wait on unread responses
