@@ -180,6 +180,9 @@ func frozenFetch(conns []proxiedConn) (int, []proxiedConn) {
 func TestConsumerFetchTimesOut(t *testing.T) {
 	for _, mode := range consumerModes {
 		t.Run(mode.name, func(t *testing.T) {
+			// Each mode has its own broker and proxy, and most of its time is spent waiting
+			// out timeouts: the modes wait side by side.
+			t.Parallel()
 			f := newConsumerFixture(t)
 			// The consumer reaches the broker at the unix path the broker advertises, so the
 			// proxy takes that path and the broker's socket moves aside.
