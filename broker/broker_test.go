@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -623,5 +624,37 @@ func TestRelativeUnixSocketIsAdvertisedAbsolute(t *testing.T) {
 	call(t, dial(t, "unix://"+got), &wire.MetadataRequest{}, &md2)
 	if len(md2.Brokers) != 1 || md2.Brokers[0].UnixPath != got {
 		t.Fatalf("through the socket: brokers %+v", md2.Brokers)
+	}
+}
+
+// TestLongInvalidValueDoesNotCrash: an error message that quotes what a client sent can be
+// longer than a string's int16 length prefix (a 32,700-byte config value, quoted with its
+// key). The broker answers with the message cut, and goes on serving; it used to panic in the
+// encoder and die.
+func TestLongInvalidValueDoesNotCrash(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	long := strings.Repeat("x", 32700)
+	var cr wire.CreateTopicsResponse
+	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{
+		{Topic: "big", NumPartitions: 1, ReplicationFactor: -1, Configs: []wire.ConfigEntry{{Name: "retention.ms", Value: &long}}},
+	}}, &cr)
+	if got := cr.Topics[0]; got.ErrorCode != wire.ErrInvalidConfig || got.ErrorMessage == nil ||
+		len(*got.ErrorMessage) > wire.MaxErrorMessageBytes || !strings.Contains(*got.ErrorMessage, "retention.ms") {
+		t.Fatalf("create with a long invalid value: %v %v", got.ErrorCode, got.ErrorMessage != nil)
+	}
+	createTopic(t, c, "a1", 1)
+	var ac wire.AlterConfigsResponse
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "a1",
+		Configs: []wire.ConfigEntry{{Name: "retention.ms", Value: &long}}}}}, &ac)
+	if got := ac.Resources[0]; got.ErrorCode != wire.ErrInvalidConfig || got.ErrorMessage == nil || len(*got.ErrorMessage) > wire.MaxErrorMessageBytes {
+		t.Fatalf("alter with a long invalid value: %v", got.ErrorCode)
+	}
+	// Still serving, on the same connection and on a new one.
+	var md wire.MetadataResponse
+	call(t, c, &wire.MetadataRequest{}, &md)
+	call(t, dial(t, b.Addr().String()), &wire.MetadataRequest{}, &md)
+	if len(md.Brokers) != 1 {
+		t.Fatalf("metadata after: %+v", md.Brokers)
 	}
 }

@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 func TestParseAddress(t *testing.T) {
@@ -75,5 +77,40 @@ func TestClientMetadataBothTransports(t *testing.T) {
 			t.Fatalf("%s: unknown partition: %v", addr, err)
 		}
 		c.Close()
+	}
+}
+
+// TestTooLongFieldIsAnError: a field the protocol cannot carry (a topic name over 32,767
+// bytes) is refused with an error before anything is written, and the connection goes on
+// serving. It used to panic in the encoder, taking the application down.
+func TestTooLongFieldIsAnError(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, addr := range []string{b.Addr().String(), "unix://" + b.UnixAddr().String()} {
+		conn, err := client.Dial(ctx, addr, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		long := strings.Repeat("t", 40000)
+		var cr wire.CreateTopicsResponse
+		err = conn.Call(ctx, &wire.CreateTopicsRequest{TimeoutMs: 1000, Topics: []wire.CreateTopicsRequestTopic{{Topic: long, NumPartitions: 1, ReplicationFactor: -1}}}, &cr)
+		if _, ok := errors.AsType[*wire.EncodeError](err); !ok {
+			t.Fatalf("%s: create with a 40,000-byte name: %v, want an EncodeError", addr, err)
+		}
+		var md wire.MetadataResponse
+		if err := conn.Call(ctx, &wire.MetadataRequest{}, &md); err != nil || len(md.Brokers) != 1 {
+			t.Fatalf("%s: the connection after the refused call: %v", addr, err)
+		}
+		conn.Close()
+
+		admin, err := client.NewAdmin(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.CreateTopic(ctx, client.TopicSpec{Name: long, Partitions: 1}); err == nil {
+			t.Fatalf("%s: admin created a topic with a 40,000-byte name", addr)
+		}
+		admin.Close()
 	}
 }

@@ -245,22 +245,40 @@ func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, 
 		c.mu.Unlock()
 	}
 	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: id, ClientID: c.clientID}
-	var err error
-	switch {
-	case shared != nil:
-		h.APIKey = wire.ProduceShared
-		err = c.writeLocked(&h, shared, nil)
-		clear(c.shared.Parts) // drop references to the inline bytes' buffer
-	case isProduce:
-		err = c.writeProduceLocked(&h, pr)
-	default:
-		err = c.writeLocked(&h, req, file)
+	err := c.encodeAndWriteLocked(&h, req, pr, shared, file)
+	if _, ok := errors.AsType[*wire.EncodeError](err); ok {
+		// A field too long for the protocol (a 40,000-byte topic name): refused before a byte
+		// was written, so the connection and the other calls on it are fine.
+		if p.ch != nil {
+			c.mu.Lock()
+			delete(c.pending, id)
+			c.mu.Unlock()
+		}
+		return id, false, fmt.Errorf("client: %s: %w", req.Key(), err)
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("client: write: %w", err))
 		return id, shared != nil, c.closedErr() // it may have reached the broker whole
 	}
 	return id, shared != nil, nil
+}
+
+// encodeAndWriteLocked writes the request as sendCall chose to send it. Every writer encodes
+// the whole frame before it writes, so an EncodeError (returned, not panicked) means nothing
+// was written. Called with wmu held.
+func (c *Conn) encodeAndWriteLocked(h *wire.RequestHeader, req wire.Request, pr *wire.ProduceRequest,
+	shared *wire.ProduceSharedRequest, file *os.File) (err error) {
+	defer wire.CatchEncodeError(&err)
+	switch {
+	case shared != nil:
+		h.APIKey = wire.ProduceShared
+		defer clear(c.shared.Parts) // drop references to the inline bytes' buffer
+		return c.writeLocked(h, shared, nil)
+	case pr != nil:
+		return c.writeProduceLocked(h, pr)
+	default:
+		return c.writeLocked(h, req, file)
+	}
 }
 
 // writeLocked writes one request frame, with file passed alongside if not nil. Called with wmu

@@ -99,7 +99,7 @@ func (a *AlterConfigsResponse) ReadFrom(b []byte) error {
 
 func (c *AlterConfigsResult) appendTo(dst []byte) []byte {
 	dst = appendInt16(dst, int16(c.ErrorCode))
-	dst = appendNullableString(dst, c.ErrorMessage)
+	dst = appendErrorMessage(dst, c.ErrorMessage)
 	dst = appendInt8(dst, int8(c.ResourceType))
 	return appendString(dst, c.ResourceName)
 }

@@ -129,7 +129,7 @@ func (c *CreateTopicsResponse) ReadFrom(b []byte) error {
 func (t *TopicResult) appendTo(dst []byte) []byte {
 	dst = appendString(dst, t.Topic)
 	dst = appendInt16(dst, int16(t.ErrorCode))
-	return appendNullableString(dst, t.ErrorMessage)
+	return appendErrorMessage(dst, t.ErrorMessage)
 }
 
 func (t *TopicResult) readFrom(r *reader) {

@@ -106,7 +106,7 @@ func (d *DescribeConfigsResponse) ReadFrom(b []byte) error {
 
 func (c *DescribeConfigsResult) appendTo(dst []byte) []byte {
 	dst = appendInt16(dst, int16(c.ErrorCode))
-	dst = appendNullableString(dst, c.ErrorMessage)
+	dst = appendErrorMessage(dst, c.ErrorMessage)
 	dst = appendInt8(dst, int8(c.ResourceType))
 	dst = appendString(dst, c.ResourceName)
 	return appendArray(dst, c.Configs)

@@ -157,6 +157,6 @@ func AppendResponseFrame(dst []byte, correlationID int32, body Encoder) []byte {
 
 func mustFinish(buf []byte, start int) {
 	if err := FinishFrame(buf, start, 0); err != nil {
-		panic("wire: encoded frame exceeds the int32 size field")
+		panic(&EncodeError{"wire: encoded frame exceeds the int32 size field"})
 	}
 }

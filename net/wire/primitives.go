@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 // This file holds the primitive encoders and the sticky-error reader that
@@ -50,13 +51,32 @@ func appendBool(dst []byte, v bool) []byte {
 	return append(dst, 0)
 }
 
-// appendString writes a non-nullable string. A string longer than the int16
-// prefix can express is a caller bug (topic names are at most 249 bytes,
-// config values are validated by the caller), so it panics rather than
-// silently truncating.
+// EncodeError is what the encoders panic with when a field is too long for its length prefix:
+// a string over 32767 bytes, bytes or an array over 2^31-1. Nothing is cut silently. The broker
+// encodes only what it bounds (names it validated, strings it decoded from int16 prefixes,
+// error messages cut by appendErrorMessage); a client encodes what an application gives it,
+// and recovers this panic into an error with CatchEncodeError.
+type EncodeError struct{ msg string }
+
+func (e *EncodeError) Error() string { return e.msg }
+
+// CatchEncodeError, deferred around an encoding, turns an EncodeError panic into *err and
+// lets any other panic through.
+func CatchEncodeError(err *error) {
+	if v := recover(); v != nil {
+		e, ok := v.(*EncodeError)
+		if !ok {
+			panic(v)
+		}
+		*err = e
+	}
+}
+
+// appendString writes a non-nullable string; one longer than the int16 prefix can express
+// panics with an EncodeError rather than being cut.
 func appendString(dst []byte, s string) []byte {
 	if len(s) > math.MaxInt16 {
-		panic(fmt.Sprintf("wire: string of %d bytes exceeds the int16 length prefix", len(s)))
+		panic(&EncodeError{fmt.Sprintf("wire: string of %d bytes exceeds the int16 length prefix", len(s))})
 	}
 	dst = appendInt16(dst, int16(len(s)))
 	return append(dst, s...)
@@ -70,13 +90,33 @@ func appendNullableString(dst []byte, s *string) []byte {
 	return appendString(dst, *s)
 }
 
+// MaxErrorMessageBytes bounds the error messages responses carry. A message is for a human,
+// and it may quote what a client sent (an invalid config value can be 32 KiB), so the encoder
+// cuts it rather than let the quote overflow the string's int16 length prefix.
+const MaxErrorMessageBytes = 4096
+
+// appendErrorMessage writes a nullable error message, cut to MaxErrorMessageBytes at a UTF-8
+// boundary and marked as cut.
+func appendErrorMessage(dst []byte, s *string) []byte {
+	if s == nil || len(*s) <= MaxErrorMessageBytes {
+		return appendNullableString(dst, s)
+	}
+	const mark = " [cut]"
+	cut := MaxErrorMessageBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart((*s)[cut]) {
+		cut--
+	}
+	short := (*s)[:cut] + mark
+	return appendString(dst, short)
+}
+
 // appendBytes writes nullable bytes: nil as length -1, empty as length 0.
 func appendBytes(dst []byte, b []byte) []byte {
 	if b == nil {
 		return appendInt32(dst, -1)
 	}
 	if len(b) > math.MaxInt32 {
-		panic(fmt.Sprintf("wire: %d bytes exceed the int32 length prefix", len(b)))
+		panic(&EncodeError{fmt.Sprintf("wire: %d bytes exceed the int32 length prefix", len(b))})
 	}
 	dst = appendInt32(dst, int32(len(b)))
 	return append(dst, b...)
@@ -85,7 +125,7 @@ func appendBytes(dst []byte, b []byte) []byte {
 // appendArrayLen writes the count of a non-nullable array (nil writes 0).
 func appendArrayLen(dst []byte, n int) []byte {
 	if n > math.MaxInt32 {
-		panic(fmt.Sprintf("wire: array of %d elements exceeds the int32 count", n))
+		panic(&EncodeError{fmt.Sprintf("wire: array of %d elements exceeds the int32 count", n)})
 	}
 	return appendInt32(dst, int32(n))
 }

@@ -187,7 +187,7 @@ func (p *ProduceResponsePartition) appendTo(dst []byte) []byte {
 	dst = appendInt64(dst, p.BaseOffset)
 	dst = appendInt64(dst, p.LogAppendTimeMs)
 	dst = appendInt64(dst, p.LogStartOffset)
-	return appendNullableString(dst, p.ErrorMessage)
+	return appendErrorMessage(dst, p.ErrorMessage)
 }
 
 func (p *ProduceResponsePartition) readFrom(r *reader) {

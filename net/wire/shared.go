@@ -71,7 +71,7 @@ func (*AttachMemoryResponse) Key() APIKey { return AttachMemory }
 // AppendTo appends the body's encoding.
 func (a *AttachMemoryResponse) AppendTo(dst []byte) []byte {
 	dst = appendInt16(dst, int16(a.ErrorCode))
-	return appendNullableString(dst, a.ErrorMessage)
+	return appendErrorMessage(dst, a.ErrorMessage)
 }
 
 // ReadFrom decodes b into a (see Message).
