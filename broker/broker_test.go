@@ -658,3 +658,30 @@ func TestLongInvalidValueDoesNotCrash(t *testing.T) {
 		t.Fatalf("metadata after: %+v", md.Brokers)
 	}
 }
+
+// TestAcksAllNeedsMinInsyncReplicas: with min.insync.replicas above the ISR's size (2 on a
+// single node), acks=all is refused with NOT_ENOUGH_REPLICAS and nothing is appended, as in
+// Kafka; acks=1 still appends. Lowering the setting lets acks=all through again.
+func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "mir", 1, wire.ConfigEntry{Name: "min.insync.replicas", Value: strPtr("2")})
+	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.ErrNotEnoughReplicas {
+		t.Fatalf("acks=all with min.insync.replicas=2 on one node: %v, want NOT_ENOUGH_REPLICAS", res.ErrorCode)
+	}
+	if end := b.partition("mir", 0).log.EndOffset(); end != 0 {
+		t.Fatalf("the refused acks=all batch was appended: log end %d", end)
+	}
+	if res := produce(t, c, "mir", 0, wire.AcksLeader, records(t, "one")); res.ErrorCode != wire.NoError || res.BaseOffset != 0 {
+		t.Fatalf("acks=1: %+v", res)
+	}
+	var ac wire.AlterConfigsResponse
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "mir",
+		Configs: []wire.ConfigEntry{{Name: "min.insync.replicas", Value: strPtr("1")}}}}}, &ac)
+	if code := ac.Resources[0].ErrorCode; code != wire.NoError {
+		t.Fatal(code)
+	}
+	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.NoError || res.BaseOffset != 1 {
+		t.Fatalf("acks=all after lowering min.insync.replicas to 1: %+v", res)
+	}
+}

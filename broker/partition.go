@@ -36,6 +36,9 @@ type partition struct {
 	log         *segment.Log
 	cfg         atomic.Pointer[cluster.TopicConfig]
 	leaderEpoch atomic.Int32
+	// isrSize is the size of the partition's in-sync replica set, as the metadata last
+	// reconciled says: acks=all is refused while it is below min.insync.replicas.
+	isrSize atomic.Int32
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
@@ -133,6 +136,7 @@ func (b *Broker) openPartition(t cluster.TopicMeta, pm cluster.PartitionMeta) (*
 	p := &partition{tp: tp, topicID: t.ID, log: l}
 	p.cfg.Store(&cfg)
 	p.leaderEpoch.Store(pm.LeaderEpoch)
+	p.isrSize.Store(int32(len(pm.ISR)))
 	return p, nil
 }
 
@@ -215,6 +219,7 @@ func (b *Broker) reconcile(md *cluster.Metadata) error {
 				continue
 			}
 			p.leaderEpoch.Store(pm.LeaderEpoch)
+			p.isrSize.Store(int32(len(pm.ISR)))
 			cfg, err := cluster.ResolveTopicConfig(t.Configs, b.topicDefaults)
 			if err == nil && cfg != *p.cfg.Load() {
 				p.cfg.Store(&cfg)

@@ -8,11 +8,12 @@ package broker
 // Appends happen in request order, one request at a time per connection (on its reader
 // goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader
 // reads the next: server.Config.OverlapBytes), so a pipelined producer's batches land in the
-// order sent. acks=0 gets no response; acks=1 is answered after
-// the append; acks=-1 on a topic with write.caching=false is answered after the group-commit
-// flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT after the
-// request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed); with write.caching=true it
-// is answered after the append, as Kafka with its page cache. A topic with
+// order sent. acks=0 gets no response; acks=1 is answered after the append. acks=-1 is refused
+// with NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
+// min.insync.replicas; otherwise, on a topic with write.caching=false it is answered after the
+// group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT
+// after the request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed), and with
+// write.caching=true after the append, as Kafka with its page cache. A topic with
 // message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch.
 
 import (
@@ -66,6 +67,14 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 			p := b.partition(rt.Topic, rp.Partition)
 			if p == nil {
 				res.ErrorCode = wire.ErrUnknownTopicOrPartition
+				continue
+			}
+			if req.Acks == wire.AcksAll && int64(p.isrSize.Load()) < p.cfg.Load().MinInsyncReplicas {
+				// Kafka's rule, checked before the append: nothing is written that acks=all
+				// could not promise (min.insync.replicas above a topic's replica count, or an
+				// ISR that shrank).
+				res.ErrorCode = wire.ErrNotEnoughReplicas
+				res.LogStartOffset = int64(p.log.StartOffset())
 				continue
 			}
 			info, appendTime, err := b.appendRecords(p, rp.Records)
