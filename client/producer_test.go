@@ -1076,3 +1076,24 @@ func TestProducerBacklogLargerThanSegment(t *testing.T) {
 	})
 	prodCheckStored(t, out, addr, topic, 1, n, value)
 }
+
+// A batch of many small records that is over the topic's max.message.bytes on its own (batch.size
+// above it) fails its records with MESSAGE_TOO_LARGE, and the error says which setting to lower:
+// Kafka's producer would split the batch, this one does not yet.
+func TestProducerBatchOverMaxMessageBytesSaysLowerBatchSize(t *testing.T) {
+	const topic, n = "bigbatch", 60
+	value := func(i int) string { return fmt.Sprintf("%-100d", i) }
+	out := newProdOutcomes()
+	prodBacklog(t, topic, 1, map[string]string{"max.message.bytes": "2048"}, client.ProducerConfig{
+		Acks: client.AcksLeader, Linger: time.Millisecond, BatchSize: 8192,
+	}, func(p *client.Producer) {
+		for i := range n {
+			p.Send(context.Background(), &client.Record{Topic: topic, Value: []byte(value(i))}, out.cb(i))
+		}
+	})
+	out.wait(t, 10*time.Second)
+	err := out.errs[0]
+	if !errors.Is(err, wire.ErrMessageTooLarge) || !strings.Contains(err.Error(), "lower batch.size") {
+		t.Fatalf("record 0 of a batch over max.message.bytes: %v, want MESSAGE_TOO_LARGE saying to lower batch.size", err)
+	}
+}

@@ -539,6 +539,12 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			} else {
 				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
 			}
+			if res.ErrorCode == wire.ErrMessageTooLarge && b.built.NumRecords() > 1 {
+				// Kafka's producer would split the batch and send the halves; this one does
+				// not yet, so say what to change.
+				err = fmt.Errorf("%w (a batch of %d records, %d bytes: the topic's max.message.bytes is below what batch.size %d lets a batch grow to; lower batch.size)",
+					err, b.built.NumRecords(), len(b.built), p.cfg.BatchSize)
+			}
 			p.retryOrFail(b, err, now)
 		}
 	}
