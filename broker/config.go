@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/index"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/segment"
@@ -45,7 +46,7 @@ type Config struct {
 	WriteCaching       bool          // write.caching.default (Redpanda's name): false
 	// WritebackBytes and PreallocateBytes (Sluice's own) tune how an active segment meets the
 	// disk: writeback started every this many appended bytes, and disk blocks reserved this far
-	// ahead; -1 turns either off. See segment.Options for why (64 MiB each).
+	// ahead; -1 turns either off. See segment.Options for why (4 and 64 MiB).
 	WritebackBytes   int64 // log.writeback.bytes
 	PreallocateBytes int64 // log.preallocate.bytes
 	// SharedMemoryBytes (Sluice's own) is the largest shared-memory region a producer on this
@@ -144,12 +145,40 @@ func ParseProperties(r io.Reader, c *Config) error {
 	return sc.Err()
 }
 
-// Set applies one Kafka property.
+// Set applies one Kafka property. A numeric value outside the property's range is refused
+// with the range: Config's zero value means "unset", and withDefaults (broker.go) replaces a
+// zero (or, for sizes and counts, a negative) field with the default, so a value let through
+// here that withDefaults does not keep would silently become the default, and one it keeps
+// that the broker cannot use would fail later (at startup, or in every produce).
 func (c *Config) Set(key, value string) error {
-	i64 := func(dst *int64) error {
+	// long parses an integer property and checks it against r (see bounds).
+	long := func(r bounds) (int64, error) {
 		n, err := strconv.ParseInt(value, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%s: %q is not an integer", key, value)
+			return 0, fmt.Errorf("%s: %q is not an integer", key, value)
+		}
+		if n == 0 && r.zero != "" {
+			return 0, fmt.Errorf("%s: 0 is not supported: %s", key, r.zero)
+		}
+		if n < r.lo || n > r.hi {
+			if r.why != "" {
+				return 0, fmt.Errorf("%s: %d is out of range %s: %s", key, n, r, r.why)
+			}
+			return 0, fmt.Errorf("%s: %d is out of range %s", key, n, r)
+		}
+		if r.topic != "" {
+			// The property is the broker-wide default of a topic config: the topic-level rule
+			// applies to it too (segment.bytes at least 14, ...), by the same validation.
+			if err := cluster.ValidateTopicConfigs(map[string]string{r.topic: strconv.FormatInt(n, 10)}); err != nil {
+				return 0, fmt.Errorf("%s: %d is out of range as the default of topic config %s (%w)", key, n, r.topic, err)
+			}
+		}
+		return n, nil
+	}
+	i64 := func(dst *int64, r bounds) error {
+		n, err := long(r)
+		if err != nil {
+			return err
 		}
 		*dst = n
 		return nil
@@ -158,19 +187,18 @@ func (c *Config) Set(key, value string) error {
 	// int16 for a replication factor): a value outside [lo, hi] is refused here rather than
 	// wrapped there.
 	integer := func(dst *int, lo, hi int64) error {
-		var n int64
-		if err := i64(&n); err != nil {
+		n, err := long(bounds{lo: lo, hi: hi})
+		if err != nil {
 			return err
-		}
-		if n < lo || n > hi {
-			return fmt.Errorf("%s: %d is out of range [%d, %d]", key, n, lo, hi)
 		}
 		*dst = int(n)
 		return nil
 	}
-	dur := func(dst *time.Duration, unit time.Duration) error {
-		var n int64
-		if err := i64(&n); err != nil {
+	// dur takes a count of unit; -1 (where r allows it) and counts too large for a Duration
+	// become cluster.Forever.
+	dur := func(dst *time.Duration, unit time.Duration, r bounds) error {
+		n, err := long(r)
+		if err != nil {
 			return err
 		}
 		if n < 0 || n >= math.MaxInt64/int64(unit) {
@@ -202,7 +230,12 @@ func (c *Config) Set(key, value string) error {
 		}
 		c.NodeID = int32(n)
 	case "log.dirs", "log.dir":
-		c.DataDir = strings.TrimSpace(strings.Split(value, ",")[0])
+		dir := strings.TrimSpace(strings.Split(value, ",")[0])
+		if dir == "" {
+			// An empty DataDir is "unset": it would silently become ./data.
+			return fmt.Errorf("%s: %q does not start with a directory (Sluice uses the first)", key, value)
+		}
+		c.DataDir = dir
 	case "listeners":
 		addr, err := parseListener(value)
 		if err != nil {
@@ -216,7 +249,8 @@ func (c *Config) Set(key, value string) error {
 	case "default.replication.factor":
 		return integer(&c.DefaultReplication, 1, math.MaxInt16)
 	case "message.max.bytes":
-		return i64(&c.MessageMaxBytes)
+		// Kafka's [0, ...], but 0 refuses every batch; topic max.message.bytes caps it at 2^31-1.
+		return i64(&c.MessageMaxBytes, bounds{lo: 1, hi: math.MaxInt32, topic: "max.message.bytes"})
 	case "socket.request.max.bytes":
 		return integer(&c.SocketRequestMaxBytes, 1, math.MaxInt32)
 	case "auto.create.topics.enable":
@@ -224,43 +258,106 @@ func (c *Config) Set(key, value string) error {
 	case "offsets.topic.num.partitions":
 		return integer(&c.OffsetsTopicPartitions, 1, math.MaxInt32)
 	case "log.segment.bytes":
-		return i64(&c.SegmentBytes)
+		// The range is topic segment.bytes' [14, 2^31-1]: 14 is a record's overhead (Kafka's
+		// minimum), and a segment's positions must fit the index's 32 bits.
+		return i64(&c.SegmentBytes, bounds{lo: math.MinInt64, hi: math.MaxInt64, topic: "segment.bytes"})
 	case "log.roll.ms":
-		return dur(&c.SegmentMs, time.Millisecond)
+		return dur(&c.SegmentMs, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64, topic: "segment.ms"})
 	case "log.roll.hours":
-		return dur(&c.SegmentMs, time.Hour)
+		return dur(&c.SegmentMs, time.Hour, bounds{lo: 1, hi: math.MaxInt32})
 	case "log.retention.ms":
-		return dur(&c.RetentionMs, time.Millisecond)
+		return dur(&c.RetentionMs, time.Millisecond, retentionTime(math.MaxInt64, "retention.ms"))
 	case "log.retention.minutes":
-		return dur(&c.RetentionMs, time.Minute)
+		return dur(&c.RetentionMs, time.Minute, retentionTime(math.MaxInt32, ""))
 	case "log.retention.hours":
-		return dur(&c.RetentionMs, time.Hour)
+		return dur(&c.RetentionMs, time.Hour, retentionTime(math.MaxInt32, ""))
 	case "log.retention.bytes":
-		return i64(&c.RetentionBytes)
+		// Any negative is unlimited, as in Kafka.
+		return i64(&c.RetentionBytes, bounds{lo: math.MinInt64, hi: math.MaxInt64, topic: "retention.bytes",
+			zero: unset("delete every closed segment", "")})
 	case "log.retention.check.interval.ms":
-		return dur(&c.RetentionCheck, time.Millisecond)
+		return dur(&c.RetentionCheck, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64})
 	case "log.flush.interval.messages":
-		return i64(&c.FlushMessages)
+		return i64(&c.FlushMessages, bounds{lo: 1, hi: math.MaxInt64, topic: "flush.messages"})
 	case "log.flush.interval.ms":
-		return dur(&c.FlushMs, time.Millisecond)
+		// -1 is Sluice's "never" (Kafka's Long.MAX_VALUE, the default).
+		return dur(&c.FlushMs, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,
+			zero: unset("fsync at every check of the flusher", "1 is the nearest")})
 	case "log.index.interval.bytes":
-		return i64(&c.IndexIntervalBytes)
+		return i64(&c.IndexIntervalBytes, bounds{lo: 1, hi: math.MaxInt32, topic: "index.interval.bytes",
+			zero: unset("an index entry for every batch", "1 does the same")})
 	case "log.index.size.max.bytes":
-		return i64(&c.IndexMaxBytes)
+		// Topic segment.index.bytes is Kafka's [4, 2^31-1], but a writable index must hold one
+		// entry of each index (index.Open*Index refuses it at startup otherwise).
+		return i64(&c.IndexMaxBytes, bounds{lo: minIndexBytes, hi: math.MaxInt32, topic: "segment.index.bytes",
+			why: fmt.Sprintf("a time index entry is %d bytes", index.TimeEntrySize)})
 	case "write.caching.default", "write_caching_default":
 		return boolean(&c.WriteCaching)
 	case "log.writeback.bytes":
-		return i64(&c.WritebackBytes)
+		return i64(&c.WritebackBytes, sluiceBytes("-1 turns writeback off"))
 	case "log.preallocate.bytes":
-		return i64(&c.PreallocateBytes)
+		return i64(&c.PreallocateBytes, sluiceBytes("-1 turns preallocation off"))
 	case "shared.memory.max.bytes":
-		return i64(&c.SharedMemoryBytes)
+		return i64(&c.SharedMemoryBytes, sluiceBytes("-1 refuses every shared-memory region"))
 	case "connections.max.idle.ms":
-		return dur(&c.IdleTimeout, time.Millisecond)
+		// -1: idle connections are never closed, as in Kafka.
+		return dur(&c.IdleTimeout, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,
+			zero: unset("close a connection as soon as it is idle", "-1 never closes idle connections")})
 	default:
 		return fmt.Errorf("unknown property %q", key)
 	}
 	return nil
+}
+
+// bounds is the range of a numeric property, checked in this order: zero, when set, says why
+// a 0 that Kafka accepts with a meaning of its own is refused (the Config field cannot tell it
+// from unset, so it would silently become the default); then [lo, hi]; then, when topic is
+// set, the rule of that topic config (the property is the broker-wide default of it).
+type bounds struct {
+	lo, hi int64
+	topic  string
+	zero   string
+	why    string // why lo or hi, when they are Sluice's and not Kafka's
+}
+
+// String is the range, "..." standing for no upper bound, without the 0 that zero refuses.
+func (r bounds) String() string {
+	lo, hi := strconv.FormatInt(r.lo, 10), strconv.FormatInt(r.hi, 10)
+	if r.hi == math.MaxInt64 {
+		hi = "..."
+	}
+	if r.zero != "" && r.lo < 0 && r.hi > 0 {
+		if r.lo == -1 {
+			return "-1 or [1, " + hi + "]"
+		}
+		return "[" + lo + ", -1] or [1, " + hi + "]"
+	}
+	return "[" + lo + ", " + hi + "]"
+}
+
+// minIndexBytes is the smallest log.index.size.max.bytes: one entry of the larger index.
+const minIndexBytes = max(index.OffsetEntrySize, index.TimeEntrySize)
+
+// retentionTime is log.retention.ms and its .minutes and .hours forms: -1 keeps forever, as in
+// Kafka; Kafka's 0 cannot be told from unset.
+func retentionTime(hi int64, topic string) bounds {
+	return bounds{lo: -1, hi: hi, topic: topic,
+		zero: unset("delete every closed segment", "log.retention.ms=1 is the nearest")}
+}
+
+// unset explains the refusal of a 0 to which Kafka gives a meaning, with an alternative.
+func unset(kafka, instead string) string {
+	s := "Kafka's 0 (" + kafka + ") cannot be told from unset (the default) in Sluice's Config"
+	if instead != "" {
+		s += "; " + instead
+	}
+	return s
+}
+
+// sluiceBytes is Sluice's own size properties: -1 turns the feature off, and 0, which would
+// be taken as unset, is refused.
+func sluiceBytes(off string) bounds {
+	return bounds{lo: -1, hi: math.MaxInt64, zero: "0 would be taken as unset (the default); " + off}
 }
 
 // parseListener accepts "PLAINTEXT://host:port" (the first listener of a comma list) or

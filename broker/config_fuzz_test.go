@@ -1,10 +1,15 @@
 package broker
 
 import (
+	"math"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/index"
 )
 
 // FuzzParseProperties: a properties file is user input (serve --config). ParseProperties must
@@ -29,6 +34,12 @@ func FuzzParseProperties(f *testing.F) {
 		"node.id=", "=3", "log.roll.ms=1e3", "auto.create.topics.enable=yes",
 		"log.segment.bytes=99999999999999999999", "listeners=PLAINTEXT://", "log.dirs=,x",
 		"node.id=3\r\nnum.partitions=2\r\n", "key\x00=value",
+		// the edges of the numeric ranges, and values just outside them
+		"log.segment.bytes=14\nlog.index.size.max.bytes=12\nlog.index.interval.bytes=1\nmessage.max.bytes=1\n",
+		"log.retention.check.interval.ms=1\nlog.roll.ms=1\nlog.flush.interval.messages=1\nconnections.max.idle.ms=-1\n",
+		"log.retention.bytes=-9223372036854775808\nshared.memory.max.bytes=-1\nlog.preallocate.bytes=1\n",
+		"log.segment.bytes=13", "log.index.size.max.bytes=11", "log.retention.ms=0", "log.retention.bytes=0",
+		"connections.max.idle.ms=0", "log.writeback.bytes=0", "message.max.bytes=-1", "log.retention.hours=-2",
 	} {
 		f.Add(s)
 	}
@@ -40,7 +51,7 @@ func FuzzParseProperties(f *testing.F) {
 		if err := ParseProperties(strings.NewReader(in), &c); err != nil {
 			return
 		}
-		// Durations: dur turns a negative or overflowing count into cluster.Forever.
+		// Durations: dur turns -1 or an overflowing count into cluster.Forever.
 		for name, d := range map[string]time.Duration{
 			"log.roll": c.SegmentMs, "log.retention": c.RetentionMs, "log.retention.check.interval.ms": c.RetentionCheck,
 			"log.flush.interval.ms": c.FlushMs, "connections.max.idle.ms": c.IdleTimeout,
@@ -54,9 +65,37 @@ func FuzzParseProperties(f *testing.F) {
 			t.Fatalf("listeners parsed to %q: %v", c.Listen, err)
 		}
 
-		// What Open does with it (withDefaults), and the checks Open then applies regardless of
-		// what the cluster holds.
+		// What Open does with it (withDefaults): every value the file set is kept. A zero (or, for
+		// a size or count, a negative) value it replaced would have been a silent default.
 		d := c.withDefaults()
+		kept := d
+		kept.Logger = nil // withDefaults also sets a logger
+		if kept != c {
+			t.Fatalf("withDefaults changed a parsed value:\n%+v\nto\n%+v", c, kept)
+		}
+		// The broker-wide topic defaults are valid topic configs (as the topic-level rule would
+		// hold them: Forever is Long.MAX_VALUE ms, except retention.ms's -1).
+		ms := func(d time.Duration, forever string) string {
+			if d == cluster.Forever {
+				return forever
+			}
+			return strconv.FormatInt(d.Milliseconds(), 10)
+		}
+		maxLong := strconv.FormatInt(math.MaxInt64, 10)
+		td := d.topicDefaults()
+		if err := cluster.ValidateTopicConfigs(map[string]string{
+			"segment.bytes": strconv.FormatInt(td.SegmentBytes, 10), "max.message.bytes": strconv.FormatInt(td.MaxMessageBytes, 10),
+			"index.interval.bytes": strconv.FormatInt(td.IndexIntervalBytes, 10), "segment.index.bytes": strconv.FormatInt(td.SegmentIndexBytes, 10),
+			"flush.messages": strconv.FormatInt(td.FlushMessages, 10), "retention.bytes": strconv.FormatInt(td.RetentionBytes, 10),
+			"retention.ms": ms(td.Retention, "-1"), "segment.ms": ms(td.SegmentTime, maxLong), "flush.ms": ms(td.FlushInterval, maxLong),
+		}); err != nil {
+			t.Fatalf("broker-wide topic defaults %+v: %v", td, err)
+		}
+		// A writable index (segment.index.bytes) must hold one entry of each index, or Open fails.
+		if d.IndexMaxBytes < max(index.OffsetEntrySize, index.TimeEntrySize) {
+			t.Fatalf("log.index.size.max.bytes %d parsed: it holds no index entry", d.IndexMaxBytes)
+		}
+		// And the checks Open then applies regardless of what the cluster holds.
 		for name, v := range map[string]int64{
 			"num.partitions": int64(d.NumPartitions), "default.replication.factor": int64(d.DefaultReplication),
 			"message.max.bytes": d.MessageMaxBytes, "socket.request.max.bytes": int64(d.SocketRequestMaxBytes),
