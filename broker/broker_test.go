@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/index"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -683,5 +685,32 @@ func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
 	}
 	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.NoError || res.BaseOffset != 1 {
 		t.Fatalf("acks=all after lowering min.insync.replicas to 1: %+v", res)
+	}
+}
+
+// TestSegmentIndexBytesHoldsAnEntry: a topic whose segment.index.bytes cannot hold one index
+// entry is refused at creation; it used to commit, and then no broker could open its
+// partitions. The smallest accepted value serves.
+func TestSegmentIndexBytesHoldsAnEntry(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	var cr wire.CreateTopicsResponse
+	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{{Topic: "tiny", NumPartitions: 1, ReplicationFactor: -1,
+		Configs: []wire.ConfigEntry{{Name: "segment.index.bytes", Value: strPtr("11")}}}}}, &cr)
+	if code := cr.Topics[0].ErrorCode; code != wire.ErrInvalidConfig {
+		t.Fatalf("segment.index.bytes=11: %v, want INVALID_CONFIG", code)
+	}
+	smallest := strconv.Itoa(max(index.OffsetEntrySize, index.TimeEntrySize))
+	createTopic(t, c, "small", 1, wire.ConfigEntry{Name: "segment.index.bytes", Value: &smallest})
+	for i := range 3 {
+		if res := produce(t, c, "small", 0, wire.AcksLeader, records(t, "v")); res.ErrorCode != wire.NoError || res.BaseOffset != int64(i) {
+			t.Fatalf("produce %d: %+v", i, res)
+		}
+	}
+	// One index entry per segment: each batch rolls a new segment, and a fetch reads one.
+	for off := range int64(3) {
+		if got := fetchedValues(t, fetchP(t, c, "small", 0, off, 0, 1).Records); len(got) != 1 || got[0] != "v" {
+			t.Fatalf("fetch at %d: %q", off, got)
+		}
 	}
 }

@@ -154,7 +154,9 @@ var topicConfigDefs = []TopicConfigDef{
 	{Name: "segment.bytes", Type: ConfigInt, Default: "1073741824",
 		set: longField(14, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.SegmentBytes })},
 	{Name: "segment.index.bytes", Type: ConfigInt, Default: "10485760",
-		set: longField(4, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.SegmentIndexBytes })},
+		// Kafka's minimum is 4, but a segment's indexes must each hold one entry, or no broker
+		// can open the topic's partitions: 12 bytes is the time index's entry (index.TimeEntrySize).
+		set: longField(12, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.SegmentIndexBytes })},
 	{Name: "segment.jitter.ms", Type: ConfigLong, Default: "0",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.SegmentJitter })},
 	{Name: "segment.ms", Type: ConfigLong, Default: "604800000",
