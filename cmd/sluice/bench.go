@@ -105,7 +105,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
 	f.BoolVar(&o.embedded, "embedded", false, "start an in-process broker on a temporary data directory")
-	f.StringVar(&o.transport, "transport", bench.TransportTCP, "with --embedded: tcp or unix")
+	f.StringVar(&o.transport, "transport", bench.TransportTCP, "with --embedded: tcp or unix (against a running broker, give --broker unix:///path/to.sock for its unix socket)")
 	f.BoolVar(&o.brokerProcess, "broker-process", false, "with --embedded: run the broker as a child process (this binary's serve) instead of in-process, as an application and its broker on one host; its CPU time counts in the run's and is reported apart (broker_cpu_seconds)")
 	f.StringVar(&o.driver, "driver", "sluice", "system under test: sluice or a registered peer ("+strings.Join(peerNames(), ", ")+")")
 	f.StringVar(&o.dataDir, "data-dir", "", "with --embedded: where to make the temporary data directory (default: the system's temporary directory)")
@@ -211,6 +211,42 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
 	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms")
 	f.BoolVar(&o.sharedMem, "shared-memory", true, "Sluice producers over the unix socket hand their requests over in a shared-memory region, as the client does by default (false: through the socket)")
+}
+
+// checkFlags refuses the flags a run would otherwise ignore or silently replace by a default.
+// Each subcommand that takes benchOptions runs it before anything starts (PreRunE); it checks
+// only the flags the command has (run FILE has no run flags, compare no connection flags).
+// Flags the user gave are told from defaults with Changed.
+func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
+	f := cmd.Flags()
+	has := func(name string) bool { return f.Lookup(name) != nil }
+	given := f.Changed
+	switch {
+	case given("transport") && !o.embedded:
+		return errors.New("--transport needs --embedded: against a running broker the transport is --broker's (--broker unix:///path/to.sock for its unix socket)")
+	case o.embedded && given("broker"):
+		return errors.New("--embedded starts its own broker: --broker cannot be given with it")
+	case given("limits-duration") && !o.limits:
+		return errors.New("--limits-duration needs --limits")
+	case has("limits-duration") && o.limitsDuration <= 0:
+		return fmt.Errorf("--limits-duration %v: must be positive", o.limitsDuration)
+	case given("records") && given("duration"):
+		return errors.New("--records and --duration cannot be used together: one bounds the run by count, the other by time")
+	case has("record-size") && o.recordSize <= 0:
+		return fmt.Errorf("--record-size %d: want at least 1 byte", o.recordSize)
+	case has("producers") && o.producers < 1:
+		return fmt.Errorf("--producers %d: want at least 1", o.producers)
+	case has("partitions") && o.partitions < 1:
+		return fmt.Errorf("--partitions %d: want at least 1", o.partitions)
+	case given("rate-of-max") && !(o.rateOfMax > 0 && o.rateOfMax <= 1): // NaN too
+		return fmt.Errorf("--rate-of-max %v: want a fraction of the maximum in (0, 1]", o.rateOfMax)
+	}
+	// Only Sluice producers over the unix socket use shared memory. compare (no --transport)
+	// runs Sluice over both, so there it applies to the unix run.
+	if given("shared-memory") && !o.sharedMem && has("transport") && o.clientTransport() != bench.TransportUnix {
+		return fmt.Errorf("--shared-memory=false: only Sluice producers over the unix socket use shared memory, and this run's transport is %s", o.clientTransport())
+	}
+	return nil
 }
 
 func peerNames() []string {
@@ -495,9 +531,10 @@ func writeResult(asJSON bool, stdout, stderr io.Writer, v any, summary func(io.W
 func benchProduceCmd() *cobra.Command {
 	o := benchOptions{mode: bench.ModeProduce}
 	cmd := &cobra.Command{
-		Use:   "produce",
-		Short: "Produce records flat out, or open-loop at --rate, and report throughput and ack latency",
-		Args:  cobra.NoArgs,
+		Use:     "produce",
+		Short:   "Produce records flat out, or open-loop at --rate, and report throughput and ack latency",
+		Args:    cobra.NoArgs,
+		PreRunE: o.checkFlags,
 		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 			c, err := o.config(stderr)
 			if err != nil {
@@ -520,7 +557,8 @@ func benchConsumeCmd() *cobra.Command {
 --idle-timeout) from every partition of --topic, from the beginning (or from --group's
 committed offsets). With --embedded the fresh broker's topic is first filled with --records
 records (default 100000) of --record-size bytes by a producer, reported on stderr.`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: o.checkFlags,
 		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
 			c, err := o.config(stderr)
 			if err != nil {
@@ -567,10 +605,11 @@ median wait under 5 ms plus two lingers (each --warmup plus --probe long). The s
 	rate := cmd.Flags().Lookup("rate")
 	rate.DefValue, rate.Usage = "10000", "records/s for all producers together, open-loop"
 	o.rate = 10000 // not Set: that would mark the flag as given
-	cmd.PreRun = func(cmd *cobra.Command, _ []string) {
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
 		if cmd.Flags().Changed("rate-of-max") && !cmd.Flags().Changed("rate") {
 			o.rate = 0 // the default rate gives way; both given is an error
 		}
+		return o.checkFlags(cmd, args)
 	}
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Second, "fail when records stop arriving for this long")
 	addFetchFlag(cmd, &o)
@@ -585,9 +624,10 @@ func addFetchFlag(cmd *cobra.Command, o *benchOptions) {
 func benchRunCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "run FILE",
-		Short: "Run a workload file (YAML, as in bench/workloads/)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "run FILE",
+		Short:   "Run a workload file (YAML, as in bench/workloads/)",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: o.checkFlags,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := bench.LoadWorkload(args[0])
 			if err != nil {
@@ -647,7 +687,8 @@ its unix socket and against every peer that can be started in-process, then prin
 records/s, MB/s, p99 latency and its ratio to Sluice over TCP. The workload is --workload FILE,
 or the run flags: a produce run, an e2e run with --mode e2e, or with --mode consume a consume
 run, each system's topic first filled with --records records (default 100000) by a producer.`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: o.checkFlags,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -806,6 +847,18 @@ writes with fdatasync every 1 MiB in --dir (give the broker's data directory: th
 measure its filesystem), and one core's CRC-32C over data in no cache (the check every batch
 gets on its way in and out). Figures are GB/s (10^9 bytes/s).`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			// bench.Limits would replace these by its defaults.
+			switch {
+			case c.Duration <= 0:
+				return fmt.Errorf("--probe-duration %v: must be positive", c.Duration)
+			case c.MaxBytes <= 0:
+				return fmt.Errorf("--max-bytes %d: must be positive", c.MaxBytes)
+			case c.FileSize <= 0:
+				return fmt.Errorf("--file-size %d: must be positive", c.FileSize)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -401,5 +402,79 @@ func TestBenchBrokerConfig(t *testing.T) {
 		if errs, _ := res["errors"].(float64); errs != 50 || !strings.Contains(fmt.Sprint(res["first_error"]), "MESSAGE_TOO_LARGE") {
 			t.Errorf("compare row %v: errors %v (%v), want all 50 records refused by message.max.bytes=1000", r["system"], res["errors"], res["first_error"])
 		}
+	}
+}
+
+// checkBenchFlags parses `sluice bench args...` and runs the subcommand's flag checks
+// (PreRunE), without running anything.
+func checkBenchFlags(t *testing.T, args ...string) error {
+	t.Helper()
+	cmd, rest, err := rootCmd().Find(append([]string{"bench"}, args...))
+	if err != nil {
+		t.Fatalf("bench %s: %v", strings.Join(args, " "), err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		return err
+	}
+	if cmd.PreRunE == nil {
+		return errors.New("no flag checks")
+	}
+	return cmd.PreRunE(cmd, cmd.Flags().Args())
+}
+
+// Flags a run would ignore, or replace by a default, are refused, naming the flag; the
+// combinations the documentation shows are accepted.
+func TestBenchFlagChecks(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string // "": accepted
+	}{
+		{[]string{"produce", "--transport", "unix"}, "--transport"},
+		{[]string{"produce", "--broker", "127.0.0.1:1", "--transport", "tcp"}, "--transport"},
+		{[]string{"run", "w.yaml", "--transport", "unix"}, "--transport"},
+		{[]string{"produce", "--embedded", "--broker", "127.0.0.1:1"}, "--broker"},
+		{[]string{"consume", "--embedded", "--broker", "unix:///tmp/s.sock"}, "--broker"},
+		{[]string{"produce", "--embedded", "--records", "10", "--duration", "1s"}, "--duration"},
+		{[]string{"compare", "--records", "10", "--duration", "1s"}, "--records"},
+		{[]string{"produce", "--embedded", "--limits-duration", "1s"}, "--limits-duration"},
+		{[]string{"compare", "--limits-duration", "1s"}, "--limits-duration"},
+		{[]string{"produce", "--embedded", "--limits", "--limits-duration", "0s"}, "--limits-duration"},
+		{[]string{"produce", "--embedded", "--shared-memory=false"}, "--shared-memory"},
+		{[]string{"produce", "--embedded", "--transport", "tcp", "--shared-memory=false"}, "--shared-memory"},
+		{[]string{"produce", "--broker", "127.0.0.1:1", "--shared-memory=false"}, "--shared-memory"},
+		{[]string{"produce", "--embedded", "--record-size", "0"}, "--record-size"},
+		{[]string{"e2e", "--embedded", "--record-size", "-1"}, "--record-size"},
+		{[]string{"compare", "--record-size", "0"}, "--record-size"},
+		{[]string{"produce", "--embedded", "--producers", "-2"}, "--producers"},
+		{[]string{"e2e", "--embedded", "--producers", "0"}, "--producers"},
+		{[]string{"produce", "--embedded", "--partitions", "-1"}, "--partitions"},
+		{[]string{"consume", "--embedded", "--partitions", "0"}, "--partitions"},
+		{[]string{"e2e", "--embedded", "--rate-of-max", "0"}, "--rate-of-max"},
+		{[]string{"produce", "--embedded", "--rate-of-max", "-0.5"}, "--rate-of-max"},
+		{[]string{"compare", "--rate-of-max", "1.5"}, "--rate-of-max"},
+		{[]string{"limits", "--probe-duration", "-1s"}, "--probe-duration"},
+		{[]string{"limits", "--probe-duration", "0s"}, "--probe-duration"},
+		{[]string{"limits", "--max-bytes", "-5"}, "--max-bytes"},
+		{[]string{"limits", "--file-size", "0"}, "--file-size"},
+
+		{[]string{"produce", "--embedded", "--transport", "unix", "--records", "10", "--shared-memory=false"}, ""},
+		{[]string{"produce", "--broker", "unix:///tmp/s.sock", "--shared-memory=false"}, ""},
+		{[]string{"compare", "--shared-memory=false", "--duration", "1s"}, ""},
+		{[]string{"produce", "--broker", "127.0.0.1:1", "--records", "10"}, ""},
+		{[]string{"e2e", "--embedded", "--transport", "unix", "--rate-of-max", "1", "--limits", "--limits-duration", "20ms"}, ""},
+		{[]string{"run", "w.yaml", "--embedded", "--transport", "unix"}, ""},
+		{[]string{"limits", "--probe-duration", "20ms", "--max-bytes", "8388608", "--file-size", "1048576"}, ""},
+	} {
+		err := checkBenchFlags(t, c.args...)
+		switch {
+		case c.flag == "" && err != nil:
+			t.Errorf("bench %s: %v", strings.Join(c.args, " "), err)
+		case c.flag != "" && (err == nil || !strings.Contains(err.Error(), c.flag)):
+			t.Errorf("bench %s: error %v, want one naming %s", strings.Join(c.args, " "), err, c.flag)
+		}
+	}
+	// The checks run before anything starts.
+	if _, _, err := runBench(t, "produce", "--embedded", "--data-dir", t.TempDir(), "--records", "1", "--record-size", "0"); err == nil || !strings.Contains(err.Error(), "--record-size") {
+		t.Errorf("bench produce --record-size 0: %v", err)
 	}
 }

@@ -47,7 +47,11 @@ Where to start: --from-beginning (else the end, for records produced from now on
 (earliest, latest or a number, for every consumed partition), or --group, which resumes from
 the group's committed offsets (with --from-beginning for partitions the group has not
 committed). With --group, the offsets of the printed records are committed periodically and on
-exit, including Ctrl-C and SIGTERM.`,
+exit, including Ctrl-C and SIGTERM.
+
+--group stores and resumes offsets only: there is no group membership or rebalancing, so two
+consumers with the same --group each read every record of the partitions they consume (and
+commit over each other). To share a topic's partitions, give each one its own --partition.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -58,10 +62,10 @@ exit, including Ctrl-C and SIGTERM.`,
 	f := cmd.Flags()
 	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
 	f.StringVar(&o.topic, "topic", "", "topic to consume (required)")
-	f.StringVar(&o.group, "group", "", "consumer group: resume from, and commit to, its offsets")
+	f.StringVar(&o.group, "group", "", "consumer group, for its committed offsets only (resume from and commit to them); no membership: every consumer of the group reads all the partitions it consumes, so split them by hand with --partition")
 	f.StringVar(&o.offset, "offset", "", "start offset for every consumed partition: earliest, latest or a number")
 	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start from the earliest offset (with --group: where nothing is committed)")
-	f.Int32Var(&o.partition, "partition", -1, "consume only this partition (default: all)")
+	f.Int32Var(&o.partition, "partition", -1, "consume only this partition (-1: all)")
 	f.IntVar(&o.maxMessages, "max-messages", 0, "exit after printing this many records (default: no limit)")
 	f.StringVar(&o.format, "format", "", "kcat-like output format, e.g. '%k:%s\\n' (default: the value and a newline)")
 	f.DurationVar(&o.timeout, "timeout", 0, "exit when no record arrives for this long (default: wait forever)")
@@ -79,9 +83,15 @@ func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer)
 	if o.maxMessages < 0 || o.timeout < 0 {
 		return errors.New("--max-messages and --timeout cannot be negative")
 	}
+	if o.partition < -1 {
+		return fmt.Errorf("--partition %d: want a partition number (from 0), or -1 for all", o.partition)
+	}
+	start, err := consumeStart(o.offset)
+	if err != nil {
+		return err
+	}
 	format := defaultConsumeFormat
 	if o.format != "" {
-		var err error
 		if format, err = parseConsumeFormat(o.format); err != nil {
 			return err
 		}
@@ -100,52 +110,77 @@ func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	n, err := consumeLoop(ctx, setupCtx, c, o, format, stdout)
-	// Close commits (with --group) the positions of what was printed.
-	closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelClose()
-	if cerr := c.Close(closeCtx); err == nil {
+	if err := consumeAssign(setupCtx, c, o, start); err != nil {
+		// Nothing was consumed (a missing topic or partition): no summary, which would
+		// read as a run that found nothing.
+		_ = closeConsumer(c)
+		return err
+	}
+	n, err := consumeLoop(ctx, c, o, format, stdout)
+	if cerr := closeConsumer(c); err == nil {
 		err = cerr
 	}
 	fmt.Fprintf(stderr, "Processed a total of %d messages\n", n)
 	return err
 }
 
-func consumeLoop(ctx, setupCtx context.Context, c *client.Consumer, o consumeOptions, format consumeFormat, stdout io.Writer) (int, error) {
-	tps, err := c.PartitionsFor(setupCtx, o.topic)
+// closeConsumer closes c, which commits (with --group) the positions of what was printed.
+func closeConsumer(c *client.Consumer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Close(ctx)
+}
+
+// consumeStart parses --offset before anything connects, into how to position the assigned
+// partitions: nil for where the group's commits or --from-beginning say.
+func consumeStart(offset string) (func(c *client.Consumer, tps []client.TopicPartition) error, error) {
+	switch offset {
+	case "":
+		return nil, nil
+	case "earliest":
+		return func(c *client.Consumer, _ []client.TopicPartition) error { return c.SeekToBeginning(nil) }, nil
+	case "latest":
+		return func(c *client.Consumer, _ []client.TopicPartition) error { return c.SeekToEnd(nil) }, nil
+	}
+	off, err := strconv.ParseInt(offset, 10, 64)
+	if err != nil || off < 0 {
+		return nil, fmt.Errorf("--offset %q: want earliest, latest or an offset >= 0", offset)
+	}
+	return func(c *client.Consumer, tps []client.TopicPartition) error {
+		for _, tp := range tps {
+			if err := c.Seek(tp, off); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
+// consumeAssign assigns the partitions to consume (--partition, else all of the topic's) and
+// positions them (start, from --offset).
+func consumeAssign(ctx context.Context, c *client.Consumer, o consumeOptions, start func(*client.Consumer, []client.TopicPartition) error) error {
+	tps, err := c.PartitionsFor(ctx, o.topic)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if o.partition >= 0 {
 		if int(o.partition) >= len(tps) {
-			return 0, fmt.Errorf("topic %s has %d partitions, no partition %d", o.topic, len(tps), o.partition)
+			return fmt.Errorf("--partition %d: topic %s has %d partitions", o.partition, o.topic, len(tps))
 		}
 		tps = tps[o.partition : o.partition+1]
 	}
 	if err := c.Assign(tps); err != nil {
-		return 0, err
+		return err
 	}
-	switch o.offset {
-	case "":
-	case "earliest":
-		err = c.SeekToBeginning(nil)
-	case "latest":
-		err = c.SeekToEnd(nil)
-	default:
-		off, perr := strconv.ParseInt(o.offset, 10, 64)
-		if perr != nil || off < 0 {
-			return 0, fmt.Errorf("--offset %q: want earliest, latest or an offset >= 0", o.offset)
-		}
-		for _, tp := range tps {
-			if err = c.Seek(tp, off); err != nil {
-				break
-			}
-		}
+	if start == nil {
+		return nil
 	}
-	if err != nil {
-		return 0, err
-	}
+	return start(c, tps)
+}
 
+// consumeLoop prints the assigned partitions' records until --max-messages, --timeout or an
+// interrupt, and returns how many it printed.
+func consumeLoop(ctx context.Context, c *client.Consumer, o consumeOptions, format consumeFormat, stdout io.Writer) (int, error) {
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
 	var line []byte

@@ -143,23 +143,38 @@ func TestConsumeGroupResumes(t *testing.T) {
 	}
 }
 
+// Bad flags fail before anything is consumed, without the "Processed" summary, which would
+// read as a run that found nothing.
 func TestConsumeFlagErrors(t *testing.T) {
 	e := newConsumeEnv(t)
 	e.topic("errs", 1)
-	for _, args := range [][]string{
-		{"--topic", "errs", "--offset", "3", "--from-beginning"},
-		{"--topic", "errs", "--offset", "3", "--group", "g"},
-		{"--topic", "errs", "--offset", "soon"},
-		{"--topic", "errs", "--partition", "4"},
-		{"--topic", "missing", "--timeout", "1s"},
-		{"--from-beginning"},
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--topic", "errs", "--offset", "3", "--from-beginning"}, "--offset and --from-beginning"},
+		{[]string{"--topic", "errs", "--offset", "3", "--group", "g"}, "--offset and --group"},
+		{[]string{"--topic", "errs", "--offset", "soon"}, "--offset"},
+		{[]string{"--topic", "errs", "--offset", "-5"}, "--offset"},
+		{[]string{"--topic", "errs", "--partition", "4"}, "--partition 4"},
+		{[]string{"--topic", "errs", "--partition", "7", "--from-beginning"}, "--partition 7"},
+		{[]string{"--topic", "errs", "--partition", "-2"}, "--partition -2"},
+		{[]string{"--topic", "missing", "--timeout", "1s"}, ""},
+		{[]string{"--from-beginning"}, "topic"},
 	} {
 		cmd := consumeCmd()
+		var stderr bytes.Buffer
 		cmd.SetOut(io.Discard)
-		cmd.SetErr(io.Discard)
-		cmd.SetArgs(append([]string{"--broker", e.b.Addr().String()}, args...))
-		if err := cmd.ExecuteContext(e.ctx); err == nil {
-			t.Errorf("consume %v: no error", args)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs(append([]string{"--broker", e.b.Addr().String()}, c.args...))
+		err := cmd.ExecuteContext(e.ctx)
+		switch {
+		case err == nil:
+			t.Errorf("consume %v: no error", c.args)
+		case !strings.Contains(err.Error(), c.wantErr):
+			t.Errorf("consume %v: error %q, want it to name %s", c.args, err, c.wantErr)
+		case strings.Contains(stderr.String(), "Processed"):
+			t.Errorf("consume %v failed before consuming, yet printed a summary:\n%s", c.args, stderr.String())
 		}
 	}
 }

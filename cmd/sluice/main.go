@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -24,5 +25,45 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), topicCmd(), produceCmd(), consumeCmd(), benchCmd())
+	// Add cobra's completion command now rather than in Execute, so that the loop below sees
+	// it too (it only groups the shells' commands).
+	root.InitDefaultCompletionCmd()
+	requireSubcommands(root)
 	return root
+}
+
+// requireSubcommands makes every command under root (root included) that only groups
+// subcommands fail when not given one of them. Left to cobra, `sluice topic craete orders`
+// prints the help and exits 0, so a script takes the typo for success. Asking for help
+// (--help, `sluice help topic`) still succeeds.
+func requireSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		requireSubcommands(sub)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = unknownSubcommand
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // as cobra's own check at the root: "craete" finds "create"
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// Nothing was done: the usage (the subcommands there are) goes with the error to
+		// stderr, and the exit status is non-zero, as for an unknown subcommand.
+		fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+		return fmt.Errorf("missing subcommand for %q", cmd.CommandPath())
+	}
+}
+
+// unknownSubcommand refuses arguments to a command that only groups subcommands: Find leaves
+// the first word that names none of them as an argument.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
 }

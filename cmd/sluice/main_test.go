@@ -283,3 +283,77 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 		t.Fatalf("no clean-shutdown marker: %v\n%s", err, logs.String())
 	}
 }
+
+// A command that only groups subcommands fails, with its usage on stderr, on a word that
+// names none of them and without one: a script must not take a typo for success. Asking for
+// help succeeds.
+func TestGroupCommandsNeedASubcommand(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		wantErr string // "": succeeds, printing the help on stdout
+	}{
+		{[]string{"topic", "craete", "orders"}, `unknown command "craete" for "sluice topic"; did you mean create?`},
+		{[]string{"bench", "bogus"}, `unknown command "bogus" for "sluice bench"`},
+		{[]string{"bogus"}, `unknown command "bogus" for "sluice"`},
+		{[]string{"completion", "bogus"}, `unknown command "bogus" for "sluice completion"`},
+		{[]string{"topic", "--broker", "unix:///tmp/s.sock"}, `missing subcommand for "sluice topic"`},
+		{[]string{"bench"}, `missing subcommand for "sluice bench"`},
+		{[]string{}, `missing subcommand for "sluice"`},
+		{[]string{"topic", "--help"}, ""},
+		{[]string{"help", "bench"}, ""},
+		{[]string{"--help"}, ""},
+	} {
+		root := rootCmd()
+		var stdout, stderr bytes.Buffer
+		root.SetOut(&stdout)
+		root.SetErr(&stderr)
+		root.SetArgs(c.args) // not nil: cobra would take the test binary's arguments
+		err := root.Execute()
+		switch {
+		case c.wantErr == "" && (err != nil || !strings.Contains(stdout.String(), "Usage:")):
+			t.Errorf("sluice %v: %v, stdout %q", c.args, err, stdout.String())
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("sluice %v: error %v, want %q", c.args, err, c.wantErr)
+		case c.wantErr != "" && stdout.Len() > 0:
+			t.Errorf("sluice %v failed, yet wrote to stdout: %q", c.args, stdout.String())
+		case strings.HasPrefix(c.wantErr, "missing") && !strings.Contains(stderr.String(), "Available Commands:"):
+			t.Errorf("sluice %v: stderr %q, want the usage", c.args, stderr.String())
+		}
+	}
+}
+
+// `sluice serve FILE` reads FILE as --config does (here an unknown property, which is an
+// error); both, or more than one argument, are refused. The binary runs in a child process,
+// so that a serve that ignored its arguments and started (waiting for a signal) fails the
+// test at the timeout rather than hanging it.
+func TestServePropertiesArgument(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildSluice(t)
+	dir := t.TempDir()
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, []byte("no.such.property=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{props}, `unknown property "no.such.property"`},
+		{[]string{props, "--config", props}, "properties file given twice"},
+		{[]string{props, "other.properties"}, "at most one argument"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--unix", "-"}, c.args...)
+		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		switch {
+		case timedOut:
+			t.Errorf("serve %v: still running after 10 s, the argument ignored\n%s", c.args, out)
+		case err == nil || !strings.Contains(string(out), c.wantErr):
+			t.Errorf("serve %v: %v, output %q, want %q", c.args, err, out, c.wantErr)
+		}
+	}
+}

@@ -47,9 +47,9 @@ With --key-separator, the text before the first separator is the record's key an
 value; a line without the separator is an error (and is not sent). Without it records have no
 key and go to partitions by sticky partitioning, as with Kafka's default partitioner.
 
-At the end (end of input, or Ctrl-C / SIGTERM) the producer is flushed and a summary (records
-and bytes acknowledged, errors) is printed on stderr. The exit status is non-zero if any record
-failed.`,
+At the end (end of input, or Ctrl-C / SIGTERM, which stop the reading: later lines are not
+sent) the producer is flushed and a summary (records and bytes acknowledged, errors) is printed
+on stderr. The exit status is non-zero if any record failed.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -129,13 +129,16 @@ func runProduce(ctx context.Context, stop func(), o produceOptions, in io.Reader
 		return err
 	}
 	stats := &produceStats{stderr: stderr}
+	gate := &sendGate{}
 	read := make(chan error, 1)
-	go func() { read <- produceLines(ctx, p, o, in, stats) }()
+	go func() { read <- produceLines(ctx, p, o, in, stats, gate) }()
 	var readErr error
 	select {
 	case readErr = <-read:
 	case <-ctx.Done():
 		stop()
+		// Stop the reader before Close, which fails every later Send as "producer closed".
+		gate.close()
 		readErr = fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
 	// Close flushes: every record read so far is delivered or has failed when it returns.
@@ -153,15 +156,49 @@ func runProduce(ctx context.Context, stop func(), o produceOptions, in io.Reader
 	return nil
 }
 
-// produceLines sends each line of in as a record.
-func produceLines(ctx context.Context, p *client.Producer, o produceOptions, in io.Reader, stats *produceStats) error {
+// sendGate stands between the input and the producer: the reader enters it for each line, and
+// close, on an interrupt, waits for the line under way and keeps every later one out. So no
+// Send meets Close (it would fail as "producer closed" and count as an error) and nothing is
+// counted after the summary, while a reader blocked on its input (a terminal) is not waited
+// for: once its read returns, it finds the gate closed and stops.
+type sendGate struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+// enter reports whether the next line may go to the producer; if so, leave must follow.
+func (g *sendGate) enter() bool {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+func (g *sendGate) leave() { g.mu.Unlock() }
+
+// close waits for the line under way, if any (a Send blocked on buffer space or metadata
+// returns once ctx ends), and refuses the next ones.
+func (g *sendGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// produceLines sends each line of in as a record, until the end of in or until gate closes.
+func produceLines(ctx context.Context, p *client.Producer, o produceOptions, in io.Reader, stats *produceStats, gate *sendGate) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	var line []byte
 	for lineNo := 1; ; lineNo++ {
 		var err error
 		line, err = produceReadLine(r, line[:0])
 		if len(line) > 0 { // not the empty remainder after a final newline
+			if !gate.enter() {
+				return nil // interrupted: runProduce reports it
+			}
 			produceLine(ctx, p, o, trimEOL(line), lineNo, stats)
+			gate.leave()
 		}
 		if err == io.EOF {
 			return nil
@@ -185,6 +222,9 @@ func produceLine(ctx context.Context, p *client.Producer, o produceOptions, line
 	}
 	size := int64(len(rec.Key) + len(rec.Value))
 	p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return // the interrupt ended Send's wait for buffer space or metadata: not sent, not failed
+		}
 		if err != nil {
 			stats.fail("line %d: %v", lineNo, err)
 			return

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +152,77 @@ func TestProduceCommandFailures(t *testing.T) {
 	stderr, err := runProduceCmd(t, "x\ny\n", "--topic", "missing", "--broker", addr, "--max-block-ms", "100")
 	if err == nil || !strings.Contains(stderr, "0 records, 0 bytes, 2 errors") || !strings.Contains(stderr, "unknown topic") {
 		t.Fatalf("unknown topic: %v\n%s", err, stderr)
+	}
+}
+
+// interruptedInput is an input that does not end: numbered lines, as fast as they are read.
+// At line cancelAt it calls cancel, as Ctrl-C cancels the command's context, and it goes on
+// for 200 ms more, so that a command that sends after the interrupt is caught at it.
+type interruptedInput struct {
+	next, cancelAt int
+	cancel         func()
+	cancelled      time.Time
+}
+
+func (r *interruptedInput) Read(p []byte) (int, error) {
+	if !r.cancelled.IsZero() && time.Since(r.cancelled) > 200*time.Millisecond {
+		return 0, io.EOF
+	}
+	n := 0
+	for n+32 <= len(p) {
+		n += copy(p[n:], "line "+strconv.Itoa(r.next)+"\n")
+		if r.next++; r.next == r.cancelAt {
+			r.cancel()
+			r.cancelled = time.Now()
+		}
+	}
+	return n, nil
+}
+
+// produceTestHighWatermark returns partition 0's high watermark.
+func produceTestHighWatermark(t *testing.T, addr, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := client.Dial(ctx, addr, "produce-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var resp wire.FetchResponse
+	err = conn.Call(ctx, &wire.FetchRequest{ReplicaID: wire.ConsumerReplicaID, MaxBytes: 1,
+		Topics: []wire.FetchRequestTopic{{Topic: topic, Partitions: []wire.FetchRequestPartition{
+			{PartitionMaxBytes: 1, CurrentLeaderEpoch: -1, LogStartOffset: -1}}}}}, &resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0].HighWatermark
+}
+
+// An interrupt stops reading the input before the producer closes: no record read after it
+// fails as "producer closed", and the summary counts what reached the topic, all of it.
+func TestProduceInterruptCountsOnlyWhatWasSent(t *testing.T) {
+	addr := produceTestBroker(t, "intr")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	intr, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	cmd := produceCmd()
+	var stderr lockedBuffer // a reader that went on sending would write to it after the command
+	cmd.SetArgs([]string{"--topic", "intr", "--broker", addr})
+	cmd.SetIn(&interruptedInput{cancelAt: 20000, cancel: interrupt})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(intr)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("error %v, want interrupted\n%s", err, stderr.String())
+	}
+	m := regexp.MustCompile(`(?m)^(\d+) records, \d+ bytes, (\d+) errors$`).FindStringSubmatch(stderr.String())
+	if m == nil || m[2] != "0" || strings.Contains(stderr.String(), "closed") {
+		t.Fatalf("stderr, want no errors:\n%s", stderr.String())
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	if hw := produceTestHighWatermark(t, addr, "intr"); n == 0 || hw != n {
+		t.Fatalf("summary counts %d records, the topic holds %d", n, hw)
 	}
 }

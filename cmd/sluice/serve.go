@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -19,9 +20,18 @@ func serveCmd() *cobra.Command {
 		dataDir, listen, unixPath, configFile, logLevel, cpuProfile string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   "serve [server.properties]",
 		Short: "Run a broker (single node: data in ./data, TCP 127.0.0.1:9092, unix socket in the data dir)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long: `Run a broker (single node: data in ./data, TCP 127.0.0.1:9092, unix socket in the data dir).
+
+The optional argument is a Kafka-style properties file, as kafka-server-start.sh takes it; it is
+the same as --config FILE (give one or the other). Flags given on the command line win over
+the file.`,
+		Args: serveArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				configFile = args[0]
+			}
 			cfg := broker.DefaultConfig()
 			if configFile != "" {
 				f, err := os.Open(configFile)
@@ -72,8 +82,20 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", "data", "directory for logs and metadata (log.dirs)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9092", "TCP address to listen on (listeners); empty for none")
 	cmd.Flags().StringVar(&unixPath, "unix", "", "unix socket path (default <data-dir>/sluice.sock; - for none)")
-	cmd.Flags().StringVar(&configFile, "config", "", "Kafka-style properties file (log.dirs, listeners, num.partitions, message.max.bytes, ...)")
+	cmd.Flags().StringVar(&configFile, "config", "", "Kafka-style properties file (log.dirs, listeners, num.partitions, message.max.bytes, ...); or give it as the argument")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the broker from start to shutdown to this file (go tool pprof)")
 	return cmd
+}
+
+// serveArgs accepts at most one argument, the properties file, and not with --config: an
+// argument that was not used would start a broker with settings nobody asked for.
+func serveArgs(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) > 1:
+		return fmt.Errorf("serve takes at most one argument, the properties file; got %d: %s", len(args), strings.Join(args, " "))
+	case len(args) == 1 && cmd.Flags().Changed("config"):
+		return fmt.Errorf("properties file given twice: argument %s and --config %s (give one)", args[0], cmd.Flag("config").Value)
+	}
+	return nil
 }
