@@ -28,8 +28,9 @@ import "github.com/sluicemq/sluice/batch"
 // so a fetcher needs four buffers in steady state, and more only while several partitions'
 // chunks share responses.
 //
-// Bounds: a fetcher keeps at most fetchBufsIdle idle buffers, and never pools one larger than
-// fetch.max.bytes plus slack (a larger response, possible when a partition's first batch
+// Bounds: a fetcher keeps at most idleBufs idle buffers (fetchBufsIdle, or three per
+// partition of its largest request), gives each response the smallest that holds it, and
+// never pools one larger than fetch.max.bytes plus slack (a larger response, possible when a partition's first batch
 // exceeds every limit, gets a buffer of its own that is dropped once used). A pooled buffer
 // larger than one partition's full response (max.partition.fetch.bytes and slack) that is four
 // times larger than what it held for fetchBufShrinkAfter responses in a row is dropped too, so
@@ -60,16 +61,40 @@ type fetchBuf struct {
 	small int
 }
 
-// takeBufLocked returns a buffer for the fetcher's next response. Called with Consumer.mu
-// held.
-func (f *fetcher) takeBufLocked() *fetchBuf {
-	if n := len(f.free); n > 0 {
-		fb := f.free[n-1]
-		f.free[n-1] = nil
-		f.free = f.free[:n-1]
-		return fb
+// takeBufLocked returns a buffer for the fetcher's next response, which may need up to want
+// bytes: the smallest idle one that holds want, else the largest (Conn.CallInto grows it if
+// the response needs more). With several partitions, responses of one partition and of all of
+// them alternate; taking the last buffer returned gave a full response a one-partition buffer
+// to grow, and dropped that one: 17 % of a 4-partition consume was read into fresh memory.
+// Called with Consumer.mu held.
+func (f *fetcher) takeBufLocked(want int) *fetchBuf {
+	best := -1
+	for i, fb := range f.free {
+		c := cap(fb.b)
+		if best < 0 {
+			best = i
+			continue
+		}
+		bc := cap(f.free[best].b)
+		if (c >= want && (bc < want || c < bc)) || (bc < want && c > bc) {
+			best = i
+		}
 	}
-	return &fetchBuf{f: f}
+	if best < 0 {
+		return &fetchBuf{f: f}
+	}
+	fb := f.free[best]
+	last := len(f.free) - 1
+	f.free[best], f.free[last] = f.free[last], nil
+	f.free = f.free[:last]
+	return fb
+}
+
+// responseBufBytes is the most a response for parts partitions can need (KIP-74's oversized
+// first batch aside): what a buffer for it should hold so as not to grow.
+func (c *Consumer) responseBufBytes(parts int) int {
+	records := min(int64(c.cfg.FetchMaxBytes), int64(parts)*int64(c.cfg.MaxPartitionFetchBytes))
+	return int(records) + 64<<10
 }
 
 // putBufLocked takes back a buffer nothing aliases any more, unless it is too large to keep
@@ -85,9 +110,18 @@ func (f *fetcher) putBufLocked(fb *fetchBuf) {
 			fb.b, fb.small = nil, 0 // the next response gets a buffer of its own size
 		}
 	}
-	if len(f.free) < fetchBufsIdle {
+	if len(f.free) < f.idleBufs() {
 		f.free = append(f.free, fb)
 	}
+}
+
+// idleBufs is how many idle buffers the fetcher keeps: fetchBufsIdle, or, when its requests
+// carry several partitions, as many as those partitions can have responses at once (each has
+// at most responsesAhead waiting or in flight and one being drained). Fewer, and a buffer
+// dropped when the responses of several partitions come back together is allocated afresh
+// a moment later.
+func (f *fetcher) idleBufs() int {
+	return max(fetchBufsIdle, (responsesAhead+1)*f.maxParts)
 }
 
 // grownBufBytes is the most a fetch buffer grows to for a response of limit bytes of records:

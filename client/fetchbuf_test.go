@@ -237,7 +237,7 @@ func TestFetchBufBounds(t *testing.T) {
 	f := &fetcher{c: c}
 	var taken []*fetchBuf
 	for range fetchBufsIdle + 2 {
-		taken = append(taken, f.takeBufLocked())
+		taken = append(taken, f.takeBufLocked(0))
 	}
 	for _, fb := range taken {
 		fb.b = make([]byte, 1<<20)
@@ -247,10 +247,10 @@ func TestFetchBufBounds(t *testing.T) {
 		t.Fatalf("%d idle buffers, want %d", len(f.free), fetchBufsIdle)
 	}
 
-	huge := f.takeBufLocked()
+	huge := f.takeBufLocked(0)
 	huge.b = make([]byte, c.maxPooledFetchBytes()+1) // a first batch larger than every limit
 	f.putBufLocked(huge)
-	if fb := f.takeBufLocked(); fb != huge || fb.b != nil {
+	if fb := f.takeBufLocked(0); fb != huge || fb.b != nil {
 		t.Fatalf("a %d-byte buffer was kept (limit %d)", cap(huge.b), c.maxPooledFetchBytes())
 	}
 
@@ -261,7 +261,7 @@ func TestFetchBufBounds(t *testing.T) {
 			t.Fatalf("dropped after %d small responses, want %d", i-1, fetchBufShrinkAfter)
 		}
 		f.putBufLocked(big)
-		if f.takeBufLocked() != big {
+		if f.takeBufLocked(0) != big {
 			t.Fatal("the idle buffer was not reused")
 		}
 		if big.b != nil {
@@ -279,7 +279,7 @@ func TestFetchBufBounds(t *testing.T) {
 	tail := &fetchBuf{f: f, b: make([]byte, full, full+full/8)[:16<<10]}
 	for range 10 * fetchBufShrinkAfter {
 		f.putBufLocked(tail)
-		if f.takeBufLocked() != tail || cap(tail.b) != full+full/8 {
+		if f.takeBufLocked(0) != tail || cap(tail.b) != full+full/8 {
 			t.Fatalf("a buffer of one partition's full response (%d bytes) was dropped", full+full/8)
 		}
 		tail.b = tail.b[:16<<10]
@@ -297,5 +297,70 @@ func TestFetchBufBounds(t *testing.T) {
 	pb.free, pb.held = pb.held, nil
 	if pb.decompressor(maxRingBatchBytes+1) != nil {
 		t.Fatal("a batch over maxRingBatchBytes got a reused decompressor")
+	}
+}
+
+// With several partitions, responses of all of them and of one alternate (a fetcher that
+// is slower than Poll finds every partition fetchable; one that is faster, one at a time).
+// Each response must get an idle buffer that already holds it: the last buffer returned was
+// taken whatever its size, so a response of four partitions grew a one-partition buffer (a
+// fresh allocation of its size, and the smaller buffer dropped), and buffers beyond four idle
+// ones were dropped and allocated again. A 4-partition consume read 17 % of its bytes into
+// fresh memory that way.
+func TestFetchBufsFitTheResponses(t *testing.T) {
+	c := &Consumer{cfg: ConsumerConfig{FetchMaxBytes: 50 << 20, MaxPartitionFetchBytes: 1 << 20}}
+	f := &fetcher{c: c, maxParts: 4}
+
+	// Best fit: the smallest idle buffer that holds the response, else the largest.
+	sizes := []int{c.responseBufBytes(1), c.responseBufBytes(4), c.responseBufBytes(2)}
+	for _, n := range sizes {
+		f.free = append(f.free, &fetchBuf{f: f, b: make([]byte, 0, n)})
+	}
+	for _, tc := range []struct{ want, got int }{
+		{c.responseBufBytes(3), c.responseBufBytes(4)},
+		{c.responseBufBytes(1), c.responseBufBytes(1)},
+		{c.responseBufBytes(8), c.responseBufBytes(2)}, // none holds it: the largest left
+	} {
+		if fb := f.takeBufLocked(tc.want); cap(fb.b) != tc.got {
+			t.Fatalf("want %d: got a buffer of %d, want %d", tc.want, cap(fb.b), tc.got)
+		}
+	}
+
+	// A stream whose responses carry 4, 1, 1, 1, 1 partitions over and over; each buffer comes
+	// back two responses later (Poll is draining the one before). After a warm-up, no response
+	// finds its buffer too small, and none is dropped.
+	f.free = nil
+	var held []*fetchBuf
+	grown, dropped := 0, 0
+	for i := range 200 {
+		parts := 1
+		if i%5 == 0 {
+			parts = 4
+		}
+		want := c.responseBufBytes(parts)
+		fb := f.takeBufLocked(want)
+		if cap(fb.b) < want {
+			if i >= 20 {
+				grown++
+			}
+			fb.b = make([]byte, want, want+want/8) // what Conn.CallInto does
+		}
+		fb.b = fb.b[:want]
+		held = append(held, fb)
+		if len(held) > 2 {
+			back := held[0]
+			held = held[1:]
+			idle := len(f.free)
+			f.putBufLocked(back)
+			if len(f.free) == idle && i >= 20 {
+				dropped++
+			}
+		}
+	}
+	if grown > 0 || dropped > 0 {
+		t.Errorf("after the warm-up, %d responses grew their buffer and %d buffers were dropped", grown, dropped)
+	}
+	if max := f.idleBufs(); max != (responsesAhead+1)*4 {
+		t.Errorf("a fetcher of 4 partitions keeps %d idle buffers, want %d", max, (responsesAhead+1)*4)
 	}
 }

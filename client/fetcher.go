@@ -67,8 +67,11 @@ type fetcher struct {
 	// respCh receives the responses of ReuseRecordBuffers fetches (Conn.callInto), reused from
 	// call to call and replaced after a failed one. Owned by the fetcher goroutine.
 	respCh chan []byte
-	// free are idle response buffers (ReuseRecordBuffers). Guarded by Consumer.mu.
-	free []*fetchBuf
+	// free are idle response buffers (ReuseRecordBuffers); maxParts is the most partitions a
+	// request of this fetcher has carried, which sizes how many are kept (idleBufs). Guarded
+	// by Consumer.mu.
+	free     []*fetchBuf
+	maxParts int
 
 	// Owned by the fetcher goroutine.
 	conn  *Conn // dedicated to fetches; nil until dialled, or after a failure
@@ -254,7 +257,8 @@ func (f *fetcher) prepare() (context.Context, int) {
 		c.mu.parts[p.tp].inflight = true
 	}
 	if c.bufs != nil {
-		f.buf = f.takeBufLocked()
+		f.maxParts = max(f.maxParts, len(f.sent))
+		f.buf = f.takeBufLocked(c.responseBufBytes(len(f.sent)))
 	}
 	// A new context with each new connection, and after a seek cancelled the last request
 	// just as its response arrived (the connection is still good then).
