@@ -38,7 +38,15 @@ func topicCmd() *cobra.Command {
 		Use:   "create NAME",
 		Short: "Create a topic",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) error {
+			// 0 (the flag's default) means the broker's default; given explicitly, 0 or a
+			// negative count is a mistake, not a request for the default.
+			if c.Flags().Changed("partitions") && partitions < 1 {
+				return fmt.Errorf("--partitions %d: a topic needs at least 1 (leave the flag out for the broker's num.partitions)", partitions)
+			}
+			if c.Flags().Changed("replication-factor") && replication < 1 {
+				return fmt.Errorf("--replication-factor %d: at least 1 (leave the flag out for the broker's default.replication.factor)", replication)
+			}
 			cfg, err := parseConfigs(configs)
 			if err != nil {
 				return err
@@ -129,6 +137,11 @@ func topicCmd() *cobra.Command {
 			}
 			if len(set) == 0 && len(deleteConfigs) == 0 {
 				return fmt.Errorf("nothing to alter: give --config key=value or --delete-config key")
+			}
+			for _, k := range deleteConfigs {
+				if _, ok := set[k]; ok {
+					return fmt.Errorf("%s is both set (--config) and removed (--delete-config): give one", k)
+				}
 			}
 			return withAdmin(func(ctx context.Context, a *client.Admin) error {
 				if err := a.AlterTopicConfigs(ctx, args[0], set, deleteConfigs); err != nil {
