@@ -62,17 +62,25 @@ the file.`,
 
 			// Catch signals before the listeners open, so a SIGTERM that arrives during start-up
 			// still shuts down cleanly once Open returns.
-			sig := make(chan os.Signal, 1)
+			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			defer signal.Stop(sig)
 			stopProfile, err := startProfiles(cpuProfile, "", "")
 			if err != nil {
 				return err
 			}
-			b, err := broker.Open(cfg)
+			opened := make(chan struct{})
+			early := watchStartup(sig, opened, cfg.Logger)
+			b, err := openBroker(cfg)
+			close(opened)
 			if err != nil {
 				return errors.Join(err, stopProfile())
 			}
-			s := <-sig
+			var s os.Signal
+			select {
+			case s = <-early:
+			case s = <-sig:
+			}
 			cfg.Logger.Info("shutting down", "signal", s.String())
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
@@ -98,4 +106,34 @@ func serveArgs(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("properties file given twice: argument %s and --config %s (give one)", args[0], cmd.Flag("config").Value)
 	}
 	return nil
+}
+
+// openBroker and exitNow are broker.Open and os.Exit; tests replace them.
+var (
+	openBroker = broker.Open
+	exitNow    = os.Exit
+)
+
+// watchStartup handles signals while the broker opens, which can take minutes with many
+// partitions and cannot be interrupted: the first signal is passed on (on the returned
+// channel) to shut down cleanly once the logs are open, and a second exits at once, as a
+// crash would (the logs recover from their recovery points at the next start).
+func watchStartup(sig <-chan os.Signal, opened <-chan struct{}, log *slog.Logger) <-chan os.Signal {
+	early := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case s := <-sig:
+			log.Warn("signal during start-up: shutting down once the logs are open; signal again to exit at once",
+				"signal", s.String())
+			early <- s
+			select {
+			case s := <-sig:
+				log.Error("second signal during start-up: exiting now; the logs recover at the next start", "signal", s.String())
+				exitNow(1)
+			case <-opened:
+			}
+		case <-opened:
+		}
+	}()
+	return early
 }

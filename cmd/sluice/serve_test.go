@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/broker"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A signal while the broker is still opening (minutes with many partitions) is not lost: the
+// broker shuts down cleanly once open, and a second signal exits at once.
+func TestServeSignalDuringStartup(t *testing.T) {
+	for _, signals := range []int{1, 2} {
+		t.Run(map[int]string{1: "one signal", 2: "two signals"}[signals], func(t *testing.T) {
+			started, release := make(chan struct{}), make(chan struct{})
+			openBroker = func(cfg broker.Config) (*broker.Broker, error) {
+				close(started)
+				<-release
+				return broker.Open(cfg)
+			}
+			exited := make(chan int, 1)
+			exitNow = func(code int) { exited <- code }
+			t.Cleanup(func() { openBroker, exitNow = broker.Open, nil })
+
+			cmd := rootCmd()
+			var logs syncBuffer
+			cmd.SetErr(&logs)
+			cmd.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--unix", "-", "--log-level", "warn"})
+			done := make(chan error, 1)
+			go func() { done <- cmd.Execute() }()
+			<-started
+			for range signals {
+				if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond) // one at a time: the channel holds two
+			}
+			if signals == 2 {
+				select {
+				case code := <-exited:
+					if code != 1 {
+						t.Fatalf("exit status %d after a second signal, want 1", code)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("a second signal during start-up did not exit")
+				}
+			}
+			close(release)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("serve: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve still running 30 s after a signal during start-up; logs:\n%s", logs.String())
+			}
+			if signals == 1 && len(exited) > 0 {
+				t.Fatal("one signal exited at once")
+			}
+		})
+	}
+}
