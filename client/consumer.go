@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,10 @@ type ConsumerConfig struct {
 	// RetryBackoff is retry.backoff.ms (100 ms): the wait before retrying a failed fetch, offset
 	// lookup or commit.
 	RetryBackoff time.Duration
+	// RetryBackoffMax is retry.backoff.max.ms (1 s): fetches and offset or leader lookups that
+	// keep failing (a broker that is down) wait RetryBackoff doubled per failure up to this,
+	// with ±20 % jitter (KIP-580), and only the first failure of a run is logged as a warning.
+	RetryBackoffMax time.Duration
 
 	// MaxDecompressed caps the decompressed size of one batch's records (batch.IterOptions);
 	// 0 is batch.DefaultMaxDecompressed (64 MiB).
@@ -99,6 +104,10 @@ func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 100 * time.Millisecond
 	}
+	if c.RetryBackoffMax <= 0 {
+		c.RetryBackoffMax = time.Second
+	}
+	c.RetryBackoffMax = max(c.RetryBackoffMax, c.RetryBackoff)
 	switch c.AutoOffsetReset {
 	case "":
 		c.AutoOffsetReset = OffsetResetLatest
@@ -173,6 +182,9 @@ type Consumer struct {
 	bufs       *pollBufs         // ReuseRecordBuffers only; guarded by pollMu
 
 	maintMu sync.Mutex
+	// maintFailures counts the maintenance rounds in a row that failed (set by maintain): the
+	// retries back off by it.
+	maintFailures atomic.Int32
 
 	commits     committer
 	autoPending atomic.Bool // an auto-commit is queued or running
@@ -520,8 +532,20 @@ func (c *Consumer) Position(ctx context.Context, tp TopicPartition) (int64, erro
 	}
 }
 
+// retryDelay is the wait before retrying after failures failures in a row (at least one):
+// RetryBackoff doubled per failure after the first, at most RetryBackoffMax, times a jitter of
+// ±20 % so that many consumers of a broker that went away do not come back in step.
+func (cfg *ConsumerConfig) retryDelay(failures int) time.Duration {
+	d := cfg.RetryBackoff
+	for i := 1; i < failures && d < cfg.RetryBackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, cfg.RetryBackoffMax)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
 func (c *Consumer) backoff(ctx context.Context) error {
-	t := time.NewTimer(c.cfg.RetryBackoff)
+	t := time.NewTimer(c.cfg.retryDelay(int(c.maintFailures.Load())))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -589,7 +613,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 func (c *Consumer) wait(ctx context.Context, retry bool) error {
 	var retryC <-chan time.Time
 	if retry {
-		t := time.NewTimer(c.cfg.RetryBackoff)
+		t := time.NewTimer(c.cfg.retryDelay(int(c.maintFailures.Load())))
 		defer t.Stop()
 		retryC = t.C
 	}

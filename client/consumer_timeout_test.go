@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -283,5 +285,56 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// levelCounter counts log records by level.
+type levelCounter struct {
+	warn, debug atomic.Int64
+}
+
+func (h *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levelCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *levelCounter) WithGroup(string) slog.Handler            { return h }
+func (h *levelCounter) Handle(_ context.Context, r slog.Record) error {
+	switch {
+	case r.Level >= slog.LevelWarn:
+		h.warn.Add(1)
+	case r.Level == slog.LevelDebug && strings.Contains(r.Message, "sluice consumer"):
+		h.debug.Add(1)
+	}
+	return nil
+}
+
+// A consumer whose broker went away retries with exponentially longer waits (RetryBackoff
+// doubled per failure, up to RetryBackoffMax) and warns once per kind of failure, not at every
+// retry: with a fixed 100 ms backoff it logged about 30 warnings a second.
+func TestConsumerBacksOffWhileBrokerIsDown(t *testing.T) {
+	f := newConsumerFixture(t)
+	tp := f.topicOfBatches("backoff", 1)
+	var logs levelCounter
+	c := f.consumer(client.ConsumerConfig{Config: client.Config{Logger: slog.New(&logs)}, AutoOffsetReset: client.OffsetResetEarliest,
+		RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: 800 * time.Millisecond}, tp)
+	if recs, err := c.Poll(f.ctx); err != nil || len(recs) == 0 {
+		t.Fatalf("Poll before the broker went away: %d records, %v", len(recs), err)
+	}
+	if err := f.b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The rest of the topic is buffered or fetched; then the broker's absence shows.
+	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		_, _ = c.Poll(ctx)
+	}
+	// With 50 ms doubling to 800 ms (±20 %), 3 s hold about 7 retries of each loop; a fixed
+	// 50 ms backoff would have made 60.
+	attempts := logs.warn.Load() + logs.debug.Load()
+	t.Logf("in 3 s without a broker: %d warnings, %d debug retries", logs.warn.Load(), logs.debug.Load())
+	if w := logs.warn.Load(); w < 1 || w > 6 {
+		t.Errorf("%d warnings while the broker was down, want a few (the first failure of each kind)", w)
+	}
+	if attempts > 30 {
+		t.Errorf("%d failed attempts logged in 3 s: the retries do not back off", attempts)
 	}
 }

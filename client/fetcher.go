@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -74,13 +75,14 @@ type fetcher struct {
 	maxParts int
 
 	// Owned by the fetcher goroutine.
-	conn  *Conn // dedicated to fetches; nil until dialled, or after a failure
-	rot   int
-	sent  []fetchPart
-	index map[TopicPartition]int
-	req   wire.FetchRequest
-	resp  wire.FetchResponse
-	buf   *fetchBuf // the outstanding request's response buffer (ReuseRecordBuffers)
+	failures int   // requests in a row that failed: the retries back off by it
+	conn     *Conn // dedicated to fetches; nil until dialled, or after a failure
+	rot      int
+	sent     []fetchPart
+	index    map[TopicPartition]int
+	req      wire.FetchRequest
+	resp     wire.FetchResponse
+	buf      *fetchBuf // the outstanding request's response buffer (ReuseRecordBuffers)
 }
 
 // ensureFetcherLocked starts the fetcher for broker id if it is not running.
@@ -144,13 +146,25 @@ func (f *fetcher) run() {
 			f.release(false)
 			return
 		case err == nil:
-			if retry := f.handle(); retry && f.sleep() != nil {
+			if retry := f.handle(); !retry {
+				f.failures = 0
+				break
+			}
+			f.failures++ // a partition lost its leader: back off as for a failed request
+			if f.sleep() != nil {
 				return
 			}
 		case errors.Is(err, context.Canceled):
 			f.release(false) // a seek cancelled it: refetch at once
 		default:
-			c.cfg.Logger.Warn("sluice consumer: fetch failed", "broker", f.broker, "err", err)
+			// The first failure of a run is a warning; its repeats, while the broker stays
+			// away, are debug (with RetryBackoff's exponential growth, a few a second at most).
+			level := slog.LevelWarn
+			if f.failures > 0 {
+				level = slog.LevelDebug
+			}
+			f.failures++
+			c.cfg.Logger.Log(c.ctx, level, "sluice consumer: fetch failed", "broker", f.broker, "err", err, "failures_in_a_row", f.failures)
 			f.release(true)
 			c.cl.InvalidateMetadata()
 			c.signal()
@@ -161,8 +175,9 @@ func (f *fetcher) run() {
 	}
 }
 
+// sleep waits before the next request after f.failures failures in a row.
 func (f *fetcher) sleep() error {
-	t := time.NewTimer(f.c.cfg.RetryBackoff)
+	t := time.NewTimer(f.c.cfg.retryDelay(f.failures))
 	defer t.Stop()
 	select {
 	case <-t.C:

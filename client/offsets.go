@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -32,6 +33,15 @@ type posWant struct {
 func (c *Consumer) maintain(ctx context.Context) (retry bool, err error) {
 	c.maintMu.Lock()
 	defer c.maintMu.Unlock()
+	defer func() {
+		switch {
+		case err != nil:
+		case retry:
+			c.maintFailures.Add(1)
+		default:
+			c.maintFailures.Store(0)
+		}
+	}()
 	snapshot := func(pick func(*partState) bool) ([]posWant, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -53,7 +63,13 @@ func (c *Consumer) maintain(ctx context.Context) (retry bool, err error) {
 		if c.ctx.Err() != nil || errors.Is(err, ErrClientClosed) {
 			return ErrConsumerClosed
 		}
-		c.cfg.Logger.Warn("sluice consumer: "+step, "err", err)
+		// The first failure of a run is a warning; its repeats, while the broker stays away,
+		// are debug: a consumer used to log 30 warnings a second.
+		level := slog.LevelWarn
+		if c.maintFailures.Load() > 0 {
+			level = slog.LevelDebug
+		}
+		c.cfg.Logger.Log(ctx, level, "sluice consumer: "+step, "err", err, "failures_in_a_row", c.maintFailures.Load()+1)
 		retry = true
 		return nil
 	}
