@@ -238,22 +238,26 @@ func (b *Broker) effectiveConfigs(t cluster.TopicMeta) map[string]string {
 	for _, def := range cluster.TopicConfigDefs() {
 		out[def.Name] = def.Default
 	}
-	ms := func(d time.Duration) string {
+	// Forever is written as each key spells "never" in Kafka: retention.ms -1 (no limit),
+	// flush.ms and segment.ms Long.MAX_VALUE (their rules refuse -1, so a described value
+	// could not be set again).
+	ms := func(d time.Duration, never string) string {
 		if d == cluster.Forever {
-			return "-1"
+			return never
 		}
 		return strconv.FormatInt(d.Milliseconds(), 10)
 	}
+	const maxLong = "9223372036854775807"
 	d := b.topicDefaults
 	out["segment.bytes"] = strconv.FormatInt(d.SegmentBytes, 10)
-	out["segment.ms"] = ms(d.SegmentTime)
-	out["retention.ms"] = ms(d.Retention)
+	out["segment.ms"] = ms(d.SegmentTime, maxLong)
+	out["retention.ms"] = ms(d.Retention, "-1")
 	out["retention.bytes"] = strconv.FormatInt(d.RetentionBytes, 10)
 	out["max.message.bytes"] = strconv.FormatInt(d.MaxMessageBytes, 10)
 	out["index.interval.bytes"] = strconv.FormatInt(d.IndexIntervalBytes, 10)
 	out["segment.index.bytes"] = strconv.FormatInt(d.SegmentIndexBytes, 10)
 	out["flush.messages"] = strconv.FormatInt(d.FlushMessages, 10)
-	out["flush.ms"] = ms(d.FlushInterval)
+	out["flush.ms"] = ms(d.FlushInterval, maxLong)
 	out["write.caching"] = strconv.FormatBool(d.WriteCaching)
 	for k, v := range t.Configs {
 		out[k] = v

@@ -714,3 +714,37 @@ func TestSegmentIndexBytesHoldsAnEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribedConfigsCanBeSetAgain: every value DescribeConfigs shows for a topic, defaults
+// included, is accepted by AlterConfigs as it is written (flush.ms used to be described as -1,
+// which its own rule refuses).
+func TestDescribedConfigsCanBeSetAgain(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "described", 1)
+	var dc wire.DescribeConfigsResponse
+	call(t, c, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "described"}}}, &dc)
+	entries := dc.Resources[0].Configs
+	if len(entries) < 10 {
+		t.Fatalf("described %d configs", len(entries))
+	}
+	var set []wire.ConfigEntry
+	for _, e := range entries {
+		if e.Value == nil {
+			continue
+		}
+		if e.Name == "flush.ms" && *e.Value != "9223372036854775807" {
+			t.Errorf("flush.ms described as %q, want Kafka's never, 9223372036854775807", *e.Value)
+		}
+		set = append(set, wire.ConfigEntry{Name: e.Name, Value: e.Value})
+	}
+	var ac wire.AlterConfigsResponse
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "described", Configs: set}}}, &ac)
+	if r := ac.Resources[0]; r.ErrorCode != wire.NoError {
+		msg := ""
+		if r.ErrorMessage != nil {
+			msg = *r.ErrorMessage
+		}
+		t.Fatalf("setting the described values again: %v: %s", r.ErrorCode, msg)
+	}
+}
