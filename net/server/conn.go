@@ -514,8 +514,8 @@ func (c *Conn) read(b []byte) (int, error) {
 // the connection has been idle for IdleTimeout.
 func (c *Conn) idleDeadline() (time.Time, bool) {
 	idle := c.srv.cfg.IdleTimeout
-	if idle <= 0 {
-		return time.Time{}, true // no deadline
+	if idle <= 0 || idle > maxIdleTimeout {
+		return time.Time{}, true // no deadline (withDefaults maps a huge one to none too)
 	}
 	now := time.Now()
 	// The writer touches before it decrements outstanding, so reading

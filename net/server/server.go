@@ -121,12 +121,20 @@ const (
 	DefaultSendBufferBytes = 4 << 20
 )
 
+// maxIdleTimeout is the longest idle timeout kept as such; a longer one means never.
+const maxIdleTimeout = 100 * 365 * 24 * time.Hour
+
 func (cfg Config) withDefaults() Config {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = wire.MaxRequestBytes
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.IdleTimeout > maxIdleTimeout {
+		// "Never" spelt as a huge duration (connections.max.idle.ms=-1 becomes the largest
+		// Duration): the idle arithmetic would overflow into the past and close connections.
+		cfg.IdleTimeout = -1
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight

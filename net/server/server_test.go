@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -473,4 +474,19 @@ func TestBothListeners(t *testing.T) {
 		t.Fatalf("socket file after Close: %v", err)
 	}
 	checkNoServerGoroutines(t)
+}
+
+// An idle timeout too large to add to a time (math.MaxInt64, how the broker spells
+// connections.max.idle.ms=-1) means no timeout; the idle arithmetic used to overflow into the
+// past, which would have closed every connection at its first idle check.
+func TestIdleTimeoutForever(t *testing.T) {
+	cfg := Config{IdleTimeout: time.Duration(math.MaxInt64)}.withDefaults()
+	if cfg.IdleTimeout >= 0 {
+		t.Fatalf("IdleTimeout %v after withDefaults, want negative (none)", cfg.IdleTimeout)
+	}
+	c := &Conn{srv: &Server{cfg: Config{IdleTimeout: time.Duration(math.MaxInt64)}, epoch: time.Now()}}
+	c.touch()
+	if _, ok := c.idleDeadline(); !ok {
+		t.Fatal("a connection just used counts as idle under a huge timeout")
+	}
 }
