@@ -114,3 +114,36 @@ func TestTooLongFieldIsAnError(t *testing.T) {
 		admin.Close()
 	}
 }
+
+// A topic name the broker refuses fails a producer's Send and a consumer's Assign at once: the
+// producer used to wait max.block.ms (60 s by default) for a topic that can never exist, and
+// the consumer looked it up forever.
+func TestInvalidTopicNameFailsAtOnce(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, MaxBlock: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, name := range []string{"bad/name", "", "..", strings.Repeat("t", 250), strings.Repeat("t", 40000)} {
+		start := time.Now()
+		_, err := p.SendSync(ctx, &client.Record{Topic: name, Value: []byte("x")})
+		if !errors.Is(err, wire.ErrInvalidTopicException) || time.Since(start) > 5*time.Second {
+			t.Errorf("Send to %.20q: %v after %v, want INVALID_TOPIC_EXCEPTION at once", name, err, time.Since(start))
+		}
+		if err := c.Assign([]client.TopicPartition{{Topic: name}}); !errors.Is(err, wire.ErrInvalidTopicException) {
+			t.Errorf("Assign %.20q: %v, want INVALID_TOPIC_EXCEPTION", name, err)
+		}
+	}
+	// A legal name of the longest length is fine (it does not exist: Send waits for it).
+	if err := c.Assign([]client.TopicPartition{{Topic: strings.Repeat("t", 249)}}); err != nil {
+		t.Errorf("Assign of a 249-character name: %v", err)
+	}
+}

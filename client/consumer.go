@@ -298,8 +298,15 @@ func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPart
 // Assign replaces the set of partitions the consumer reads. Partitions that stay assigned keep
 // their positions; new ones start from the group's committed offset (with a GroupID) or
 // AutoOffsetReset, resolved by the next Poll or Position. With auto-commit, the positions of
-// the old assignment are committed (asynchronously) first, as Kafka does.
+// the old assignment are committed (asynchronously) first, as Kafka does. A topic name the
+// broker would refuse (wire.CheckTopicName) is an error wrapping wire.ErrInvalidTopicException.
 func (c *Consumer) Assign(tps []TopicPartition) error {
+	for _, tp := range tps {
+		if err := wire.CheckTopicName(tp.Topic); err != nil {
+			// No such topic can ever exist: refuse it rather than look it up forever.
+			return fmt.Errorf("client: assign %.300q: %w: %w", tp.Topic, wire.ErrInvalidTopicException, err)
+		}
+	}
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()

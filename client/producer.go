@@ -498,6 +498,10 @@ func recordBound(r *Record) int {
 // addTopic waits (up to max.block.ms) for the topic to appear in the metadata and adds its
 // accumulator state.
 func (p *Producer) addTopic(ctx context.Context, name string, budget *blockBudget) (*accTopic, error) {
+	if err := wire.CheckTopicName(name); err != nil {
+		// No such topic can ever appear: fail now, not after max.block.ms.
+		return nil, fmt.Errorf("client: topic %.300q: %w: %w", name, wire.ErrInvalidTopicException, err)
+	}
 	deadline := budget.until(p)
 	var last error
 	for {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/sluicemq/sluice/net/wire"
 	"hash/fnv"
 	"maps"
 	"math"
@@ -12,8 +13,7 @@ import (
 // Limits on what a command may ask for. They bound allocation in Apply, so a
 // bad request cannot make every controller allocate without limit.
 const (
-	maxTopicNameLen = 249     // Kafka's limit (the name must fit a file name with a partition suffix)
-	maxPartitions   = 100_000 // per topic; far above any sensible topic
+	maxPartitions = 100_000 // per topic; far above any sensible topic
 )
 
 // IsInternalTopicName reports whether name is reserved for topics the broker
@@ -23,19 +23,8 @@ func IsInternalTopicName(name string) bool { return strings.HasPrefix(name, "__"
 // ValidateTopicName applies Kafka's rules: 1 to 249 characters from
 // [a-zA-Z0-9._-], and neither "." nor "..". Errors wrap ErrInvalidTopic.
 func ValidateTopicName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty name", ErrInvalidTopic)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
-	case len(name) > maxTopicNameLen:
-		return fmt.Errorf("%w: name is %d characters, more than %d", ErrInvalidTopic, len(name), maxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q contains %q; only [a-zA-Z0-9._-] are allowed", ErrInvalidTopic, name, c)
-		}
+	if err := wire.CheckTopicName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTopic, err)
 	}
 	return nil
 }
