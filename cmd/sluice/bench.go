@@ -240,6 +240,22 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("--partitions %d: want at least 1", o.partitions)
 	case given("rate-of-max") && !(o.rateOfMax > 0 && o.rateOfMax <= 1): // NaN too
 		return fmt.Errorf("--rate-of-max %v: want a fraction of the maximum in (0, 1]", o.rateOfMax)
+	case given("probe") && !given("rate-of-max"):
+		return errors.New("--probe needs --rate-of-max (it is how long each probe of the maximum lasts)")
+	case given("probe") && o.probe <= 0:
+		return fmt.Errorf("--probe %v: must be positive", o.probe)
+	case has("batch-size") && o.batchSize < 1:
+		return fmt.Errorf("--batch-size %d: want at least 1 byte", o.batchSize)
+	case has("linger-ms") && o.lingerMs < 0:
+		return fmt.Errorf("--linger-ms %d: cannot be negative", o.lingerMs)
+	case has("idle-timeout") && o.idleTimeout <= 0:
+		return fmt.Errorf("--idle-timeout %v: must be positive", o.idleTimeout)
+	case given("data-dir") && has("embedded") && !o.embedded && !o.limits:
+		return errors.New("--data-dir needs --embedded or --limits (it is where the embedded broker's data goes, and where the disk probes write)")
+	case given("transport") && has("driver") && o.driver != "sluice":
+		return fmt.Errorf("--transport applies to the sluice driver only; %s has its own", o.driver)
+	case given("workload") && anyGiven(given, "records", "duration", "record-size", "producers", "partitions", "rate", "rate-of-max", "mode"):
+		return errors.New("--workload sets the run: the run flags (--records, --duration, --record-size, --producers, --partitions, --rate, --rate-of-max, --mode) cannot be given with it")
 	}
 	// Only Sluice producers over the unix socket use shared memory. compare (no --transport)
 	// runs Sluice over both, so there it applies to the unix run.
@@ -247,6 +263,16 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("--shared-memory=false: only Sluice producers over the unix socket use shared memory, and this run's transport is %s", o.clientTransport())
 	}
 	return nil
+}
+
+// anyGiven reports whether any of the named flags was given on the command line.
+func anyGiven(given func(string) bool, names ...string) bool {
+	for _, n := range names {
+		if given(n) {
+			return true
+		}
+	}
+	return false
 }
 
 func peerNames() []string {

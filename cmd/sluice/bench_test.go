@@ -456,6 +456,15 @@ func TestBenchFlagChecks(t *testing.T) {
 		{[]string{"limits", "--probe-duration", "0s"}, "--probe-duration"},
 		{[]string{"limits", "--max-bytes", "-5"}, "--max-bytes"},
 		{[]string{"limits", "--file-size", "0"}, "--file-size"},
+		{[]string{"produce", "--embedded", "--probe", "1s"}, "--probe"},
+		{[]string{"e2e", "--embedded", "--rate-of-max", "0.5", "--probe", "0s"}, "--probe"},
+		{[]string{"produce", "--embedded", "--batch-size", "0"}, "--batch-size"},
+		{[]string{"produce", "--embedded", "--linger-ms", "-1"}, "--linger-ms"},
+		{[]string{"consume", "--embedded", "--idle-timeout", "0s"}, "--idle-timeout"},
+		{[]string{"produce", "--broker", "127.0.0.1:1", "--data-dir", "/tmp"}, "--data-dir"},
+		{[]string{"produce", "--embedded", "--driver", "kfake", "--transport", "unix"}, "--transport"},
+		{[]string{"compare", "--workload", "w.yaml", "--records", "10"}, "--workload"},
+		{[]string{"compare", "--workload", "w.yaml", "--mode", "consume"}, "--workload"},
 
 		{[]string{"produce", "--embedded", "--transport", "unix", "--records", "10", "--shared-memory=false"}, ""},
 		{[]string{"produce", "--broker", "unix:///tmp/s.sock", "--shared-memory=false"}, ""},
@@ -464,6 +473,9 @@ func TestBenchFlagChecks(t *testing.T) {
 		{[]string{"e2e", "--embedded", "--transport", "unix", "--rate-of-max", "1", "--limits", "--limits-duration", "20ms"}, ""},
 		{[]string{"run", "w.yaml", "--embedded", "--transport", "unix"}, ""},
 		{[]string{"limits", "--probe-duration", "20ms", "--max-bytes", "8388608", "--file-size", "1048576"}, ""},
+		{[]string{"produce", "--broker", "127.0.0.1:1", "--limits", "--data-dir", "/tmp"}, ""},
+		{[]string{"e2e", "--embedded", "--rate-of-max", "0.5", "--probe", "500ms", "--linger-ms", "0"}, ""},
+		{[]string{"compare", "--workload", "w.yaml", "--runs", "3"}, ""},
 	} {
 		err := checkBenchFlags(t, c.args...)
 		switch {
