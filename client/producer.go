@@ -282,6 +282,7 @@ type Producer struct {
 
 	// Counters for Stats, raised by the senders as they write requests.
 	sentRequests, sentBatches, sentBytes, sentShared atomic.Int64
+	splits                                           atomic.Int64 // batches split after MESSAGE_TOO_LARGE
 
 	// Flush waiters sleep on flushCh, which completions close (and replace) while
 	// flushWaiters > 0.
@@ -381,11 +382,15 @@ type ProducerStats struct {
 	// SharedRequests counts the Requests that pointed to their batches (some or all) in the
 	// producer's shared-memory region (Config.SharedMemoryBytes) instead of carrying them.
 	SharedRequests int64
+	// Splits counts batches of several records split in two after the broker refused them as
+	// too large (MESSAGE_TOO_LARGE: the topic's max.message.bytes is below batch.size).
+	Splits int64
 }
 
 // Stats returns the producer's counters.
 func (p *Producer) Stats() ProducerStats {
-	return ProducerStats{Requests: p.sentRequests.Load(), Batches: p.sentBatches.Load(), Bytes: p.sentBytes.Load(), SharedRequests: p.sentShared.Load()}
+	return ProducerStats{Requests: p.sentRequests.Load(), Batches: p.sentBatches.Load(), Bytes: p.sentBytes.Load(), SharedRequests: p.sentShared.Load(),
+		Splits: p.splits.Load()}
 }
 
 // Send hands r to the producer and returns once it is in a batch; cb (which may be nil) is

@@ -1077,23 +1077,68 @@ func TestProducerBacklogLargerThanSegment(t *testing.T) {
 	prodCheckStored(t, out, addr, topic, 1, n, value)
 }
 
-// A batch of many small records that is over the topic's max.message.bytes on its own (batch.size
-// above it) fails its records with MESSAGE_TOO_LARGE, and the error says which setting to lower:
-// Kafka's producer would split the batch, this one does not yet.
-func TestProducerBatchOverMaxMessageBytesSaysLowerBatchSize(t *testing.T) {
-	const topic, n = "bigbatch", 60
-	value := func(i int) string { return fmt.Sprintf("%-100d", i) }
-	out := newProdOutcomes()
-	prodBacklog(t, topic, 1, map[string]string{"max.message.bytes": "2048"}, client.ProducerConfig{
-		Acks: client.AcksLeader, Linger: time.Millisecond, BatchSize: 8192,
-	}, func(p *client.Producer) {
-		for i := range n {
-			p.Send(context.Background(), &client.Record{Topic: topic, Value: []byte(value(i))}, out.cb(i))
-		}
-	})
-	out.wait(t, 10*time.Second)
-	err := out.errs[0]
-	if !errors.Is(err, wire.ErrMessageTooLarge) || !strings.Contains(err.Error(), "lower batch.size") {
-		t.Fatalf("record 0 of a batch over max.message.bytes: %v, want MESSAGE_TOO_LARGE saying to lower batch.size", err)
+// A batch of many small records that is over the topic's max.message.bytes on its own
+// (batch.size above it) is split in two and sent again, as Kafka's producer does, until each
+// part fits: every record is stored once and acknowledged at its offset, in order with one
+// request in flight. Its records used to fail with MESSAGE_TOO_LARGE. A single record over the
+// limit still fails (TestProducerBacklogBatchTooLargeFailsAlone).
+func TestProducerSplitsBatchOverMaxMessageBytes(t *testing.T) {
+	for _, tc := range []struct {
+		codec batch.Codec
+		unix  bool // the batches then go in the producer's shared-memory region
+	}{{batch.None, false}, {batch.LZ4, false}, {batch.None, true}, {batch.Zstd, true}} {
+		codec := tc.codec
+		name := codec.String() + map[bool]string{false: "/tcp", true: "/unix"}[tc.unix]
+		t.Run(name, func(t *testing.T) {
+			const n = 300
+			topic := "split-" + strings.ReplaceAll(name, "/", "-")
+			// About 100 bytes that compress to no less than half.
+			value := func(i int) string {
+				return fmt.Sprintf("%d:%016x%016x%016x%016x%016x", i, uint64(i)*0x9e3779b97f4a7c15, uint64(i)*0xbf58476d1ce4e5b9,
+					uint64(i)*0x94d049bb133111eb, uint64(i+1)*0x9e3779b97f4a7c15, uint64(i+1)*0xbf58476d1ce4e5b9)
+			}
+			b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+			addr := b.Addr().String()
+			ctx := prodCtx(t, 20*time.Second)
+			a, err := client.NewAdmin(ctx, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 700 bytes fit a handful of these records, compressed or not, so a 16 KiB batch
+			// splits several times.
+			if err := a.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 1, Configs: map[string]string{"max.message.bytes": "700"}}); err != nil {
+				t.Fatal(err)
+			}
+			a.Close()
+			brokerAddr := addr
+			if tc.unix {
+				brokerAddr = "unix://" + b.UnixAddr().String()
+			}
+			p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{brokerAddr}},
+				Acks: client.AcksLeader, Linger: 50 * time.Millisecond, BatchSize: 16 << 10, Compression: codec, MaxInFlight: 1})
+			out := newProdOutcomes()
+			for i := range n {
+				p.Send(ctx, &client.Record{Topic: topic, Value: []byte(value(i))}, out.cb(i))
+			}
+			// Flush waits for every half: once it returns, every callback has run.
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			out.mu.Lock()
+			done := len(out.md)
+			out.mu.Unlock()
+			if done != n {
+				t.Fatalf("Flush returned with %d of %d records completed", done, n)
+			}
+			prodCheckStored(t, out, addr, topic, 1, n, value)
+			for i := 1; i < n; i++ {
+				if out.md[i].Offset != out.md[i-1].Offset+1 {
+					t.Fatalf("record %d at offset %d after record %d at %d: out of order", i, out.md[i].Offset, i-1, out.md[i-1].Offset)
+				}
+			}
+			if st := p.Stats(); st.Splits == 0 || (tc.unix && st.SharedRequests == 0) {
+				t.Fatalf("no batch was split, or none went through shared memory: %+v", st)
+			}
+		})
 	}
 }

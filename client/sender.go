@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/batch"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -532,18 +534,16 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			// corrupt fails the others too. Each goes again on its own, at once and without
 			// counting an attempt, to get its own verdict.
 			p.requeueAlone(b)
+		case res.ErrorCode == wire.ErrMessageTooLarge && b.built.NumRecords() > 1 && p.splitAndRequeue(b):
+			// Too large on its own, with several records (the topic's max.message.bytes is
+			// below what batch.size let it grow to): split in two and sent again, as Kafka's
+			// producer does.
 		default:
 			var err error
 			if res.ErrorMessage != nil && *res.ErrorMessage != "" {
 				err = fmt.Errorf("produce %s-%d: %w: %s", b.part.topic.name, b.part.partition, res.ErrorCode, *res.ErrorMessage)
 			} else {
 				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
-			}
-			if res.ErrorCode == wire.ErrMessageTooLarge && b.built.NumRecords() > 1 {
-				// Kafka's producer would split the batch and send the halves; this one does
-				// not yet, so say what to change.
-				err = fmt.Errorf("%w (a batch of %d records, %d bytes: the topic's max.message.bytes is below what batch.size %d lets a batch grow to; lower batch.size)",
-					err, b.built.NumRecords(), len(b.built), p.cfg.BatchSize)
 			}
 			p.retryOrFail(b, err, now)
 		}
@@ -598,6 +598,62 @@ func staleMetadata(err error) bool {
 	}
 	return code == wire.ErrNotLeaderOrFollower || code == wire.ErrUnknownTopicOrPartition ||
 		code == wire.ErrLeaderNotAvailable || code == wire.ErrFencedLeaderEpoch || code == wire.ErrUnknownLeaderEpoch
+}
+
+// splitAndRequeue replaces an in-flight batch of several records that the broker refused as
+// too large by two batches of half its records each, sent again at once, alone, without
+// counting an attempt; a half still too large is split again, and a single record too large
+// fails. The halves keep the batch's creation time (delivery.timeout.ms), its callbacks and its
+// place in the partition's order, and share its memory reservation and its seq (so that Flush
+// waits for both). It reports false, changing nothing, if the records cannot be read back
+// (a batch the broker calls too large was built here, so that would be a bug).
+func (p *Producer) splitAndRequeue(b *accBatch) bool {
+	ap := b.part
+	n := int(b.built.NumRecords())
+	var recs []batch.Record
+	it := b.built.Iter(batch.IterOptions{MaxDecompressed: math.MaxInt32})
+	var r batch.Record
+	for it.Next(&r) {
+		recs = append(recs, r) // the values alias the batch (or its decompressed copy)
+	}
+	if it.Err() != nil || len(recs) != n {
+		return false
+	}
+	cut := (n + 1) / 2
+	halves := [2]*accBatch{
+		p.newBatch(ap, b.reserved/2),
+		p.newBatch(ap, b.reserved-b.reserved/2),
+	}
+	for i := range recs {
+		h := halves[0]
+		if i >= cut {
+			h = halves[1]
+		}
+		var cb func(RecordMetadata, error)
+		ts := time.UnixMilli(recs[i].Timestamp)
+		if k := i - b.recsFrom; k >= 0 && k < len(b.recs) {
+			cb, ts = b.recs[k].cb, b.recs[k].ts
+		}
+		h.append(&recs[i], ts, cb)
+	}
+	for _, h := range halves {
+		h.part, h.seq, h.created, h.attempts, h.lastErr, h.alone = ap, b.seq, b.created, b.attempts, b.lastErr, true
+	}
+	p.splits.Add(1)
+	ap.mu.Lock()
+	ap.mu.inflight--
+	// Both halves count until they complete: one more entry for b's seq, next to its own
+	// (the list is in seq order).
+	i, _ := slices.BinarySearch(ap.mu.incomplete, b.seq)
+	ap.mu.incomplete = slices.Insert(ap.mu.incomplete, i, b.seq)
+	ap.requeueLocked(halves[0])
+	ap.requeueLocked(halves[1]) // same seq: lands right after the first half
+	owner := ap.owner.Load()
+	ap.mu.Unlock()
+	b.reserved = 0 // now the halves'
+	p.recycleBatch(b)
+	owner.signal()
+	return true
 }
 
 // requeueAlone puts an in-flight batch back at once, to be sent as its partition's only batch
