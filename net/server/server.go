@@ -243,7 +243,7 @@ func New(cfg Config, h Handler) (*Server, error) {
 	if cfg.TCPAddr != "" {
 		ln, err := cfg.Listen("tcp", cfg.TCPAddr)
 		if err != nil {
-			return nil, fmt.Errorf("server: listen tcp %s: %w", cfg.TCPAddr, err)
+			return nil, fmt.Errorf("server: %w", err) // net.OpError names the address
 		}
 		s.tcp = ln
 	}
@@ -295,7 +295,7 @@ func listenUnix(listen func(network, addr string) (net.Listener, error), path st
 	}
 	ln, err := listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("server: listen unix %s: %w", path, err)
+		return nil, fmt.Errorf("server: %w", err) // net.OpError names the path
 	}
 	return ln, nil
 }
