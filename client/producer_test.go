@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1118,7 +1119,10 @@ func TestProducerSplitsBatchOverMaxMessageBytes(t *testing.T) {
 				Acks: client.AcksLeader, Linger: 50 * time.Millisecond, BatchSize: 16 << 10, Compression: codec, MaxInFlight: 1})
 			out := newProdOutcomes()
 			for i := range n {
-				p.Send(ctx, &client.Record{Topic: topic, Value: []byte(value(i))}, out.cb(i))
+				// A key and headers of its own, which the split must carry over: the decoder
+				// reuses one header array from record to record.
+				p.Send(ctx, &client.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: []byte(value(i)),
+					Headers: []client.Header{{Key: "i", Value: []byte(strconv.Itoa(i))}, {Key: "odd", Value: []byte(strconv.FormatBool(i%2 == 1))}}}, out.cb(i))
 			}
 			// Flush waits for every half: once it returns, every callback has run.
 			if err := p.Flush(ctx); err != nil {
@@ -1131,6 +1135,14 @@ func TestProducerSplitsBatchOverMaxMessageBytes(t *testing.T) {
 				t.Fatalf("Flush returned with %d of %d records completed", done, n)
 			}
 			prodCheckStored(t, out, addr, topic, 1, n, value)
+			stored := prodRecords(prodFetch(t, addr, topic, 0, n))
+			for i := range n {
+				r := stored[out.md[i].Offset]
+				if string(r.Key) != strconv.Itoa(i) || len(r.Headers) != 2 || string(r.Headers[0].Value) != strconv.Itoa(i) ||
+					string(r.Headers[1].Value) != strconv.FormatBool(i%2 == 1) {
+					t.Fatalf("record %d stored with key %q and headers %q", i, r.Key, r.Headers)
+				}
+			}
 			for i := 1; i < n; i++ {
 				if out.md[i].Offset != out.md[i-1].Offset+1 {
 					t.Fatalf("record %d at offset %d after record %d at %d: out of order", i, out.md[i].Offset, i-1, out.md[i-1].Offset)

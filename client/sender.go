@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicemq/sluice/batch"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -610,31 +610,34 @@ func staleMetadata(err error) bool {
 func (p *Producer) splitAndRequeue(b *accBatch) bool {
 	ap := b.part
 	n := int(b.built.NumRecords())
-	var recs []batch.Record
-	it := b.built.Iter(batch.IterOptions{MaxDecompressed: math.MaxInt32})
-	var r batch.Record
-	for it.Next(&r) {
-		recs = append(recs, r) // the values alias the batch (or its decompressed copy)
-	}
-	if it.Err() != nil || len(recs) != n {
-		return false
-	}
 	cut := (n + 1) / 2
 	halves := [2]*accBatch{
 		p.newBatch(ap, b.reserved/2),
 		p.newBatch(ap, b.reserved-b.reserved/2),
 	}
-	for i := range recs {
+	// Each record goes into its half as it is decoded: Append copies it, and the iterator
+	// reuses the record's header array from one record to the next.
+	it := b.built.Iter(batch.IterOptions{MaxDecompressed: math.MaxInt32})
+	var r batch.Record
+	i := 0
+	for ; it.Next(&r); i++ {
 		h := halves[0]
 		if i >= cut {
 			h = halves[1]
 		}
 		var cb func(RecordMetadata, error)
-		ts := time.UnixMilli(recs[i].Timestamp)
+		ts := time.UnixMilli(r.Timestamp)
 		if k := i - b.recsFrom; k >= 0 && k < len(b.recs) {
 			cb, ts = b.recs[k].cb, b.recs[k].ts
 		}
-		h.append(&recs[i], ts, cb)
+		h.append(&r, ts, cb)
+	}
+	if it.Err() != nil || i != n {
+		for _, h := range halves {
+			h.reserved = 0 // b keeps its reservation
+			p.discardBatch(h)
+		}
+		return false
 	}
 	for _, h := range halves {
 		h.part, h.seq, h.created, h.attempts, h.lastErr, h.alone = ap, b.seq, b.created, b.attempts, b.lastErr, true
@@ -644,8 +647,8 @@ func (p *Producer) splitAndRequeue(b *accBatch) bool {
 	ap.mu.inflight--
 	// Both halves count until they complete: one more entry for b's seq, next to its own
 	// (the list is in seq order).
-	i, _ := slices.BinarySearch(ap.mu.incomplete, b.seq)
-	ap.mu.incomplete = slices.Insert(ap.mu.incomplete, i, b.seq)
+	at, _ := slices.BinarySearch(ap.mu.incomplete, b.seq)
+	ap.mu.incomplete = slices.Insert(ap.mu.incomplete, at, b.seq)
 	ap.requeueLocked(halves[0])
 	ap.requeueLocked(halves[1]) // same seq: lands right after the first half
 	owner := ap.owner.Load()
