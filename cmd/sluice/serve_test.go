@@ -1,32 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A signal while the broker is still opening (minutes with many partitions) is not lost: the
 // broker shuts down cleanly once open, and a second signal exits at once.
@@ -44,7 +24,7 @@ func TestServeSignalDuringStartup(t *testing.T) {
 			t.Cleanup(func() { openBroker, exitNow = broker.Open, nil })
 
 			cmd := rootCmd()
-			var logs syncBuffer
+			var logs lockedBuffer
 			cmd.SetErr(&logs)
 			cmd.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--unix", "-", "--log-level", "warn"})
 			done := make(chan error, 1)
