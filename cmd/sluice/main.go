@@ -47,7 +47,10 @@ func requireSubcommands(cmd *cobra.Command) {
 	if cmd.SuggestionsMinimumDistance <= 0 {
 		cmd.SuggestionsMinimumDistance = 2 // as cobra's own check at the root: "craete" finds "create"
 	}
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 && args[0] == "help" {
+			return cmd.Help() // `sluice topic help`, as `sluice help topic`
+		}
 		// Nothing was done: the usage (the subcommands there are) goes with the error to
 		// stderr, and the exit status is non-zero, as for an unknown subcommand.
 		fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
@@ -58,7 +61,7 @@ func requireSubcommands(cmd *cobra.Command) {
 // unknownSubcommand refuses arguments to a command that only groups subcommands: Find leaves
 // the first word that names none of them as an argument.
 func unknownSubcommand(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
+	if len(args) == 0 || len(args) == 1 && args[0] == "help" {
 		return nil
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())

@@ -305,6 +305,8 @@ func TestGroupCommandsNeedASubcommand(t *testing.T) {
 		{[]string{}, `missing subcommand for "sluice"`},
 		{[]string{"topic", "--help"}, ""},
 		{[]string{"help", "bench"}, ""},
+		{[]string{"topic", "help"}, ""},
+		{[]string{"topic", "help", "x"}, `unknown command "help" for "sluice topic"`},
 		{[]string{"--help"}, ""},
 	} {
 		root := rootCmd()
