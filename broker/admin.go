@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
+	"golang.org/x/sys/unix"
 )
 
 func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
@@ -81,6 +82,18 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 	if spec.ReplicationFactor < 0 && len(spec.Assignment) == 0 {
 		spec.ReplicationFactor = int16(b.cfg.DefaultReplication)
 	}
+	local := int(spec.NumPartitions) // a broker holds at most one replica of a partition
+	if len(spec.Assignment) > 0 {
+		local = 0
+		for _, replicas := range spec.Assignment {
+			if containsID(replicas, b.cfg.NodeID) {
+				local++
+			}
+		}
+	}
+	if err := b.checkOpenFiles(local); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	t, err := b.ctrl.CreateTopic(ctx, spec)
@@ -88,6 +101,46 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 		return err
 	}
 	return b.awaitHosted(ctx, t)
+}
+
+// Each partition holds three files open (log, offset index, time index), and connections,
+// raft and the offsets topic need some more.
+const (
+	filesPerPartition = 3
+	openFileReserve   = 1024
+)
+
+// checkOpenFiles refuses n more partitions on this broker if, with those it hosts, they would
+// need more open files than the process may have: their logs could not be opened, and the
+// data directory could not start again until the limit was raised.
+func (b *Broker) checkOpenFiles(n int) error {
+	limit := b.cfg.openFileLimit
+	if limit == 0 {
+		limit = openFileLimit()
+	}
+	if limit == 0 || n <= 0 {
+		return nil
+	}
+	b.mu.RLock()
+	hosted := len(b.mu.partitions)
+	b.mu.RUnlock()
+	need := uint64(filesPerPartition*(hosted+n) + openFileReserve)
+	if need <= limit {
+		return nil
+	}
+	return fmt.Errorf("%w: %d more partitions would make %d on this broker, about %d open files (%d each and %d for connections); "+
+		"the limit is %d: raise it (ulimit -n, systemd LimitNOFILE) or use fewer partitions",
+		ErrOpenFileLimit, n, hosted+n, need, filesPerPartition, openFileReserve, limit)
+}
+
+// openFileLimit is the process's RLIMIT_NOFILE (the soft limit, which the Go runtime raises to
+// the hard one at start), or 0 if it cannot be read.
+func openFileLimit() uint64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	return uint64(rl.Cur)
 }
 
 // awaitHosted applies the metadata now (the reconciler would, a moment later) and checks that

@@ -60,6 +60,9 @@ type Config struct {
 	// logFS does the partition logs' file operations; nil means the operating system. Tests
 	// set it to inject slow or failing disks.
 	logFS vfs.FS
+	// openFileLimit is how many files the process may have open; 0 means RLIMIT_NOFILE's.
+	// Tests set a small number.
+	openFileLimit uint64
 }
 
 // DefaultConfig returns the defaults: a single node with data in ./data, TCP on

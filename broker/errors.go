@@ -16,7 +16,10 @@ var (
 	ErrMessageTooLarge  = errors.New("broker: batch larger than max.message.bytes")
 	ErrInvalidAcks      = errors.New("broker: acks must be 0, 1 or -1")
 	ErrClosed           = errors.New("broker: closed")
-	errCorrupt          = segment.ErrCorrupt
+	// ErrOpenFileLimit refuses a topic whose partitions would need more open files than the
+	// process may have: the broker would fail to open them, then to start again.
+	ErrOpenFileLimit = errors.New("broker: not enough open files allowed for the partitions")
+	errCorrupt       = segment.ErrCorrupt
 )
 
 // appendInfo is what an append reports.
@@ -48,6 +51,8 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrInvalidTopicException
 	case errors.Is(err, cluster.ErrInvalidPartitions):
 		return wire.ErrInvalidPartitions
+	case errors.Is(err, ErrOpenFileLimit):
+		return wire.ErrPolicyViolation
 	case errors.Is(err, cluster.ErrInvalidReplicationFactor):
 		return wire.ErrInvalidReplicationFactor
 	case errors.Is(err, cluster.ErrInvalidReplicaAssignment):
