@@ -103,8 +103,8 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 	return b.awaitHosted(ctx, t)
 }
 
-// Each partition holds three files open (log, offset index, time index), and connections,
-// raft and the offsets topic need some more.
+// Each partition holds three files open (log, offset index, time index), and connections and
+// raft need some more: a quarter of the limit, at most openFileReserve.
 const (
 	filesPerPartition = 3
 	openFileReserve   = 1024
@@ -124,13 +124,14 @@ func (b *Broker) checkOpenFiles(n int) error {
 	b.mu.RLock()
 	hosted := len(b.mu.partitions)
 	b.mu.RUnlock()
-	need := uint64(filesPerPartition*(hosted+n) + openFileReserve)
+	reserve := min(uint64(openFileReserve), limit/4)
+	need := uint64(filesPerPartition*(hosted+n)) + reserve
 	if need <= limit {
 		return nil
 	}
 	return fmt.Errorf("%w: %d more partitions would make %d on this broker, about %d open files (%d each and %d for connections); "+
 		"the limit is %d: raise it (ulimit -n, systemd LimitNOFILE) or use fewer partitions",
-		ErrOpenFileLimit, n, hosted+n, need, filesPerPartition, openFileReserve, limit)
+		ErrOpenFileLimit, n, hosted+n, need, filesPerPartition, reserve, limit)
 }
 
 // openFileLimit is the process's RLIMIT_NOFILE (the soft limit, which the Go runtime raises to
