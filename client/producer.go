@@ -235,6 +235,11 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	if int64(c.BatchSize) > c.BufferMemory {
 		return c, fmt.Errorf("%w: batch.size %d exceeds buffer.memory %d", ErrProducerConfig, c.BatchSize, c.BufferMemory)
 	}
+	if c.Linger >= c.DeliveryTimeout {
+		// A batch would wait out its whole delivery time before it could go: every record
+		// would fail unsent. (Kafka also wants room for request.timeout.ms on top.)
+		return c, fmt.Errorf("%w: linger.ms %v must be less than delivery.timeout.ms %v", ErrProducerConfig, c.Linger, c.DeliveryTimeout)
+	}
 	return c, nil
 }
 
@@ -417,6 +422,13 @@ type sendResult struct {
 func (p *Producer) SendSync(ctx context.Context, r *Record) (RecordMetadata, error) {
 	ch := make(chan sendResult, 1)
 	p.Send(ctx, r, func(md RecordMetadata, err error) { ch <- sendResult{md, err} })
+	// A Send that failed has run the callback before returning, often because ctx ended: its
+	// error (unknown topic, buffer full) says more than ctx's, and a select would pick either.
+	select {
+	case res := <-ch:
+		return res.md, res.err
+	default:
+	}
 	select {
 	case res := <-ch:
 		return res.md, res.err

@@ -581,6 +581,11 @@ func TestProducerUnknownTopicAndBadRecords(t *testing.T) {
 	if _, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}, Acks: 7}); !errors.Is(err, client.ErrProducerConfig) {
 		t.Fatalf("acks 7: %v", err)
 	}
+	// A linger as long as the delivery timeout would fail every record unsent.
+	if _, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}},
+		Linger: 2 * time.Second, DeliveryTimeout: time.Second}); !errors.Is(err, client.ErrProducerConfig) {
+		t.Fatalf("linger 2 s, delivery timeout 1 s: %v", err)
+	}
 	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1}); err != nil {
 		t.Fatal(err) // starts the broker's sender and receiver
 	}
@@ -1152,5 +1157,21 @@ func TestProducerSplitsBatchOverMaxMessageBytes(t *testing.T) {
 				t.Fatalf("no batch was split, or none went through shared memory: %+v", st)
 			}
 		})
+	}
+}
+
+// SendSync returns the error Send reported, not ctx's bare one: a Send that ended because ctx
+// did has run the callback before SendSync waits, and a select between the two picked either
+// (9 of 20 calls lost the cause).
+func TestSendSyncKeepsSendsError(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}})
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_, err := p.SendSync(ctx, &client.Record{Topic: "missing", Value: []byte("x")})
+		cancel()
+		if !errors.Is(err, client.ErrUnknownTopic) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d: %v, want the unknown topic and the deadline", i, err)
+		}
 	}
 }
