@@ -552,7 +552,12 @@ func (cfg *ConsumerConfig) retryDelay(failures int) time.Duration {
 }
 
 func (c *Consumer) backoff(ctx context.Context) error {
-	t := time.NewTimer(c.cfg.retryDelay(int(c.maintFailures.Load())))
+	return c.backoffFor(ctx, int(c.maintFailures.Load()))
+}
+
+// backoffFor waits retryDelay(failures), or until ctx or the consumer ends.
+func (c *Consumer) backoffFor(ctx context.Context, failures int) error {
+	t := time.NewTimer(c.cfg.retryDelay(failures))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -849,10 +854,15 @@ func (c *Consumer) appendHeaders(src []batch.Header) []Header {
 	return hs[start:len(hs):len(hs)]
 }
 
+// defaultCloseTimeout bounds Close when its context has no deadline.
+var defaultCloseTimeout = 30 * time.Second // a variable for tests
+
 // Close commits the positions of what Poll returned (with auto-commit enabled, as Kafka's
 // close does), waits for pending asynchronous commits, stops every goroutine and closes the
-// connections. ctx bounds the final commit; the goroutines are stopped and waited for whatever
-// happens. Close is idempotent; later calls return the first call's result.
+// connections. ctx bounds the final commit, and a ctx without a deadline gets 30 s (Kafka's
+// close timeout): a commit that cannot succeed (the broker is gone) is retried until then and
+// reported. The goroutines are stopped and waited for whatever happens. Close is idempotent;
+// later calls return the first call's result.
 func (c *Consumer) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() { c.closeErr = c.shutdown(ctx, true) })
 	return c.closeErr
@@ -861,6 +871,14 @@ func (c *Consumer) Close(ctx context.Context) error {
 // shutdown stops the consumer. graceful=false is a crash: nothing more is committed, queued
 // commits are dropped (their callbacks get ErrConsumerClosed).
 func (c *Consumer) shutdown(ctx context.Context, graceful bool) error {
+	if _, ok := ctx.Deadline(); !ok && graceful {
+		// A final commit that cannot succeed (the broker is gone, the topic deleted) is
+		// retried until ctx ends: without a deadline Close would never return. Kafka's
+		// close() waits 30 s by default.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultCloseTimeout)
+		defer cancel()
+	}
 	var err error
 	if graceful && c.cfg.autoCommit() {
 		err = c.CommitSync(ctx)

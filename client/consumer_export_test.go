@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"testing"
+	"time"
 )
 
 // Hooks for the consumer's external tests (package client_test).
@@ -46,4 +48,11 @@ func (h fetchFailureCounter) Handle(_ context.Context, r slog.Record) error {
 		h.n.Add(1)
 	}
 	return nil
+}
+
+// SetDefaultCloseTimeout sets the bound of a Close without a deadline until the test ends.
+func SetDefaultCloseTimeout(t testing.TB, d time.Duration) {
+	old := defaultCloseTimeout
+	defaultCloseTimeout = d
+	t.Cleanup(func() { defaultCloseTimeout = old })
 }

@@ -338,3 +338,47 @@ func TestConsumerBacksOffWhileBrokerIsDown(t *testing.T) {
 		t.Errorf("%d failed attempts logged in 3 s: the retries do not back off", attempts)
 	}
 }
+
+// Close with a context without a deadline returns even when its final commit cannot succeed:
+// the topic was deleted (UNKNOWN_TOPIC_OR_PARTITION, retriable) or the broker is gone. It
+// used to retry forever; now it stops at the default close timeout and says what it was
+// retrying after. A bounded CommitSync reports the cause too, not a bare deadline.
+func TestConsumerCloseIsBoundedWhenTheCommitCannotSucceed(t *testing.T) {
+	client.SetDefaultCloseTimeout(t, time.Second)
+	for _, how := range []string{"topic deleted", "broker gone"} {
+		t.Run(how, func(t *testing.T) {
+			f := newConsumerFixture(t)
+			tp := f.topicOfBatches("gone", 2)
+			c := f.consumer(client.ConsumerConfig{GroupID: "g", AutoOffsetReset: client.OffsetResetEarliest,
+				RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond}, tp)
+			if recs, err := c.Poll(f.ctx); err != nil || len(recs) == 0 {
+				t.Fatalf("Poll: %d records, %v", len(recs), err)
+			}
+			switch how {
+			case "topic deleted":
+				var dr wire.DeleteTopicsResponse
+				if err := f.conn.Call(f.ctx, &wire.DeleteTopicsRequest{Topics: []string{"gone"}, TimeoutMs: 5000}, &dr); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(f.ctx, 500*time.Millisecond)
+				err := c.CommitSync(ctx)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, wire.ErrUnknownTopicOrPartition) {
+					t.Fatalf("CommitSync of a deleted topic: %v, want the deadline and what was retried", err)
+				}
+			case "broker gone":
+				if err := f.b.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			err := c.Close(context.Background())
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("Close took %v with a 1 s default bound", d)
+			}
+			if err == nil || !strings.Contains(err.Error(), "final commit") {
+				t.Fatalf("Close: %v, want the final commit's failure", err)
+			}
+		})
+	}
+}

@@ -314,7 +314,16 @@ func (c *Consumer) commitWait(ctx context.Context, offsets map[TopicPartition]co
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		// The commit ends with ctx too, with the error it was retrying after: give it a
+		// moment to say it (it may also still be queued behind another commit).
+		t := time.NewTimer(100 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			return ctx.Err()
+		}
 	}
 }
 
@@ -480,7 +489,15 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 	}
 	sortTPs(pending)
 	var errs []error
-	for {
+	var last error // the latest retriable failure, reported if ctx ends before a success
+	gaveUp := func(err error) error {
+		err = fmt.Errorf("client: commit for group %s: %w", c.cfg.GroupID, err)
+		if last != nil {
+			err = fmt.Errorf("%w (retrying after: %w)", err, last)
+		}
+		return errors.Join(append(errs, err)...)
+	}
+	for attempt := 0; ; attempt++ {
 		req := &wire.OffsetCommitRequest{GroupID: c.cfg.GroupID, GenerationID: -1}
 		for _, tp := range pending {
 			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
@@ -494,8 +511,9 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 		err := c.coordinatorCall(ctx, req, &resp)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, ErrClientClosed) {
-				return errors.Join(append(errs, fmt.Errorf("client: commit for group %s: %w", c.cfg.GroupID, err))...)
+				return gaveUp(err)
 			}
+			last = err
 			c.cl.InvalidateMetadata()
 		} else {
 			var retry []TopicPartition
@@ -510,6 +528,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 						}
 					case p.ErrorCode.Retriable():
 						retry = append(retry, tp)
+						last = fmt.Errorf("%s: %w", tp, p.ErrorCode)
 					default:
 						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w", tp, c.cfg.GroupID, p.ErrorCode))
 					}
@@ -522,8 +541,12 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 			pending = retry
 			c.cl.InvalidateMetadata()
 		}
-		if err := c.backoff(ctx); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("client: commit for group %s: %w", c.cfg.GroupID, err))...)
+		if attempt == 0 {
+			// Retried until ctx ends (Close bounds its final commit): say so once.
+			c.cfg.Logger.Warn("sluice consumer: commit failed, retrying", "group", c.cfg.GroupID, "err", last)
+		}
+		if err := c.backoffFor(ctx, attempt+1); err != nil {
+			return gaveUp(err)
 		}
 	}
 }

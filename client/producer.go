@@ -168,8 +168,9 @@ type ProducerConfig struct {
 	// RetryBackoff is retry.backoff.ms (100 ms): the wait before resending a failed batch and
 	// between metadata refreshes. Negative: no wait.
 	RetryBackoff time.Duration
-	// DeliveryTimeout is delivery.timeout.ms (120 s): the bound on the time from Send to the
-	// callback, counted from the opening of the record's batch.
+	// DeliveryTimeout is delivery.timeout.ms (120 s, or Linger + RequestTimeout if that is
+	// longer): the bound on the time from Send to the callback, counted from the opening of
+	// the record's batch. Set, it must exceed Linger.
 	DeliveryTimeout time.Duration
 	// MaxInFlight is max.in.flight.requests.per.connection (5): outstanding Produce requests
 	// per broker. 1 keeps each partition's records in order across retries.
@@ -214,7 +215,8 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 		c.RetryBackoff = 0
 	}
 	if c.DeliveryTimeout <= 0 {
-		c.DeliveryTimeout = 120 * time.Second
+		// As Kafka, the default leaves room for the linger and one request.
+		c.DeliveryTimeout = max(120*time.Second, c.Linger+c.RequestTimeout)
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 5
@@ -237,7 +239,8 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	}
 	if c.Linger >= c.DeliveryTimeout {
 		// A batch would wait out its whole delivery time before it could go: every record
-		// would fail unsent. (Kafka also wants room for request.timeout.ms on top.)
+		// would fail unsent. (Kafka also wants room for request.timeout.ms on top of an
+		// explicit delivery.timeout.ms.)
 		return c, fmt.Errorf("%w: linger.ms %v must be less than delivery.timeout.ms %v", ErrProducerConfig, c.Linger, c.DeliveryTimeout)
 	}
 	return c, nil
