@@ -26,7 +26,10 @@ const appendSlack = 5
 type accTopic struct {
 	name string
 	// parts is indexed by partition. Invariant: it only grows (under Producer.topicsMu).
-	parts  atomic.Pointer[[]*accPartition]
+	parts atomic.Pointer[[]*accPartition]
+	// live is the topic's partition count in the latest metadata, which Send partitions over:
+	// fewer than parts after the topic was deleted and created again with fewer partitions.
+	live   atomic.Int32
 	sticky stickyPartition
 }
 

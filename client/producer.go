@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -463,7 +464,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		}
 	}
 	parts := *t.parts.Load()
-	n := int32(len(parts))
+	n := min(int32(len(parts)), t.live.Load())
 	size := recordBound(r)
 	if size+batch.HeaderSize > p.cfg.MaxRequestSize || int64(size+batch.HeaderSize) > p.cfg.BufferMemory {
 		return fmt.Errorf("%w: %d bytes encoded, max.request.size %d, buffer.memory %d",
@@ -479,6 +480,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		part = p.cfg.Partitioner.Partition(r.Topic, r.Key, n)
 		if part == PartitionAny {
 			part, sticky = t.sticky.cur.Load(), true
+			if part >= n && n > 0 { // the topic has fewer partitions than when it stuck
+				part = rand.Int32N(n)
+				t.sticky.cur.Store(part)
+			}
 		}
 	}
 	if part < 0 || part >= n {
@@ -565,6 +570,7 @@ func (p *Producer) addTopicState(name string, numPartitions int) (*accTopic, err
 	}
 	t := &accTopic{name: name}
 	t.grow(p, numPartitions)
+	t.live.Store(int32(numPartitions))
 	t.sticky.init(int32(numPartitions))
 	m := make(map[string]*accTopic, len(old)+1)
 	for k, v := range old {
@@ -575,15 +581,21 @@ func (p *Producer) addTopicState(name string, numPartitions int) (*accTopic, err
 	return t, nil
 }
 
-// syncTopics grows each topic's partitions to what the metadata says.
+// syncTopics grows each topic's partitions to what the metadata says, and has Send use the
+// count the metadata says (live), which is smaller after a topic was created again.
 func (p *Producer) syncTopics() {
 	md := p.client.meta.Load()
 	p.topicsMu.Lock()
 	defer p.topicsMu.Unlock()
 	for name, t := range *p.topics.Load() {
-		if tm, ok := md.topics[name]; ok && len(tm.Partitions) > len(*t.parts.Load()) {
+		tm, ok := md.topics[name]
+		if !ok || len(tm.Partitions) == 0 {
+			continue // gone for now: keep what Send knew
+		}
+		if len(tm.Partitions) > len(*t.parts.Load()) {
 			t.grow(p, len(tm.Partitions))
 		}
+		t.live.Store(int32(len(tm.Partitions)))
 	}
 }
 

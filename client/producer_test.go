@@ -1175,3 +1175,50 @@ func TestSendSyncKeepsSendsError(t *testing.T) {
 		}
 	}
 }
+
+// After a topic is deleted and created again with fewer partitions, the producer partitions
+// over the new count once its metadata says so: keys go where other clients put them, and an
+// explicit partition past the end is refused at once. It kept the old count, so keys hashed to
+// partitions that no longer exist and their records waited out delivery.timeout.ms.
+func TestProducerFollowsARecreatedTopicWithFewerPartitions(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "rc", 4)
+	p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}, MetadataMaxAge: 50 * time.Millisecond},
+		Acks: client.AcksLeader, DeliveryTimeout: time.Second})
+	ctx := prodCtx(t, 20*time.Second)
+	if md, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: 3, Value: []byte("x")}); err != nil || md.Partition != 3 {
+		t.Fatalf("partition 3 of 4: %+v, %v", md, err)
+	}
+	a, err := client.NewAdmin(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.DeleteTopic(ctx, "rc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: "rc", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: 3, Value: []byte("x")})
+		if errors.Is(err, client.ErrInvalidPartition) {
+			break // the producer knows the topic has 2 partitions now
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("partition 3 of a topic recreated with 2: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 50 {
+		key := []byte(strconv.Itoa(i))
+		md, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: client.PartitionAny, Key: key, Value: []byte("v")})
+		if err != nil || md.Partition != client.KeyPartition(key, 2) {
+			t.Fatalf("key %s: partition %d, %v; want %d", key, md.Partition, err, client.KeyPartition(key, 2))
+		}
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: client.PartitionAny, Value: []byte("keyless")}); err != nil {
+			t.Fatalf("keyless record after the topic shrank: %v", err)
+		}
+	}
+}
