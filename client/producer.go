@@ -307,7 +307,9 @@ type Producer struct {
 	ctx     context.Context // cancelled when Close gives up on flushing
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when Close has finished
-	wg      sync.WaitGroup
+	// closeErr is what the first Close returned; written before done is closed.
+	closeErr error
+	wg       sync.WaitGroup
 }
 
 // NewProducer connects to the cluster (loading its metadata) and starts the producer.
@@ -674,11 +676,12 @@ func (p *Producer) batchCompleted() {
 // Close stops accepting records, flushes (within ctx), stops every goroutine of the producer
 // and waits for them, and closes its connections. If ctx ends before everything is delivered,
 // the records left get ErrProducerClosed and Close returns the flush error. Every callback has
-// run when Close returns. Close is idempotent; later calls wait for the first to finish.
+// run when Close returns. Close is idempotent; later calls wait for the first to finish and
+// return its result.
 func (p *Producer) Close(ctx context.Context) error {
 	if !p.closed.CompareAndSwap(false, true) {
 		<-p.done
-		return nil
+		return p.closeErr // the first call's result, as Consumer.Close
 	}
 	close(p.closing)
 	// Flush locks every partition once: an append in progress finishes before it, and every
@@ -698,11 +701,11 @@ func (p *Producer) Close(ctx context.Context) error {
 	if p.region != nil {
 		_ = p.region.Close()
 	}
-	close(p.done)
 	if err != nil {
-		return fmt.Errorf("client: producer close: %w", err)
+		p.closeErr = fmt.Errorf("client: producer close: %w", err)
 	}
-	return nil
+	close(p.done) // publishes closeErr
+	return p.closeErr
 }
 
 // sweep fails every batch still held once the goroutines have stopped.

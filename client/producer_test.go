@@ -1222,3 +1222,29 @@ func TestProducerFollowsARecreatedTopicWithFewerPartitions(t *testing.T) {
 		}
 	}
 }
+
+// A second Close returns what the first returned: it used to return nil after a first Close
+// that could not deliver everything.
+func TestProducerSecondCloseReturnsTheFirstsResult(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "cl", 1)
+	p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}, Acks: client.AcksLeader})
+	ctx := prodCtx(t, 20*time.Second)
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "cl", Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Send(ctx, &client.Record{Topic: "cl", Value: []byte("undeliverable")}, nil)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	first := p.Close(short)
+	if first == nil {
+		t.Fatal("Close with a record the broker cannot take returned nil")
+	}
+	if second := p.Close(ctx); second != first {
+		t.Fatalf("second Close: %v, want the first's %v", second, first)
+	}
+}
