@@ -88,6 +88,9 @@ var (
 	ErrRecordTooLarge = errors.New("client: record too large")
 	// ErrInvalidPartition: Record.Partition is neither PartitionAny nor a partition of the topic.
 	ErrInvalidPartition = errors.New("client: invalid partition")
+	// ErrInvalidTimestamp: Record.Timestamp is before 1970 (Kafka's timestamps are milliseconds
+	// since then, and a negative one means "none").
+	ErrInvalidTimestamp = errors.New("client: invalid timestamp")
 )
 
 // Acks is Kafka's acks: how many replicas must have a batch before the broker answers. The
@@ -475,6 +478,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 	ts := r.Timestamp
 	if ts.IsZero() {
 		ts = p.clock.now()
+	} else if ts.UnixMilli() < 0 {
+		// As Kafka's producer: stored, it would read back as "no timestamp" or a
+		// negative one that SeekToTimestamp and the time index cannot find.
+		return fmt.Errorf("%w: %v is before 1970", ErrInvalidTimestamp, ts)
 	}
 
 	part, sticky := r.Partition, false

@@ -581,6 +581,9 @@ func TestProducerUnknownTopicAndBadRecords(t *testing.T) {
 	if _, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}, Acks: 7}); !errors.Is(err, client.ErrProducerConfig) {
 		t.Fatalf("acks 7: %v", err)
 	}
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1, Timestamp: time.UnixMilli(-5000)}); !errors.Is(err, client.ErrInvalidTimestamp) {
+		t.Fatalf("a timestamp before 1970: %v", err)
+	}
 	// A linger as long as the delivery timeout would fail every record unsent.
 	if _, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}},
 		Linger: 2 * time.Second, DeliveryTimeout: time.Second}); !errors.Is(err, client.ErrProducerConfig) {
