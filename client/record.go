@@ -30,7 +30,9 @@ type Header struct {
 // ConsumerConfig.ReuseRecordBuffers the consumer reuses them: a record is valid only until the
 // next Poll or Close.
 type Record struct {
-	Topic     string
+	Topic string
+	// Partition, for Send, is the partition to write to: PartitionAny (-1) lets the producer
+	// choose (by key, else sticky), as Kafka's null partition. The zero value is partition 0.
 	Partition int32
 	Offset    int64
 	// Timestamp is the producer's create time, or the broker's append time for a topic with
