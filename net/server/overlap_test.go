@@ -203,17 +203,27 @@ func TestOverlapConnectionEnds(t *testing.T) {
 			}
 			c.write(frames)
 			c.nc.Close()
-			for i := range 8 {
+			// Usually all 8 are served. But the peer closed without reading its responses, so
+			// writing one can fail (EPIPE, ECONNRESET) on a loaded machine before the last
+			// requests are handed over, and requests behind a connection's failure are dropped,
+			// not served. What always holds: what is served is a prefix, in order, and the
+			// connection goes away.
+			waitFor(t, "connection gone", func() bool { return s.Stats().Open == 0 })
+			n := int32(0)
+			for done := false; !done; {
 				select {
 				case corr := <-served:
-					if corr != int32(i) {
-						t.Fatalf("served %d, want %d", corr, i)
+					if corr != n {
+						t.Fatalf("served %d, want %d", corr, n)
 					}
-				case <-time.After(5 * time.Second):
-					t.Fatalf("request %d not served after its connection closed", i)
+					n++
+				case <-time.After(200 * time.Millisecond):
+					done = true
 				}
 			}
-			waitFor(t, "connection gone", func() bool { return s.Stats().Open == 0 })
+			if n == 0 {
+				t.Fatal("no request served: the first was read before the connection closed")
+			}
 		})
 	}
 }
