@@ -91,6 +91,14 @@ func createTopic(t testing.TB, c *client.Conn, name string, partitions int32, co
 	}
 }
 
+// alterTopic replaces topic's config overrides with configs and returns the result.
+func alterTopic(t testing.TB, c *client.Conn, topic string, configs ...wire.ConfigEntry) wire.AlterConfigsResult {
+	t.Helper()
+	var ac wire.AlterConfigsResponse
+	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: topic, Configs: configs}}}, &ac)
+	return ac.Resources[0]
+}
+
 func records(t testing.TB, values ...string) []byte {
 	t.Helper()
 	bl := batch.NewBuilder(batch.DefaultBuilderOptions())
@@ -380,17 +388,14 @@ func TestTopicAdminAndRestart(t *testing.T) {
 	if e := dc.Resources[0].Configs; len(e) != 1 || *e[0].Value != "3600000" || e[0].Source != wire.ConfigSourceDynamicTopic {
 		t.Fatalf("describe: %+v", dc.Resources[0])
 	}
-	var ac wire.AlterConfigsResponse
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "keep", Configs: []wire.ConfigEntry{{Name: "write.caching", Value: strPtr("true")}}}}}, &ac)
-	if ac.Resources[0].ErrorCode != wire.NoError {
-		t.Fatalf("alter: %v", ac.Resources[0].ErrorCode)
+	if code := alterTopic(t, c, "keep", wire.ConfigEntry{Name: "write.caching", Value: strPtr("true")}).ErrorCode; code != wire.NoError {
+		t.Fatalf("alter: %v", code)
 	}
 	if !b.partition("keep", 0).cfg.Load().WriteCaching {
 		t.Fatal("altered config not applied to the partition")
 	}
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "keep", Configs: []wire.ConfigEntry{{Name: "retention.ms", Value: strPtr("soon")}}}}}, &ac)
-	if ac.Resources[0].ErrorCode != wire.ErrInvalidConfig {
-		t.Fatalf("invalid config value: %v", ac.Resources[0].ErrorCode)
+	if code := alterTopic(t, c, "keep", wire.ConfigEntry{Name: "retention.ms", Value: strPtr("soon")}).ErrorCode; code != wire.ErrInvalidConfig {
+		t.Fatalf("invalid config value: %v", code)
 	}
 	// Delete removes the data.
 	var dr wire.DeleteTopicsResponse
@@ -646,10 +651,7 @@ func TestLongInvalidValueDoesNotCrash(t *testing.T) {
 		t.Fatalf("create with a long invalid value: %v %v", got.ErrorCode, got.ErrorMessage != nil)
 	}
 	createTopic(t, c, "a1", 1)
-	var ac wire.AlterConfigsResponse
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "a1",
-		Configs: []wire.ConfigEntry{{Name: "retention.ms", Value: &long}}}}}, &ac)
-	if got := ac.Resources[0]; got.ErrorCode != wire.ErrInvalidConfig || got.ErrorMessage == nil || len(*got.ErrorMessage) > wire.MaxErrorMessageBytes {
+	if got := alterTopic(t, c, "a1", wire.ConfigEntry{Name: "retention.ms", Value: &long}); got.ErrorCode != wire.ErrInvalidConfig || got.ErrorMessage == nil || len(*got.ErrorMessage) > wire.MaxErrorMessageBytes {
 		t.Fatalf("alter with a long invalid value: %v", got.ErrorCode)
 	}
 	// Still serving, on the same connection and on a new one.
@@ -677,10 +679,7 @@ func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
 	if res := produce(t, c, "mir", 0, wire.AcksLeader, records(t, "one")); res.ErrorCode != wire.NoError || res.BaseOffset != 0 {
 		t.Fatalf("acks=1: %+v", res)
 	}
-	var ac wire.AlterConfigsResponse
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "mir",
-		Configs: []wire.ConfigEntry{{Name: "min.insync.replicas", Value: strPtr("1")}}}}}, &ac)
-	if code := ac.Resources[0].ErrorCode; code != wire.NoError {
+	if code := alterTopic(t, c, "mir", wire.ConfigEntry{Name: "min.insync.replicas", Value: strPtr("1")}).ErrorCode; code != wire.NoError {
 		t.Fatal(code)
 	}
 	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.NoError || res.BaseOffset != 1 {
@@ -738,9 +737,7 @@ func TestDescribedConfigsCanBeSetAgain(t *testing.T) {
 		}
 		set = append(set, wire.ConfigEntry{Name: e.Name, Value: e.Value})
 	}
-	var ac wire.AlterConfigsResponse
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "described", Configs: set}}}, &ac)
-	if r := ac.Resources[0]; r.ErrorCode != wire.NoError {
+	if r := alterTopic(t, c, "described", set...); r.ErrorCode != wire.NoError {
 		msg := ""
 		if r.ErrorMessage != nil {
 			msg = *r.ErrorMessage
@@ -772,5 +769,19 @@ func TestTopicNeedingTooManyOpenFilesIsRefused(t *testing.T) {
 	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{{Topic: "more", NumPartitions: 20, ReplicationFactor: -1}}}, &cr)
 	if code := cr.Topics[0].ErrorCode; code != wire.ErrPolicyViolation {
 		t.Fatalf("20 more partitions with room for 18: %v", code)
+	}
+}
+
+// A relative socket path whose absolute form would not fit a socket address is advertised as
+// given (reachable from the broker's directory), not as an absolute path nobody can dial.
+func TestAdvertisedUnixPathTooLongStaysRelative(t *testing.T) {
+	b := &Broker{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Chdir(t.TempDir())
+	deep := strings.Repeat("d", 100)
+	if got := b.advertisedUnixPath(filepath.Join(deep, "s.sock")); got != filepath.Join(deep, "s.sock") {
+		t.Fatalf("a path too long made absolute: %q", got)
+	}
+	if got := b.advertisedUnixPath("s.sock"); !filepath.IsAbs(got) || filepath.Base(got) != "s.sock" {
+		t.Fatalf("a short relative path advertised as %q", got)
 	}
 }

@@ -174,10 +174,7 @@ func TestAlterConfigsApplyToLiveLog(t *testing.T) {
 		t.Fatalf("%d segments with the default segment.bytes, want 1", n)
 	}
 
-	var ac wire.AlterConfigsResponse
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "live",
-		Configs: []wire.ConfigEntry{{Name: "segment.bytes", Value: strPtr("1024")}}}}}, &ac)
-	if code := ac.Resources[0].ErrorCode; code != wire.NoError {
+	if code := alterTopic(t, c, "live", wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("1024")}).ErrorCode; code != wire.NoError {
 		t.Fatal(code)
 	}
 	// The broker applies metadata asynchronously: produce until the smaller segments show.
@@ -195,9 +192,8 @@ func TestAlterConfigsApplyToLiveLog(t *testing.T) {
 	if before < 3 {
 		t.Fatalf("segments deleted under the default retention: %d left", before)
 	}
-	call(t, c, &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: "live",
-		Configs: []wire.ConfigEntry{{Name: "segment.bytes", Value: strPtr("1024")}, {Name: "retention.ms", Value: strPtr("60000")}}}}}, &ac)
-	if code := ac.Resources[0].ErrorCode; code != wire.NoError {
+	if code := alterTopic(t, c, "live", wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("1024")},
+		wire.ConfigEntry{Name: "retention.ms", Value: strPtr("60000")}).ErrorCode; code != wire.NoError {
 		t.Fatal(code)
 	}
 	for segments() != 1 {

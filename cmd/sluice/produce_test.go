@@ -54,16 +54,24 @@ func runProduceCmd(t *testing.T, stdin string, args ...string) (string, error) {
 	return stderr.String(), err
 }
 
-// produceTestFetch returns partition 0's records, from offset 0, once it holds want.
-func produceTestFetch(t *testing.T, addr, topic string, want int) []batch.Record {
+// produceTestConn dials addr for a test's direct requests, within a 10 s context; both end
+// with the test.
+func produceTestConn(t *testing.T, addr string) (context.Context, *client.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	conn, err := client.Dial(ctx, addr, "produce-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
+	return ctx, conn
+}
+
+// produceTestFetch returns partition 0's records, from offset 0, once it holds want.
+func produceTestFetch(t *testing.T, addr, topic string, want int) []batch.Record {
+	t.Helper()
+	ctx, conn := produceTestConn(t, addr)
 	var out []batch.Record
 	for next := int64(0); len(out) < want; {
 		var resp wire.FetchResponse
@@ -182,15 +190,9 @@ func (r *interruptedInput) Read(p []byte) (int, error) {
 // produceTestHighWatermark returns partition 0's high watermark.
 func produceTestHighWatermark(t *testing.T, addr, topic string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := client.Dial(ctx, addr, "produce-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	ctx, conn := produceTestConn(t, addr)
 	var resp wire.FetchResponse
-	err = conn.Call(ctx, &wire.FetchRequest{ReplicaID: wire.ConsumerReplicaID, MaxBytes: 1,
+	err := conn.Call(ctx, &wire.FetchRequest{ReplicaID: wire.ConsumerReplicaID, MaxBytes: 1,
 		Topics: []wire.FetchRequestTopic{{Topic: topic, Partitions: []wire.FetchRequestPartition{
 			{PartitionMaxBytes: 1, CurrentLeaderEpoch: -1, LogStartOffset: -1}}}}}, &resp)
 	if err != nil {
