@@ -130,6 +130,27 @@ type ConsumerOptions struct {
 	// max.partition.fetch.bytes); 0 keeps the driver's default (Kafka's 1 MiB for Sluice and
 	// the Kafka driver). A driver without an equivalent refuses a non-zero one.
 	FetchBytes int
+	// NoFileReads makes a Sluice consumer over a unix socket fetch every record through the
+	// socket instead of reading the broker's segment files (client.ConsumerConfig.FileReads);
+	// other drivers ignore it.
+	NoFileReads bool
+}
+
+// FileReadCounter is a Consumer that can say how many bytes it read from the broker's files
+// rather than through the socket (Sluice's consumer over a unix socket).
+type FileReadCounter interface {
+	FileReadBytes() int64
+}
+
+// fileReadBytes sums the consumers' FileReadCounter figures.
+func fileReadBytes(consumers []Consumer) int64 {
+	var n int64
+	for _, cs := range consumers {
+		if fc, ok := cs.(FileReadCounter); ok {
+			n += fc.FileReadBytes()
+		}
+	}
+	return n
 }
 
 // Consumer reads records; Poll returns a batch of them (their values may be reused after the

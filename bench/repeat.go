@@ -72,6 +72,7 @@ func Summarize(runs []Result) Repeated {
 		func(r *Result) *int64 { return &r.ProduceRequests },
 		func(r *Result) *int64 { return &r.Batches },
 		func(r *Result) *int64 { return &r.SharedRequests },
+		func(r *Result) *int64 { return &r.FileReadBytes },
 	} {
 		for i := range runs {
 			counts[i] = float64(*count(&runs[i]))

@@ -42,6 +42,9 @@ type Result struct {
 	// SharedRequests counts the ProduceRequests that went through shared memory rather than
 	// the socket (SharedRequestCounter).
 	SharedRequests int64 `json:"shared_requests,omitempty"`
+	// FileReadBytes (consume) counts the bytes the consumers read from the broker's segment
+	// files instead of fetching them through the socket (FileReadCounter).
+	FileReadBytes int64 `json:"file_read_bytes,omitempty"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// Limits are the machine's limits that bound the run, probed right before it, and the
@@ -123,6 +126,9 @@ func (r Result) WriteSummary(w io.Writer) {
 
 // requestsLine tells how the records travelled: produce requests and batches per request.
 func (r Result) requestsLine() string {
+	if r.FileReadBytes > 0 {
+		return fmt.Sprintf("read from the broker's files: %.1f MB (the rest through the socket)", float64(r.FileReadBytes)/1e6)
+	}
 	if r.ProduceRequests <= 0 {
 		return ""
 	}

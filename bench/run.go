@@ -78,6 +78,9 @@ type Config struct {
 	// FetchBytes is the consumers' fetch size per partition (ConsumerOptions.FetchBytes; 0:
 	// the driver's default), as kafka-consumer-perf-test's --fetch-size.
 	FetchBytes int
+	// NoFileReads makes Sluice consumers over a unix socket fetch every record through the
+	// socket instead of reading the broker's files (ConsumerOptions.NoFileReads).
+	NoFileReads bool
 	// IdleTimeout ends a consume run that asked for all records (Records 0) when nothing has
 	// arrived for this long, and fails an e2e or counted consume run that waits longer than
 	// this for the records it expects (default 5 s).
@@ -768,7 +771,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 		}
 	}()
 	for i := range c.Topics {
-		cs, err := d.NewConsumer(ctx, ConsumerOptions{Topic: c.TopicName(i), Group: c.Group, FetchBytes: c.FetchBytes})
+		cs, err := d.NewConsumer(ctx, ConsumerOptions{Topic: c.TopicName(i), Group: c.Group, FetchBytes: c.FetchBytes, NoFileReads: c.NoFileReads})
 		if err != nil {
 			return Result{}, fmt.Errorf("new consumer: %w", err)
 		}
@@ -854,6 +857,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	r, _ := merge(all)
 	r.CPUSeconds, r.BrokerCPUSeconds = cpu.seconds(), cpu.brokerSeconds()
 	r.BrokerRSSPeakMB = brokerRSSPeakMB(d)
+	r.FileReadBytes = fileReadBytes(consumers)
 	r.Name, r.Driver, r.Mode, r.Timeline = c.Name, d.Name(), ModeConsume, timeline
 	secs := 0.0
 	if f := first.Load(); f >= 0 {
@@ -911,7 +915,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		}
 	}()
 	for i := range c.Topics {
-		cs, err := d.NewConsumer(cctx, ConsumerOptions{Topic: c.TopicName(i), FetchBytes: c.FetchBytes})
+		cs, err := d.NewConsumer(cctx, ConsumerOptions{Topic: c.TopicName(i), FetchBytes: c.FetchBytes, NoFileReads: c.NoFileReads})
 		if err != nil {
 			return Result{}, fmt.Errorf("new consumer: %w", err)
 		}

@@ -148,6 +148,9 @@ func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Cons
 		cfg.MaxPartitionFetchBytes = o.FetchBytes
 		cfg.FetchMaxBytes = max(o.FetchBytes, KafkaFetchMaxBytes)
 	}
+	if o.NoFileReads {
+		cfg.FileReads = new(false)
+	}
 	c, err := client.NewConsumer(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -179,6 +182,9 @@ func (c *sluiceConsumer) Poll(ctx context.Context) ([]Message, error) {
 	}
 	return c.out, nil
 }
+
+// FileReadBytes implements FileReadCounter.
+func (c *sluiceConsumer) FileReadBytes() int64 { return c.c.Stats().FileReadBytes }
 
 func (c *sluiceConsumer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

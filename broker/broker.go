@@ -350,7 +350,7 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 	switch h.APIKey {
 	case wire.Produce:
 		return b.handleProduce(c, h, body)
-	case wire.Fetch:
+	case wire.Fetch, wire.FetchShared:
 		return b.handleFetch(ctx, c, h, body)
 	case wire.ListOffsets:
 		return b.handleListOffsets(c, h, body)

@@ -38,7 +38,9 @@ const defaultFetchMaxBytes = 50 << 20
 type fetch struct {
 	b      *Broker
 	h      wire.RequestHeader
-	req    wire.FetchRequest
+	req    wire.FetchSharedRequest // a Fetch request is its FetchRequest alone
+	shared bool                    // a FetchShared request: answer with spans where it can
+	spans  []wire.FileSpan
 	pend   *server.Pending
 	resp   wire.FetchResponse
 	slices []segment.Slice
@@ -61,11 +63,28 @@ var fetchPool = sync.Pool{New: func() any { return &fetch{wake: make(chan struct
 // left to the collector. A consumer's or follower's usual request is far below it.
 const maxPooledFetchPartitions = 4096
 
+// sharedSpanMin is the smallest read FetchShared answers with a span: below it the bytes go
+// inline, as they cost less than the client's open, fstat, pread and close of the file. A
+// variable for tests.
+var sharedSpanMin = 64 << 10
+
 func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	f := fetchPool.Get().(*fetch)
-	if err := f.req.ReadFrom(body); err != nil {
+	f.shared = h.APIKey == wire.FetchShared
+	var err error
+	if f.shared {
+		err = f.req.ReadFrom(body)
+	} else {
+		err = f.req.FetchRequest.ReadFrom(body)
+		f.req.SpanMaxBytes = 0
+	}
+	if err != nil {
 		f.recycle()
 		return b.malformed(c, h, err)
+	}
+	if f.shared && c.Transport() != "unix" {
+		f.recycle()
+		return respond(c, h, &wire.FetchSharedResponse{FetchResponse: wire.FetchResponse{ErrorCode: wire.ErrInvalidRequest}})
 	}
 	if f.onDone == nil { // new from the pool (binding it in New would make an initialization cycle)
 		f.onDone = f.responseDone
@@ -73,7 +92,7 @@ func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.Request
 	f.b, f.h, f.pend = b, h, c.NewPending()
 	f.refs.Store(2) // this handling and the response
 	pend := f.pend  // read now: once the response is written f may be someone else's
-	req := &f.req
+	req := &f.req.FetchRequest
 	if f.try(req.MaxWaitMs <= 0) {
 		f.unref()
 		return pend
@@ -160,6 +179,8 @@ func (f *fetch) recycle() {
 	}
 	clear(f.slices)
 	clear(f.parked)
+	clear(f.spans) // their paths
+	f.spans = f.spans[:0]
 	f.b, f.pend = nil, nil
 	f.slices, f.lens, f.cuts, f.parked = f.slices[:0], f.lens[:0], f.cuts[:0], f.parked[:0]
 	if cap(f.slices) > maxPooledFetchPartitions || keptPartitions(f) > maxPooledFetchPartitions {
@@ -172,7 +193,7 @@ func (f *fetch) recycle() {
 // are counted: the request's decode replaces a slice that must grow, while the response's
 // resizeKeep keeps the old elements, so they can differ.
 func keptPartitions(f *fetch) int {
-	n := cap(f.req.Topics) + cap(f.resp.Topics)
+	n := cap(f.req.Topics) + cap(f.resp.Topics) + cap(f.spans)
 	for _, t := range f.req.Topics[:cap(f.req.Topics)] {
 		n += cap(t.Partitions)
 	}
@@ -185,15 +206,15 @@ func keptPartitions(f *fetch) int {
 // try reads every partition; it answers (and reports true) when final is set, minBytes are
 // available, or a partition has an error. Otherwise it releases what it read.
 func (f *fetch) try(final bool) bool {
-	req := &f.req
+	req := &f.req.FetchRequest
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
 	// The response's slices keep their capacity from request to request (a pooled fetch).
 	f.resp = wire.FetchResponse{Topics: resizeKeep(f.resp.Topics, len(req.Topics))}
-	f.slices, f.lens = f.slices[:0], f.lens[:0]
-	total, failed, first := 0, false, true
+	f.slices, f.lens, f.spans = f.slices[:0], f.lens[:0], f.spans[:0]
+	total, spanned, failed, first := 0, 0, false, true
 	for i, rt := range req.Topics {
 		out := &f.resp.Topics[i]
 		out.Topic, out.Partitions = rt.Topic, resizeKeep(out.Partitions, len(rt.Partitions))
@@ -213,11 +234,33 @@ func (f *fetch) try(final bool) bool {
 			if limit <= 0 && first {
 				limit = 1 // KIP-74: the first batch comes back whole whatever the limits
 			}
+			var s segment.Slice
+			var err error
+			if f.shared && f.req.SpanMaxBytes > 0 {
+				s, err = p.log.Read(batch.Offset(rp.FetchOffset), int(f.req.SpanMaxBytes), hw)
+				if err == nil && s.Len >= sharedSpanMin {
+					if id, ok := s.FileID(); ok {
+						f.spans = append(f.spans, wire.FileSpan{Index: int32(len(f.lens)), Path: id.Path, Dev: id.Dev, Ino: id.Ino, Pos: s.Pos, Len: int32(s.Len)})
+						spanned += s.Len
+						first = false
+						s.Release() // the client reads the file by its path
+						f.addSlice(segment.Slice{}, 0)
+						continue
+					}
+				}
+				if err == nil && s.Len > limit {
+					s.Release() // too much to send inline: read again within the inline limits
+					s = segment.Slice{}
+				}
+			}
 			if limit <= 0 {
+				s.Release()
 				f.addSlice(segment.Slice{}, 0)
 				continue
 			}
-			s, err := p.log.Read(batch.Offset(rp.FetchOffset), limit, hw)
+			if s.File == nil && err == nil {
+				s, err = p.log.Read(batch.Offset(rp.FetchOffset), limit, hw)
+			}
 			if err != nil {
 				res.ErrorCode, failed = errorCode(err), true
 				f.addSlice(segment.Slice{}, -1)
@@ -230,11 +273,18 @@ func (f *fetch) try(final bool) bool {
 			f.addSlice(s, int32(s.Len))
 		}
 	}
-	if !final && !failed && total < int(max(req.MinBytes, 1)) {
+	if !final && !failed && total+spanned < int(max(req.MinBytes, 1)) {
 		f.release()
 		return false
 	}
-	buf, cuts, err := wire.AppendFetchResponseFrame(f.pend.Buf[:0], f.h.CorrelationID, &f.resp, f.lens, f.cuts[:0])
+	var buf []byte
+	var cuts []int
+	var err error
+	if f.shared {
+		buf, cuts, err = wire.AppendFetchSharedResponseFrame(f.pend.Buf[:0], f.h.CorrelationID, &f.resp, f.lens, f.cuts[:0], f.spans)
+	} else {
+		buf, cuts, err = wire.AppendFetchResponseFrame(f.pend.Buf[:0], f.h.CorrelationID, &f.resp, f.lens, f.cuts[:0])
+	}
 	if err != nil { // cannot happen: lens has one entry per partition
 		f.release()
 		f.b.logger.Error("encoding fetch response", "err", err)

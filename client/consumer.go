@@ -80,7 +80,34 @@ type ConsumerConfig struct {
 	//
 	// With the default, records stay valid for as long as the application keeps them.
 	ReuseRecordBuffers bool
+
+	// FileReads (Sluice only; nil means true) lets a consumer whose broker it reaches over a
+	// unix socket, so on the broker's host, read records from the broker's segment files
+	// instead of through the socket: it asks with FetchShared, which answers a partition with
+	// 64 KiB or more to read with where the records lie in a file, and reads them from the file
+	// with pread, max.partition.fetch.bytes at a time, checking every batch as for a fetch.
+	// It needs permission to read the broker's data directory; a consumer that lacks it, or
+	// whose broker does not know FetchShared, fetches through the socket. new(false) always
+	// fetches through the socket. Other transports ignore it.
+	FileReads *bool
 }
+
+// ConsumerStats are a consumer's counters since it was made.
+type ConsumerStats struct {
+	Fetches int64 // Fetch and FetchShared requests answered
+	// FileReads counts the pieces read from the broker's segment files (ConsumerConfig.FileReads)
+	// and FileReadBytes their bytes, whole batches or not.
+	FileReads     int64
+	FileReadBytes int64
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() ConsumerStats {
+	return ConsumerStats{Fetches: c.fetches.Load(), FileReads: c.fileReads.Load(), FileReadBytes: c.fileReadBytes.Load()}
+}
+
+// fileReads reports whether the consumer may read the broker's files (FileReads).
+func (c *ConsumerConfig) fileReads() bool { return c.FileReads == nil || *c.FileReads }
 
 func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
 	c.Config = c.Config.withDefaults()
@@ -180,11 +207,16 @@ type Consumer struct {
 	headerKeys map[string]string // interned header keys; guarded by pollMu
 	headers    []Header          // records' headers are carved from it; guarded by pollMu
 	bufs       *pollBufs         // ReuseRecordBuffers only; guarded by pollMu
+	// spanFetchers is readFiles's scratch; guarded by pollMu.
+	spanFetchers []*fetcher
 
 	maintMu sync.Mutex
 	// maintFailures counts the maintenance rounds in a row that failed (set by maintain): the
 	// retries back off by it.
 	maintFailures atomic.Int32
+
+	// Counters for Stats.
+	fetches, fileReads, fileReadBytes atomic.Int64
 
 	commits     committer
 	autoPending atomic.Bool // an auto-commit is queued or running
@@ -226,6 +258,9 @@ type partState struct {
 	// clears it when Poll applies it (the position moves), an error only with a seek: Poll
 	// stops there, and a fetch from the same offset could only bring the error again.
 	stopAhead bool
+	// spanAhead: while the partition is read from the broker's files, how many pieces may
+	// wait for Poll (0: responsesAhead); Poll wakes the fetcher only once half are drained.
+	spanAhead int
 	err       error // sticky until the next Seek: Poll returns it
 
 	committed int64 // last offset committed by this consumer or read from the group, -1 none
@@ -615,6 +650,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		if err := c.stickyErr(); err != nil {
 			return nil, err
 		}
+		if c.readFiles() {
+			continue
+		}
 		if err := c.wait(ctx, retry); err != nil {
 			return nil, err
 		}
@@ -759,7 +797,12 @@ func (c *Consumer) nextChunk() bool {
 		if ps.buffered--; ps.buffered == 0 && ch.err == nil {
 			ps.stopAhead = false // see partState.stopAhead
 		}
-		c.wakeFetcherLocked(ps) // prefetch: the next response is fetched while this one is used
+		if ps.spanAhead == 0 || ps.buffered <= ps.spanAhead/2 {
+			// Prefetch: the next response is fetched while this one is used. A partition read
+			// from the broker's files wakes its fetcher once for several pieces: on a virtual
+			// machine a sleeping thread's wake-up can take longer than reading a piece.
+			c.wakeFetcherLocked(ps)
+		}
 		switch {
 		case ch.reset:
 			c.setResetLocked(ps, c.cfg.AutoOffsetReset)

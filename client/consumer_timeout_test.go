@@ -20,10 +20,11 @@ import (
 )
 
 // freezingProxy stands at a unix socket path and forwards each connection to the broker's
-// socket. Once armed (freezeNextFetch), the first connection whose first request is a Fetch
-// never gets the broker's replies (its requests still reach it), as when a broker hangs; other
-// connections (metadata and offset lookups, whenever they are dialled) are left alone. It
-// records each connection's first request, when it opened and when its client closed it.
+// socket. Once armed (freezeNextFetch), the first connection whose first request (after any
+// ApiVersions) is a Fetch or FetchShared gets no more of the broker's replies (its requests
+// still reach it), as when a broker hangs; other connections (metadata and offset lookups,
+// whenever they are dialled) are left alone. It records each connection's first request, when
+// it opened and when its client closed it.
 type freezingProxy struct {
 	ln     net.Listener
 	target string
@@ -35,7 +36,7 @@ type freezingProxy struct {
 }
 
 type proxiedConn struct {
-	first  wire.APIKey // api key of the connection's first request (-1 until it is read)
+	first  wire.APIKey // api key of the connection's first request but ApiVersions (-1 until it is read)
 	frozen bool
 	// opened: when the proxy accepted it (before its own dial to the broker and before the
 	// first request is read); closed: when the client's side reached EOF (zero until then).
@@ -103,41 +104,60 @@ func (p *freezingProxy) forward(cc net.Conn, pc *proxiedConn, wg *sync.WaitGroup
 	p.mu.Lock()
 	p.open = append(p.open, bc)
 	p.mu.Unlock()
-	// A request frame starts with its size, then the request header's api key (net/wire).
-	var hdr [wire.FrameSizeLen + 2]byte
-	if _, err := io.ReadFull(cc, hdr[:]); err != nil {
-		end()
-		_ = bc.Close()
-		_ = cc.Close()
-		return
-	}
-	p.mu.Lock()
-	pc.first = wire.APIKey(int16(binary.BigEndian.Uint16(hdr[wire.FrameSizeLen:])))
-	if pc.first == wire.Fetch && p.freezeFetch {
-		pc.frozen, p.freezeFetch = true, false
-	}
-	frozen := pc.frozen
-	p.mu.Unlock()
 	wg.Add(1)
-	go func() { // broker → client, unless frozen
+	go func() { // broker → client, until the connection is frozen
 		defer wg.Done()
-		if frozen {
-			_, _ = io.Copy(io.Discard, bc)
-		} else {
-			_, _ = io.Copy(cc, bc)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := bc.Read(buf)
+			p.mu.Lock()
+			frozen := pc.frozen
+			p.mu.Unlock()
+			if n > 0 && !frozen {
+				if _, werr := cc.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
 		}
 		_ = cc.Close()
 	}()
-	// client → broker, always
-	if _, err := bc.Write(hdr[:]); err == nil {
-		_, _ = io.Copy(bc, cc)
+	// A request frame starts with its size, then the request header's api key (net/wire). A
+	// fetcher that may read the broker's files asks ApiVersions first: the connection is
+	// known by its first other request, and the ApiVersions answers go through.
+	for {
+		var hdr [wire.FrameSizeLen + 2]byte
+		if _, err := io.ReadFull(cc, hdr[:]); err != nil {
+			break
+		}
+		key := wire.APIKey(int16(binary.BigEndian.Uint16(hdr[wire.FrameSizeLen:])))
+		if _, err := bc.Write(hdr[:]); err != nil {
+			break
+		}
+		if key == wire.APIVersions {
+			rest := int64(binary.BigEndian.Uint32(hdr[:wire.FrameSizeLen])) - 2
+			if _, err := io.CopyN(bc, cc, rest); err != nil {
+				break
+			}
+			continue
+		}
+		p.mu.Lock()
+		pc.first = key
+		if (key == wire.Fetch || key == wire.FetchShared) && p.freezeFetch {
+			pc.frozen, p.freezeFetch = true, false
+		}
+		p.mu.Unlock()
+		_, _ = io.Copy(bc, cc) // client → broker, always
+		break
 	}
 	end()
 	_ = bc.Close()
 	_ = cc.Close()
 }
 
-// freezeNextFetch arms the proxy: the next connection whose first request is a Fetch hangs.
+// freezeNextFetch arms the proxy: the next connection whose first request (after any ApiVersions) is a fetch hangs.
 func (p *freezingProxy) freezeNextFetch() {
 	p.mu.Lock()
 	p.freezeFetch = true
@@ -164,7 +184,7 @@ func frozenFetch(conns []proxiedConn) (int, []proxiedConn) {
 		}
 		var later []proxiedConn
 		for _, l := range conns[i+1:] {
-			if l.first == wire.Fetch {
+			if l.first == wire.Fetch || l.first == wire.FetchShared {
 				later = append(later, l)
 			}
 		}

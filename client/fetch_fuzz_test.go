@@ -343,8 +343,9 @@ func (h *fzHarness) deliver(body []byte, cancelledWins bool) bool {
 		buf = make([]byte, len(body))
 	}
 	copy(buf, body)
-	f.resp = wire.FetchResponse{Topics: f.resp.Topics[:0]}
-	if err := f.resp.ReadFrom(buf); err != nil {
+	f.resp.FetchResponse = wire.FetchResponse{Topics: f.resp.Topics[:0]}
+	f.resp.Spans = f.resp.Spans[:0]
+	if err := f.resp.FetchResponse.ReadFrom(buf); err != nil {
 		// run's failure branch.
 		f.release(true)
 		c.cl.InvalidateMetadata()

@@ -121,7 +121,7 @@ func (f *fetcher) putBufLocked(fb *fetchBuf) {
 // dropped when the responses of several partitions come back together is allocated afresh
 // a moment later.
 func (f *fetcher) idleBufs() int {
-	return max(fetchBufsIdle, (responsesAhead+1)*f.maxParts)
+	return max(fetchBufsIdle, (responsesAhead+1)*f.maxParts, f.spanBufs)
 }
 
 // grownBufBytes is the most a fetch buffer grows to for a response of limit bytes of records:

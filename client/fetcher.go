@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
@@ -80,9 +82,23 @@ type fetcher struct {
 	rot      int
 	sent     []fetchPart
 	index    map[TopicPartition]int
-	req      wire.FetchRequest
-	resp     wire.FetchResponse
-	buf      *fetchBuf // the outstanding request's response buffer (ReuseRecordBuffers)
+	req      wire.FetchSharedRequest  // a Fetch request is its FetchRequest alone
+	resp     wire.FetchSharedResponse // a Fetch response is decoded into its FetchResponse
+	buf      *fetchBuf                // the outstanding request's response buffer (ReuseRecordBuffers)
+	queued   bool                     // the last response queued records or opened a span
+
+	// File reads (filereads.go). shared: the connection asks with FetchShared (a unix socket to
+	// a broker that knows it, ConsumerConfig.FileReads); set at each dial; owned by the fetcher
+	// goroutine, as idle is. fileReadsOff: this fetcher stopped asking (the files could not be
+	// read); spanFailures counts spans in a row that could not be opened or read.
+	shared       bool
+	idle         *time.Timer
+	fileReadsOff atomic.Bool
+	spanFailures atomic.Int32
+	// spans are the partitions whose records are read from the broker's files, not fetched,
+	// and spanBufs the idle buffers kept for their pieces. Guarded by Consumer.mu.
+	spans    map[TopicPartition]*fileSpan
+	spanBufs int
 }
 
 // ensureFetcherLocked starts the fetcher for broker id if it is not running.
@@ -90,7 +106,7 @@ func (c *Consumer) ensureFetcherLocked(id int32) *fetcher {
 	if f := c.mu.fetchers[id]; f != nil || c.mu.closed {
 		return f
 	}
-	f := &fetcher{c: c, broker: id, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}}
+	f := &fetcher{c: c, broker: id, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}, spans: map[TopicPartition]*fileSpan{}}
 	f.cancelRequestFn = f.cancelRequest
 	c.mu.fetchers[id] = f
 	c.wg.Add(1)
@@ -129,8 +145,15 @@ func (f *fetcher) run() {
 		if f.conn != nil {
 			_ = f.conn.Close()
 		}
+		f.closeSpans()
 	}()
 	for {
+		if f.readSpan() {
+			continue
+		}
+		if f.waitAfterEmptyPoll() != nil {
+			return
+		}
 		reqCtx, n := f.prepare()
 		if n == 0 {
 			select {
@@ -146,6 +169,7 @@ func (f *fetcher) run() {
 			f.release(false)
 			return
 		case err == nil:
+			c.fetches.Add(1)
 			if retry := f.handle(); !retry {
 				f.failures = 0
 				break
@@ -198,7 +222,11 @@ const responsesAhead = 2
 // position is known, fewer than responsesAhead of its responses wait for Poll and none that
 // ends in an error or a reset (stopAhead), and it has not failed. c.mu must be held.
 func (ps *partState) fetchable(broker int32) bool {
-	ahead := ps.buffered < responsesAhead && !ps.stopAhead
+	limit := responsesAhead
+	if ps.spanAhead > 0 {
+		limit = ps.spanAhead
+	}
+	ahead := ps.buffered < limit && !ps.stopAhead
 	return ps.leader == broker && ps.hasPos && !ps.needReset && !ps.needCommitted && !ps.inflight && ahead && ps.err == nil
 }
 
@@ -260,9 +288,16 @@ func (f *fetcher) prepare() (context.Context, int) {
 	c.mu.Lock()
 	f.sent = f.sent[:0]
 	for _, ps := range c.mu.parts {
-		if ps.fetchable(f.broker) {
-			f.sent = append(f.sent, fetchPart{ps.tp, ps.epoch, ps.fetchOffset})
+		if !ps.fetchable(f.broker) {
+			continue
 		}
+		if sp := f.spans[ps.tp]; sp != nil {
+			if f.spanCurrent(sp, ps) {
+				continue // read from the broker's file (readSpan)
+			}
+			f.dropSpan(ps.tp)
+		}
+		f.sent = append(f.sent, fetchPart{ps.tp, ps.epoch, ps.fetchOffset})
 	}
 	if len(f.sent) == 0 {
 		c.mu.Unlock()
@@ -302,12 +337,18 @@ func (f *fetcher) prepare() (context.Context, int) {
 	f.sent = append(f.sent[:0], rotated...)
 
 	clear(f.index)
-	f.req = wire.FetchRequest{
+	f.req.FetchRequest = wire.FetchRequest{
 		ReplicaID: wire.ConsumerReplicaID,
 		MaxWaitMs: int32(c.cfg.FetchMaxWait / time.Millisecond),
 		MinBytes:  int32(c.cfg.FetchMinBytes),
 		MaxBytes:  int32(c.cfg.FetchMaxBytes),
 		Topics:    f.req.Topics[:0],
+	}
+	f.req.SpanMaxBytes = fileSpanMaxBytes
+	if len(f.spans) > 0 {
+		// Records of other partitions wait in the broker's files: a long poll would hold them
+		// up. waitAfterEmptyPoll keeps this from spinning.
+		f.req.MaxWaitMs = 0
 	}
 	for i, p := range f.sent {
 		f.index[p.tp] = i
@@ -346,13 +387,22 @@ func (f *fetcher) call(ctx context.Context) error {
 		// it), and without one the dialer would not share the time among a host's addresses.
 		dctx, cancel := context.WithTimeout(ctx, f.c.cfg.RequestTimeout)
 		conn, err := Dial(dctx, f.c.cl.brokerAddr(b), f.c.cl.cfg.ClientID)
+		if err == nil {
+			f.shared = f.canReadFiles(dctx, conn)
+		}
 		cancel()
 		if err != nil {
 			return err
 		}
 		f.conn = conn
 	}
-	f.resp = wire.FetchResponse{Topics: f.resp.Topics[:0]}
+	f.resp.FetchResponse = wire.FetchResponse{Topics: f.resp.Topics[:0]}
+	f.resp.Spans = f.resp.Spans[:0]
+	var req wire.Request = &f.req.FetchRequest
+	var resp wire.Response = &f.resp.FetchResponse
+	if f.shared && !f.fileReadsOff.Load() {
+		req, resp = &f.req, &f.resp
+	}
 	var err error
 	if f.buf != nil {
 		// callInto has let go of the buffer when it returns, even on an error. Its channel is
@@ -360,12 +410,15 @@ func (f *fetcher) call(ctx context.Context) error {
 		if f.respCh == nil {
 			f.respCh = make(chan []byte, 1)
 		}
-		f.buf.b, err = f.conn.callInto(ctx, &f.req, &f.resp, f.buf.b, f.respCh)
+		f.buf.b, err = f.conn.callInto(ctx, req, resp, f.buf.b, f.respCh)
 		if err != nil {
 			f.respCh = nil
 		}
 	} else {
-		err = f.conn.Call(ctx, &f.req, &f.resp)
+		err = f.conn.Call(ctx, req, resp)
+	}
+	if err == nil && req == wire.Request(&f.req) && f.resp.ErrorCode == wire.ErrInvalidRequest {
+		f.stopFileReads("the broker refused FetchShared")
 	}
 	if err != nil {
 		// Cancelled, timed out or broken: a response may still be owed on this connection,
@@ -410,11 +463,15 @@ func (f *fetcher) releaseBufLocked() {
 // before the next request.
 func (f *fetcher) handle() (retry bool) {
 	c := f.c
-	resp := &f.resp
+	resp := &f.resp.FetchResponse
+	files := f.openSpans()
+	defer closeUnused(files)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f.cancel = nil
 	queued, lost := false, false
+	part, nextSpan := -1, 0 // the partition's index in the response, and the next span's
+	spanned := false
 	if resp.ErrorCode != wire.NoError {
 		lost = true
 		c.cfg.Logger.Warn("sluice consumer: fetch failed", "broker", f.broker, "err", resp.ErrorCode)
@@ -424,6 +481,13 @@ func (f *fetcher) handle() (retry bool) {
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
 			tp := TopicPartition{t.Topic, p.Partition}
+			part++
+			var file *os.File
+			span := nextSpan < len(f.resp.Spans) && f.resp.Spans[nextSpan].Index == int32(part)
+			if span {
+				file = files[nextSpan].file
+				nextSpan++
+			}
 			i, ok := f.index[tp]
 			if !ok {
 				continue
@@ -434,6 +498,17 @@ func (f *fetcher) handle() (retry bool) {
 				continue // unassigned or moved while the fetch was out; release clears the mark
 			}
 			ps.inflight = false
+			if span && p.ErrorCode == wire.NoError {
+				if file != nil {
+					// Its records are read from the file (readSpan), not fetched.
+					sp := &f.resp.Spans[nextSpan-1]
+					f.spans[tp] = &fileSpan{file: file, pos: sp.Pos, end: sp.Pos + int64(sp.Len), epoch: sent.epoch, offset: sent.offset}
+					files[nextSpan-1].file = nil
+					ps.spanAhead = f.spanAheadLocked()
+					spanned = true
+				}
+				continue // a file that could not be opened: fetched again
+			}
 			ch := c.newChunkLocked()
 			ch.tp, ch.epoch, ch.fetchOffset = tp, sent.epoch, sent.offset
 			switch code := p.ErrorCode; {
@@ -494,6 +569,7 @@ func (f *fetcher) handle() (retry bool) {
 	if queued || lost {
 		c.signal()
 	}
+	f.queued = queued || spanned
 	return lost
 }
 

@@ -68,6 +68,9 @@ type Segment struct {
 	// size by activate and by a truncation (which frees the blocks past the cut), then raised
 	// by the flusher.
 	preallocTo atomic.Int64
+	// id is the file's FileID, computed at the first shared read (a stat per read would be a
+	// system call per fetch): nil until then, &noFileID if it has none.
+	id atomic.Pointer[FileID]
 }
 
 // preallocate reserves blocks up to want if that is past what is reserved. Errors are

@@ -72,6 +72,7 @@ type benchOptions struct {
 	batchSize   int
 	lingerMs    int
 	sharedMem   bool
+	fileReads   bool
 	group       string
 	idleTimeout time.Duration
 	fetchSize   int
@@ -262,6 +263,9 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 	if given("shared-memory") && !o.sharedMem && has("transport") && o.clientTransport() != bench.TransportUnix {
 		return fmt.Errorf("--shared-memory=false: only Sluice producers over the unix socket use shared memory, and this run's transport is %s", o.clientTransport())
 	}
+	if given("file-reads") && !o.fileReads && has("transport") && o.clientTransport() != bench.TransportUnix {
+		return fmt.Errorf("--file-reads=false: only Sluice consumers over the unix socket read the broker's files, and this run's transport is %s", o.clientTransport())
+	}
 	return nil
 }
 
@@ -306,8 +310,9 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
 		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
 		BatchSize: o.batchSize, LingerMs: o.lingerMs, NoSharedMemory: !o.sharedMem, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
-		Progress: progress,
-		Settle:   o.settle,
+		NoFileReads: !o.fileReads,
+		Progress:    progress,
+		Settle:      o.settle,
 	}, nil
 }
 
@@ -645,6 +650,7 @@ median wait under 5 ms plus two lingers (each --warmup plus --probe long). The s
 // addFetchFlag adds --fetch-size to commands that consume.
 func addFetchFlag(cmd *cobra.Command, o *benchOptions) {
 	cmd.Flags().IntVar(&o.fetchSize, "fetch-size", 0, "bytes one fetch may bring per partition (max.partition.fetch.bytes; Sluice and Kafka drivers, the JetStream driver refuses it); default Kafka's 1 MiB")
+	cmd.Flags().BoolVar(&o.fileReads, "file-reads", true, "Sluice consumers over the unix socket read large ranges of records from the broker's segment files, as the client does by default (false: every record through the socket)")
 }
 
 func benchRunCmd() *cobra.Command {

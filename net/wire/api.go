@@ -93,6 +93,7 @@ var apiTable = []apiInfo{
 	{BrokerHeartbeat, "BrokerHeartbeat", false, 0, 0},
 	{AttachMemory, "AttachMemory", true, 0, 0},
 	{ProduceShared, "ProduceShared", true, 0, 0},
+	{FetchShared, "FetchShared", true, 0, 0},
 }
 
 func lookupAPI(k APIKey) (apiInfo, bool) {
@@ -209,6 +210,8 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(AttachMemoryRequest), nil
 	case ProduceShared:
 		return new(ProduceSharedRequest), nil
+	case FetchShared:
+		return new(FetchSharedRequest), nil
 	}
 	return nil, ErrUnknownAPI // unreachable while apiTable and this switch agree; a test checks they do
 }
@@ -246,6 +249,8 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(AttachMemoryResponse), nil
 	case ProduceShared:
 		return new(ProduceSharedResponse), nil
+	case FetchShared:
+		return new(FetchSharedResponse), nil
 	}
 	return nil, ErrUnknownAPI
 }

@@ -78,16 +78,20 @@ func (f *FetchRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes b into f (see Message).
 func (f *FetchRequest) ReadFrom(b []byte) error {
 	r := reader{b: b}
+	f.readFrom(&r)
+	return r.done()
+}
+
+func (f *FetchRequest) readFrom(r *reader) {
 	f.ReplicaID = r.int32()
 	f.MaxWaitMs = r.int32()
 	f.MinBytes = r.int32()
 	f.MaxBytes = r.int32()
 	f.IsolationLevel = IsolationLevel(r.int8())
-	f.Topics = readSlice(&r, f.Topics, minFetchRequestTopic)
+	f.Topics = readSlice(r, f.Topics, minFetchRequestTopic)
 	for i := range f.Topics {
-		f.Topics[i].readFrom(&r)
+		f.Topics[i].readFrom(r)
 	}
-	return r.done()
 }
 
 func (t *FetchRequestTopic) appendTo(dst []byte) []byte {
@@ -176,13 +180,17 @@ func (f *FetchResponse) AppendTo(dst []byte) []byte {
 // ReadFrom decodes b into f (see Message). Records alias b.
 func (f *FetchResponse) ReadFrom(b []byte) error {
 	r := reader{b: b}
+	f.readFrom(&r)
+	return r.done()
+}
+
+func (f *FetchResponse) readFrom(r *reader) {
 	f.ThrottleMs = r.int32()
 	f.ErrorCode = ErrorCode(r.int16())
-	f.Topics = readSlice(&r, f.Topics, minFetchResponseTopic)
+	f.Topics = readSlice(r, f.Topics, minFetchResponseTopic)
 	for i := range f.Topics {
-		f.Topics[i].readFrom(&r)
+		f.Topics[i].readFrom(r)
 	}
-	return r.done()
 }
 
 // NumPartitions returns the number of partitions in f, across topics: the

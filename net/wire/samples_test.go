@@ -134,6 +134,14 @@ func samples() []sample {
 		{"FetchRequest/follower", &FetchRequest{ReplicaID: 2, Topics: []FetchRequestTopic{{Topic: "t"}}}},
 		{"FetchResponse", sampleFetchResponse()},
 		{"FetchResponse/error", &FetchResponse{ErrorCode: ErrUnknownServerError}},
+		{"FetchSharedRequest", &FetchSharedRequest{FetchRequest: FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20,
+			Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
+				{Partition: 0, CurrentLeaderEpoch: -1, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
+			}}}}, SpanMaxBytes: 256 << 20}},
+		{"FetchSharedResponse", &FetchSharedResponse{FetchResponse: *sampleFetchResponse(), Spans: []FileSpan{
+			{Index: 1, Path: "/var/lib/sluice/orders-0/00000000000000000000.log", Dev: 2049, Ino: 1 << 40, Pos: 4096, Len: 1 << 20},
+		}}},
+		{"FetchSharedResponse/noSpans", &FetchSharedResponse{FetchResponse: FetchResponse{ErrorCode: ErrInvalidRequest}}},
 
 		{"ListOffsetsRequest", &ListOffsetsRequest{ReplicaID: -1, IsolationLevel: ReadUncommitted, Topics: []ListOffsetsRequestTopic{
 			{Topic: "orders", Partitions: []ListOffsetsRequestPartition{

@@ -1,0 +1,381 @@
+package client
+
+// File reads: a consumer on the broker's host reads records from the broker's segment files.
+//
+// Over a unix socket to a broker that knows FetchShared (wire.FetchShared), a fetcher asks with
+// it instead of Fetch. A partition with 64 KiB or more to read comes back as a span of a segment
+// file (path, device and inode numbers, byte range, all below the high watermark) instead of
+// bytes. The fetcher opens the file, checks with fstat that it is the file the broker meant
+// (not a compacted segment renamed over it, nor a file of another mount namespace), and from
+// then on serves the partition from the file: readSpan reads max.partition.fetch.bytes at a
+// time with pread, cuts each piece after its last whole batch, and queues it for Poll exactly
+// as a fetch response's share for that partition. So a consumer catching up makes one round trip
+// to the broker per span (up to fileSpanMaxBytes; a segment at most) instead of one per
+// max.partition.fetch.bytes, and the broker neither wakes up nor copies for each piece: the
+// wake-up per fetch was most of what held a consumer back (BENCHMARKS.md, thirteenth session).
+// A partition at the log's tail gets its few bytes inline, as by Fetch.
+//
+// Why a path and not a descriptor passed with SCM_RIGHTS: the client's connection reader would
+// have to receive ancillary data with every read, and the server's writer to send it, for a
+// gain only in the rare case the path check fails, when the consumer simply fetches again.
+// The cost is that the consumer needs permission to read the broker's data directory; one that
+// lacks it goes back to Fetch (fileReadsOff) after its first refusal.
+//
+// Every piece is checked as a fetched response is (whole batches, then CRCs in Poll), so a file
+// that changed under the span (truncated, replaced between the broker's answer and the open)
+// shows up as a short read or a failed check, never as records the log does not hold: a short
+// read drops the span and the partition is fetched again from the same offset.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// fileSpanMaxBytes is the most a FetchShared asks one span to cover: a segment at most, in
+// practice (spans never cross segment files), and nothing is transferred for it.
+const fileSpanMaxBytes = 1 << 30
+
+// maxSpanFailures is how many spans in a row may fail to open (the file was deleted or
+// replaced between the broker's answer and the open: retention or compaction racing the
+// consumer) before a fetcher stops asking for spans.
+const maxSpanFailures = 3
+
+// fileSpan is a partition's records still to be read from one of the broker's files. Its
+// fields are guarded by Consumer.mu, and its position is also the reader's that holds its
+// partition's in-flight mark (readSpan), which reads without the lock.
+type fileSpan struct {
+	file     *os.File
+	pos, end int64  // what is left to read
+	epoch    uint64 // the partition's epoch when the span was fetched
+	offset   int64  // the fetch offset the next piece starts at
+}
+
+// spanFile is an opened span of a FetchShared response, or why it could not be opened.
+type spanFile struct {
+	file *os.File
+	err  error
+}
+
+// canReadFiles reports whether this fetcher's new connection should ask with FetchShared: the
+// consumer allows file reads, the connection is a unix socket, and the broker lists the api.
+func (f *fetcher) canReadFiles(ctx context.Context, conn *Conn) bool {
+	if conn.unix == nil || f.fileReadsOff.Load() || !f.c.cfg.fileReads() {
+		return false
+	}
+	var versions wire.APIVersionsResponse
+	if err := conn.Call(ctx, &wire.APIVersionsRequest{}, &versions); err != nil {
+		return false // the fetch that follows meets the same trouble and reports it
+	}
+	return supports(versions.APIKeys, wire.FetchShared)
+}
+
+// stopFileReads makes the fetcher fetch every record through the socket from now on.
+func (f *fetcher) stopFileReads(why string, args ...any) {
+	if f.fileReadsOff.CompareAndSwap(false, true) {
+		f.c.cfg.Logger.Info("sluice consumer: reading records through the socket, not from the broker's files", append([]any{"broker", f.broker, "why", why}, args...)...)
+	}
+}
+
+// openSpans opens the files of the last response's spans, before handle takes the consumer's
+// lock: an open and an fstat are system calls.
+func (f *fetcher) openSpans() []spanFile {
+	if len(f.resp.Spans) == 0 {
+		return nil
+	}
+	files := make([]spanFile, len(f.resp.Spans))
+	for i := range f.resp.Spans {
+		file, err := openSpan(&f.resp.Spans[i])
+		files[i] = spanFile{file, err}
+		switch {
+		case err == nil:
+			f.spanFailures.Store(0)
+		case errors.Is(err, fs.ErrPermission):
+			f.stopFileReads("the broker's files cannot be opened", "err", err)
+		default:
+			f.c.cfg.Logger.Debug("sluice consumer: span not opened", "err", err)
+			if f.spanFailures.Add(1) >= maxSpanFailures {
+				f.stopFileReads("spans kept failing to open", "err", err)
+			}
+		}
+	}
+	return files
+}
+
+// errOtherFile: a span's path leads to another file than the broker's.
+var errOtherFile = errors.New("client: a span's path leads to another file")
+
+// openSpan opens a span's file read-only and checks that it is the broker's.
+func openSpan(sp *wire.FileSpan) (*os.File, error) {
+	file, err := os.Open(sp.Path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := file.Stat()
+	if err == nil {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || uint64(st.Dev) != sp.Dev || uint64(st.Ino) != sp.Ino { //nolint:unconvert // Dev is int32 on darwin
+			err = errOtherFile
+		}
+	}
+	if err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	return file, nil
+}
+
+// closeUnused closes the span files handle did not adopt.
+func closeUnused(files []spanFile) {
+	for _, sf := range files {
+		if sf.file != nil {
+			_ = sf.file.Close()
+		}
+	}
+}
+
+// closeSpans drops every span (the fetcher is stopping).
+func (f *fetcher) closeSpans() {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	for tp := range f.spans {
+		f.dropSpan(tp)
+	}
+}
+
+// readFiles reads the next piece of a span for Poll itself, when nothing is queued, and reports
+// whether it read one. The fetcher that holds the span reads ahead while it runs, but it may be
+// asleep: on this project's 2-vCPU virtual machine, waking a sleeping thread took longer than
+// reading a piece, and Poll waited for the wake-up in turn (BENCHMARKS.md, fourteenth session).
+// Called by Poll only (pollMu held, c.mu not).
+func (c *Consumer) readFiles() bool {
+	c.mu.Lock()
+	fs := c.spanFetchers[:0]
+	for _, f := range c.mu.fetchers {
+		if len(f.spans) > 0 {
+			fs = append(fs, f)
+		}
+	}
+	c.spanFetchers = fs
+	c.mu.Unlock()
+	for i, f := range fs {
+		fs[i] = nil
+		if f.readSpan() {
+			return true
+		}
+	}
+	return false
+}
+
+// dropSpan closes tp's span; its partition is fetched again from where the span stopped.
+// c.mu must be held.
+func (f *fetcher) dropSpan(tp TopicPartition) {
+	if sp := f.spans[tp]; sp != nil {
+		_ = sp.file.Close()
+		delete(f.spans, tp)
+	}
+	if ps := f.c.mu.parts[tp]; ps != nil {
+		ps.spanAhead = 0
+	}
+}
+
+// dropSpanIf drops tp's span if it is still sp, not a span fetched since for the partition
+// assigned again (sp was closed when it was replaced). c.mu must be held.
+func (f *fetcher) dropSpanIf(tp TopicPartition, sp *fileSpan) {
+	if f.spans[tp] == sp {
+		f.dropSpan(tp)
+	}
+}
+
+// maxSpanAhead is the most pieces of one partition's span that may wait for Poll: the fetcher
+// reads half of them per wake-up.
+const maxSpanAhead = 8
+
+// spanAheadLocked is how many pieces a partition read from a file may have waiting for Poll:
+// up to maxSpanAhead, within fetch.max.bytes over all of the fetcher's spans, and never fewer
+// than a fetched partition's responsesAhead. It sizes the buffers the fetcher keeps. c.mu
+// must be held.
+func (f *fetcher) spanAheadLocked() int {
+	c := f.c
+	n := c.cfg.FetchMaxBytes / c.cfg.MaxPartitionFetchBytes / max(1, len(f.spans))
+	n = min(max(n, responsesAhead), maxSpanAhead)
+	f.spanBufs = max(f.spanBufs, min(len(f.spans)*(n+2), 64))
+	return n
+}
+
+// spanCurrent reports whether sp still serves ps: the partition was not sought, unassigned or
+// moved to another leader since. c.mu must be held.
+func (f *fetcher) spanCurrent(sp *fileSpan, ps *partState) bool {
+	return ps != nil && ps.epoch == sp.epoch && ps.fetchOffset == sp.offset && ps.leader == f.broker
+}
+
+// readSpan reads the next piece of one span whose partition may be fetched, queues it for
+// Poll, and reports whether it found one to read. It drops the spans of partitions that were
+// sought, unassigned or moved since their span was fetched. The fetcher goroutine and Poll
+// (readFiles) both call it; the partition's in-flight mark gives one of them the span's file
+// position until the piece is queued.
+func (f *fetcher) readSpan() bool {
+	c := f.c
+	c.mu.Lock()
+	var tp TopicPartition
+	var sp *fileSpan
+	var ps *partState
+	for t, s := range f.spans {
+		p := c.mu.parts[t]
+		if !f.spanCurrent(s, p) {
+			f.dropSpan(t)
+			continue
+		}
+		if p.fetchable(f.broker) {
+			tp, sp, ps = t, s, p
+			break
+		}
+	}
+	if sp == nil {
+		c.mu.Unlock()
+		return false
+	}
+	ps.inflight = true
+	piece := int(min(int64(c.cfg.MaxPartitionFetchBytes), sp.end-sp.pos))
+	var fb *fetchBuf
+	if c.bufs != nil {
+		fb = f.takeBufLocked(piece)
+	}
+	epoch, offset := ps.epoch, sp.offset
+	c.mu.Unlock()
+
+	var buf []byte
+	if fb != nil {
+		buf = fb.b[:0]
+	}
+	records, err := sp.read(buf, piece)
+	if fb != nil {
+		fb.b = records
+	}
+	c.fileReads.Add(1)
+	c.fileReadBytes.Add(int64(len(records)))
+	whole, next, count, cerr := wholeBatches(records)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The in-flight mark is this read's as long as ps is the partition's state: a seek keeps
+	// it (and changes the epoch); an unassignment replaces ps.
+	if now := c.mu.parts[tp]; now == ps {
+		ps.inflight = false
+	}
+	current := c.mu.parts[tp] == ps && ps.epoch == epoch
+	switch {
+	case err != nil || len(whole) == 0 && cerr == nil:
+		// Short (the file shrank), unreadable, gone, or the span ends in a partial batch: the
+		// partition is fetched again from here.
+		if current && err != nil && err != errUnlinked {
+			c.cfg.Logger.Debug("sluice consumer: span read failed", "partition", tp.String(), "err", err)
+			if f.spanFailures.Add(1) >= maxSpanFailures {
+				f.stopFileReads("spans kept reading short", "err", err)
+			}
+		}
+		f.dropSpanIf(tp, sp)
+		current = false
+	case !current:
+		f.dropSpanIf(tp, sp) // sought or unassigned while the piece was read
+	}
+	if !current {
+		if fb != nil {
+			f.putBufLocked(fb)
+		}
+		return true
+	}
+	ch := c.newChunkLocked()
+	ch.tp, ch.epoch, ch.fetchOffset = tp, epoch, offset
+	if cerr != nil {
+		cerr = fmt.Errorf("client: read %s from the broker's file: %w", tp, cerr)
+	}
+	ch.records, ch.rest, ch.nextOffset, ch.count, ch.err = whole, whole, next, count, cerr
+	if fb != nil && len(whole) > 0 {
+		ch.buf = fb
+		fb.refs++
+	} else if fb != nil {
+		f.putBufLocked(fb)
+	}
+	if next > ps.fetchOffset {
+		ps.fetchOffset = next
+	}
+	ps.buffered++
+	if cerr != nil {
+		ps.stopAhead = true
+		f.dropSpanIf(tp, sp)
+	} else if sp.pos += int64(len(whole)); sp.pos >= sp.end {
+		f.dropSpanIf(tp, sp)
+	} else {
+		sp.offset = ps.fetchOffset
+	}
+	c.mu.queue = append(c.mu.queue, ch)
+	c.signal()
+	return true
+}
+
+// errUnlinked: a span's file lost its name before the span was read to its end.
+var errUnlinked = errors.New("client: the span's file was deleted or replaced")
+
+// read reads the span's next piece of n bytes into buf (grown if needed), and more if the
+// piece holds no whole batch but the span holds the batch it starts. It returns an error if
+// the file reads short, or if it has been deleted or replaced: the open file would still read,
+// but the records are gone from the log (retention or compaction ran), and a consumer must
+// learn it as from a fetch, with OFFSET_OUT_OF_RANGE or the compacted records.
+func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
+	if unlinked(sp.file) {
+		return buf[:0], errUnlinked
+	}
+	for {
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		m, err := sp.file.ReadAt(buf, sp.pos)
+		if m < n {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf[:m], err
+		}
+		size, serr := batch.SizeOf(buf)
+		if serr != nil || size <= n || int64(size) > sp.end-sp.pos {
+			// Whole batches, a damaged header (Poll's check reports it), or a batch that the
+			// span ends in the middle of.
+			return buf, nil
+		}
+		n = size // one batch larger than a piece: read it whole
+	}
+}
+
+// waitAfterEmptyPoll keeps a fetcher with spans it cannot read yet (Poll has not drained their
+// partitions) from polling the broker in a loop: its requests do not long-poll while it holds
+// spans, so after one that brought nothing it waits for Poll, or for fetch.max.wait.ms.
+func (f *fetcher) waitAfterEmptyPoll() error {
+	if f.queued || len(f.spans) == 0 || f.req.MaxWaitMs != 0 || len(f.sent) == 0 {
+		return nil
+	}
+	f.queued = true // wait once per empty response
+	if f.idle == nil {
+		f.idle = time.NewTimer(f.c.cfg.FetchMaxWait)
+	} else {
+		f.idle.Reset(f.c.cfg.FetchMaxWait)
+	}
+	defer f.idle.Stop()
+	select {
+	case <-f.wake:
+		return nil
+	case <-f.idle.C:
+		return nil
+	case <-f.c.ctx.Done():
+		return f.c.ctx.Err()
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package client
+
+import "os"
+
+func unlinked(*os.File) bool { return false }

@@ -1,0 +1,231 @@
+//go:build unix
+
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/broker/brokertest"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// fileReadValue is record i's value in partition p: 1 KiB that no codec shrinks, different for
+// every record.
+func fileReadValue(p int32, i int) []byte {
+	v := make([]byte, 1024)
+	r := rand.New(rand.NewPCG(uint64(p), uint64(i)))
+	for j := range v {
+		v[j] = byte(r.Uint32())
+	}
+	return v
+}
+
+// fillForFileReads appends to partition p batches of the given sizes (records per batch),
+// alternating uncompressed and lz4 batches, and returns how many records it appended.
+func fillForFileReads(f *consumerFixture, topic string, p int32, sizes ...int) int {
+	n := 0
+	for bi, size := range sizes {
+		recs := make([]batch.Record, size)
+		for i := range recs {
+			recs[i] = batch.Record{Timestamp: time.Now().UnixMilli(), Key: fmt.Appendf(nil, "k%d", n+i), Value: fileReadValue(p, n+i),
+				Headers: []batch.Header{{Key: []byte("h"), Value: fmt.Appendf(nil, "%d", n+i)}}}
+		}
+		codec := batch.None
+		if bi%2 == 1 {
+			codec = batch.LZ4
+		}
+		f.produce(topic, p, codec, recs)
+		n += size
+	}
+	return n
+}
+
+// checkPartitionRecords checks that recs hold partition p's records from offset from to the
+// end, in order, each with its key, value and header.
+func checkPartitionRecords(t *testing.T, recs []client.Record, p int32, from, n int) {
+	t.Helper()
+	if len(recs) != n-from {
+		t.Fatalf("partition %d: %d records, want %d", p, len(recs), n-from)
+	}
+	for i, r := range recs {
+		want := from + i
+		if r.Offset != int64(want) || !bytes.Equal(r.Value, fileReadValue(p, want)) || string(r.Key) != fmt.Sprintf("k%d", want) ||
+			len(r.Headers) != 1 || string(r.Headers[0].Value) != fmt.Sprint(want) {
+			t.Fatalf("partition %d record %d: offset %d key %q value %x... headers %v", p, i, r.Offset, r.Key, r.Value[:min(8, len(r.Value))], r.Headers)
+		}
+	}
+}
+
+// byPartition splits records by partition, in order.
+func byPartition(recs []client.Record) map[int32][]client.Record {
+	out := map[int32][]client.Record{}
+	for _, r := range recs {
+		out[r.Partition] = append(out[r.Partition], r)
+	}
+	return out
+}
+
+// A consumer over the unix socket reads a partition's backlog from the broker's files, in
+// pieces of max.partition.fetch.bytes that end in the middle of batches, with compressed
+// batches and a batch larger than a piece among them, and delivers exactly the log: the same
+// records as a consumer that fetches them (FileReads off), which reads nothing from the files.
+// A small partition beside it comes inline.
+func TestFileReadsDeliverTheLog(t *testing.T) {
+	for _, mode := range consumerModes {
+		t.Run(mode.name, func(t *testing.T) {
+			f := newConsumerFixture(t)
+			topic := "files-" + mode.name
+			f.createTopic(topic, 2)
+			sizes := []int{10, 10, 10, 100, 10} // the 100-record batch (100 KiB) is larger than a piece
+			for range 10 {
+				sizes = append(sizes, 10, 7, 13)
+			}
+			n0 := fillForFileReads(f, topic, 0, sizes...)
+			n1 := fillForFileReads(f, topic, 1, 3, 3)
+			tps := []client.TopicPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}}
+
+			for _, reads := range []bool{true, false} {
+				c := f.consumer(client.ConsumerConfig{
+					Config:                 client.Config{Brokers: []string{f.unix()}},
+					AutoOffsetReset:        client.OffsetResetEarliest,
+					MaxPartitionFetchBytes: 64 << 10,
+					ReuseRecordBuffers:     mode.reuse,
+					FileReads:              &reads,
+				}, tps...)
+				parts := byPartition(f.pollN(c, n0+n1))
+				checkPartitionRecords(t, parts[0], 0, 0, n0)
+				checkPartitionRecords(t, parts[1], 1, 0, n1)
+				st := c.Stats()
+				if reads && (st.FileReads < 5 || st.FileReadBytes < int64(n0)*1000) {
+					t.Errorf("file reads on: %+v, want the backlog of partition 0 read from its file in pieces", st)
+				}
+				if !reads && (st.FileReads != 0 || st.FileReadBytes != 0) {
+					t.Errorf("file reads off: %+v, want nothing read from files", st)
+				}
+				if st.Fetches == 0 {
+					t.Errorf("stats %+v: no fetches counted", st)
+				}
+				_ = c.Close(context.Background())
+			}
+		})
+	}
+}
+
+// A seek while a partition is being read from a file drops what was read ahead: the records
+// after the seek start exactly at the new position, backwards and forwards.
+func TestFileReadsSeek(t *testing.T) {
+	f := newConsumerFixture(t)
+	f.createTopic("files-seek", 1)
+	sizes := make([]int, 60)
+	for i := range sizes {
+		sizes[i] = 10
+	}
+	n := fillForFileReads(f, "files-seek", 0, sizes...)
+	tp := client.TopicPartition{Topic: "files-seek"}
+	c := f.consumer(client.ConsumerConfig{
+		Config: client.Config{Brokers: []string{f.unix()}}, AutoOffsetReset: client.OffsetResetEarliest,
+		MaxPartitionFetchBytes: 32 << 10, ReuseRecordBuffers: true, MaxPollRecords: 5,
+	}, tp)
+	checkPartitionRecords(t, f.pollN(c, 100), 0, 0, 100)
+	if c.Stats().FileReads == 0 {
+		t.Fatal("no file reads before the seek")
+	}
+	if err := c.Seek(tp, 5); err != nil {
+		t.Fatal(err)
+	}
+	checkPartitionRecords(t, f.pollN(c, 200), 0, 5, 205)
+	if err := c.Seek(tp, 450); err != nil {
+		t.Fatal(err)
+	}
+	checkPartitionRecords(t, f.pollN(c, n-450), 0, 450, n)
+}
+
+// Records that retention deletes while a consumer reads their segment from its file stop
+// coming: the consumer notices that the file lost its name, fetches, meets
+// OFFSET_OUT_OF_RANGE and resets, as a consumer that fetches through the socket would. Only
+// the pieces already read ahead (at most a few) are still delivered. (The open file would
+// still read: without the check the rest of the deleted segment would come.)
+func TestFileReadsStopAtDeletedSegment(t *testing.T) {
+	dir := t.TempDir()
+	cfg := brokertest.Config(dir, "127.0.0.1:0")
+	cfg.RetentionCheck = 20 * time.Millisecond
+	b := brokertest.Open(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, err := client.NewAdmin(ctx, b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	const topic = "files-retention"
+	if err := admin.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 1, Configs: map[string]string{"segment.bytes": "524288"}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := client.Dial(ctx, b.Addr().String(), "fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f := &consumerFixture{t: t, b: b, conn: conn, ctx: ctx}
+	sizes := make([]int, 200)
+	for i := range sizes {
+		sizes[i] = 10 // about 2 MiB in 10 KiB batches: four segments and the active one
+	}
+	n := fillForFileReads(f, topic, 0, sizes...)
+
+	tp := client.TopicPartition{Topic: topic}
+	c := f.consumer(client.ConsumerConfig{
+		Config: client.Config{Brokers: []string{f.unix()}}, AutoOffsetReset: client.OffsetResetEarliest,
+		MaxPartitionFetchBytes: 16 << 10, ReuseRecordBuffers: true, MaxPollRecords: 1,
+	}, tp)
+	first := f.pollN(c, 20)
+	checkPartitionRecords(t, first, 0, 0, 20)
+	if c.Stats().FileReads == 0 {
+		t.Fatal("the first segment is not being read from its file")
+	}
+
+	if err := admin.AlterTopicConfigs(ctx, topic, map[string]string{"retention.bytes": "600000"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var start int64
+	for start == 0 {
+		var lo wire.ListOffsetsResponse
+		if err := conn.Call(ctx, &wire.ListOffsetsRequest{ReplicaID: wire.ConsumerReplicaID, Topics: []wire.ListOffsetsRequestTopic{
+			{Topic: topic, Partitions: []wire.ListOffsetsRequestPartition{{CurrentLeaderEpoch: -1, Timestamp: wire.EarliestTimestamp}}}}}, &lo); err != nil {
+			t.Fatal(err)
+		}
+		if start = lo.Topics[0].Partitions[0].Offset; start == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("retention never deleted the first segment")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if _, err := os.Stat(fmt.Sprintf("%s/%s-0/%020d.log", dir, topic, 0)); !os.IsNotExist(err) {
+		t.Fatalf("the first segment's file is still there (%v)", err)
+	}
+
+	var stale int
+	recs := f.pollN(c, 1)
+	for ; recs[0].Offset < start; recs = f.pollN(c, 1) {
+		stale++
+	}
+	// What was read ahead before the deletion (two pieces of 16 KiB, and the rest of the
+	// piece being polled) may still come; the rest of the 512 KiB segment must not.
+	if stale > 60 {
+		t.Errorf("%d records of the deleted segment delivered after it was deleted", stale)
+	}
+	if recs[0].Offset < start {
+		t.Fatalf("record at offset %d, below the log start %d", recs[0].Offset, start)
+	}
+	rest := append(recs, f.pollN(c, n-int(recs[0].Offset)-1)...)
+	checkPartitionRecords(t, rest, 0, int(recs[0].Offset), n)
+}
