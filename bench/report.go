@@ -56,7 +56,7 @@ type Result struct {
 	// CPUSeconds is the process's CPU time (user and system, every thread: client, harness and
 	// any in-process broker or peer; plus a broker process's, BrokerCPUSeconds) over the
 	// measured window: from the first measured send
-	// (consume: the first record received) to the last record (within 5 ms). Zero where the
+	// (consume: the first records' poll) to the last record (within 5 ms). Zero where the
 	// system does not say.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// BrokerCPUSeconds is the part of CPUSeconds spent by a broker in a process of its own

@@ -704,11 +704,17 @@ func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
 // quietly ignored would make the figures look like a paced run's.
 var errConsumeRate = errors.New("bench: a consume run has no rate (--rate, --rate-of-max): it reads flat out")
 
-// CheckConsume refuses what a consume run cannot do (a rate), so a command can say so before
-// it starts anything.
+// errConsumeWarmup refuses a warm-up for a consume run, which has none: it would be ignored.
+var errConsumeWarmup = errors.New("bench: a consume run has no warm-up (--warmup): it measures from its first records' poll")
+
+// CheckConsume refuses what a consume run cannot do (a rate, a warm-up), so a command can say
+// so before it starts anything.
 func (c Config) CheckConsume() error {
 	if c.Rate > 0 || c.RateOfMax > 0 {
 		return errConsumeRate
+	}
+	if c.Warmup > 0 {
+		return errConsumeWarmup
 	}
 	return nil
 }
@@ -752,7 +758,7 @@ func idleContext(ctx context.Context, d time.Duration) (context.Context, *time.T
 
 // Consume reads c.Records records (all there are, if 0: until nothing arrives for
 // c.IdleTimeout) from every topic of the run, one consumer per topic, from the beginning.
-// Throughput runs from the first record received to the last.
+// Throughput runs from the start of the poll that brought the first records to the last record.
 func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err := c.CheckConsume(); err != nil {
 		return Result{}, err
@@ -795,6 +801,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 			pctx, idle := idleContext(ctx, c.IdleTimeout)
 			defer func() { idle.Stop() }()
 			for {
+				polled := c.Clock.Now()
 				msgs, err := cs.Poll(pctx)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -820,8 +827,22 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 					// goes on with a fresh context (the old one is cancelled).
 					pctx, idle = idleContext(ctx, c.IdleTimeout)
 				}
+				if c.Records > 0 {
+					// A poll brings whole fetches: count only the records still wanted, so
+					// that the run reports the --records it was asked for.
+					msgs = msgs[:takeUpTo(&received, int64(len(msgs)), c.Records)]
+					if len(msgs) == 0 {
+						cancel() // another consumer took the last of them
+						continue
+					}
+				} else {
+					received.Add(int64(len(msgs)))
+				}
 				now := int64(c.Clock.Now().Sub(start))
-				if first.CompareAndSwap(-1, now) {
+				// The run's time starts with the poll that brought its first records: their
+				// fetch is part of reading them (from their arrival, a run of one poll took no
+				// time at all).
+				if first.CompareAndSwap(-1, int64(polled.Sub(start))) {
 					cpu.begin()
 				}
 				last.Store(now)
@@ -831,7 +852,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 					b += int64(len(m.Value))
 				}
 				st.add(int64(len(msgs)), b)
-				if n := received.Add(int64(len(msgs))); c.Records > 0 && n >= c.Records {
+				if c.Records > 0 && received.Load() >= c.Records {
 					cancel()
 				}
 			}
@@ -868,6 +889,20 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 		firstErr = errors.New("bench: no records to consume")
 	}
 	return r, firstErr
+}
+
+// takeUpTo adds up to n to *count without taking it past limit, and returns how much it added.
+func takeUpTo(count *atomic.Int64, n, limit int64) int64 {
+	for {
+		had := count.Load()
+		take := min(n, limit-had)
+		if take <= 0 {
+			return 0
+		}
+		if count.CompareAndSwap(had, had+take) {
+			return take
+		}
+	}
 }
 
 // E2E runs producers at c.Rate and one consumer per topic in the same process; each value

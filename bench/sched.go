@@ -201,6 +201,11 @@ func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time
 				if awake, err = p.waitFor(ctx, clock, sleeper, i, due, minWait); err != nil {
 					return i, err
 				}
+			} else if i&1023 == 0 && ctx.Err() != nil {
+				// Behind schedule, records are sent without a wait, and the waits that
+				// would see ctx end come ever further apart (a run at a rate the system
+				// cannot keep up ignored Ctrl-C for minutes).
+				return i, ctx.Err()
 			}
 		} else {
 			if i%every == 0 {

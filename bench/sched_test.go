@@ -659,10 +659,114 @@ func TestFillAndConsume(t *testing.T) {
 			t.Errorf("Consume with rate %v, rate of max %v: %v, want errConsumeRate", c.Rate, c.RateOfMax, err)
 		}
 	}
+	// A warm-up would be ignored: a consume run measures from its first record.
+	w := Config{Records: 10, Topic: "h", Warmup: time.Second}
+	if _, err := FillAndConsume(ctx, d, w, nil); !errors.Is(err, errConsumeWarmup) {
+		t.Errorf("FillAndConsume with a warm-up: %v, want errConsumeWarmup", err)
+	}
+	if _, err := Consume(ctx, d, w); !errors.Is(err, errConsumeWarmup) {
+		t.Errorf("Consume with a warm-up: %v, want errConsumeWarmup", err)
+	}
 	d.mu.Lock()
 	_, created := d.mu.topics["h"]
 	d.mu.Unlock()
 	if created {
 		t.Error("a refused run filled its topic")
+	}
+}
+
+// TestPaceBehindScheduleStopsWhenCancelled: an open-loop producer far behind its schedule
+// sends without waiting, and must still stop soon after ctx ends (Ctrl-C in a run at a rate
+// the system cannot keep up with).
+func TestPaceBehindScheduleStopsWhenCancelled(t *testing.T) {
+	clock := newFakeClock()
+	start := clock.Now()
+	clock.Advance(time.Hour) // every record of the first hour is overdue
+	p := NewPacer(start, 1e9)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := Pace(ctx, clock, p, func(int64, time.Time) bool { return false }, func(i int64, _ time.Time) {
+			if i == 5000 {
+				cancel()
+			}
+		})
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n > 5000+2048 {
+			t.Errorf("Pace sent %d records after its context ended at record 5000", n-5000)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Pace behind schedule did not stop when its context ended")
+	}
+}
+
+// TestConsumeCountsOnlyTheRecordsAsked: a poll brings whole fetches, more than --records when
+// the topic holds more; the run reports exactly the records it was asked for, with their bytes.
+func TestConsumeCountsOnlyTheRecordsAsked(t *testing.T) {
+	ctx := context.Background()
+	d := newMemDriver()
+	if _, err := Produce(ctx, d, Config{Records: 500, RecordSize: 32, Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Consume(ctx, d, Config{Records: 100, Topic: "t", IdleTimeout: time.Second})
+	if err != nil || r.Records != 100 || r.Bytes != 100*32 {
+		t.Fatalf("consume 100 of 500: %d records, %d bytes, %v; want 100 records of 32 bytes", r.Records, r.Bytes, err)
+	}
+	// Two topics, one consumer each, 50 records asked in all.
+	c := Config{Records: 300, RecordSize: 16, Topic: "m", Topics: 2, Producers: 2}
+	if _, err := Produce(ctx, d, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Records, c.IdleTimeout = 50, time.Second
+	if r, err = Consume(ctx, d, c); err != nil || r.Records != 50 || r.Bytes != 50*16 {
+		t.Fatalf("consume 50 from two topics: %d records, %d bytes, %v; want 50", r.Records, r.Bytes, err)
+	}
+}
+
+// slowFirstPoll is a driver whose consumer's first poll takes a second (of the fake clock) and
+// brings every record: the fetch a real first poll waits for.
+type slowFirstPoll struct {
+	*memDriver
+	clock *fakeClock
+}
+
+func (d slowFirstPoll) NewConsumer(ctx context.Context, o ConsumerOptions) (Consumer, error) {
+	c, err := d.memDriver.NewConsumer(ctx, o)
+	return &slowFirstConsumer{Consumer: c, clock: d.clock}, err
+}
+
+type slowFirstConsumer struct {
+	Consumer
+	clock  *fakeClock
+	polled bool
+}
+
+func (c *slowFirstConsumer) Poll(ctx context.Context) ([]Message, error) {
+	if !c.polled {
+		c.polled = true
+		c.clock.Advance(time.Second)
+	}
+	return c.Consumer.Poll(ctx)
+}
+
+// TestConsumeTimesTheFirstPoll: a consume run's time starts with the poll that brought its
+// first records, so a run whose records all came in one poll took that poll's time, not none.
+func TestConsumeTimesTheFirstPoll(t *testing.T) {
+	ctx := context.Background()
+	d := newMemDriver()
+	if _, err := Produce(ctx, d, Config{Records: 100, RecordSize: 32, Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	r, err := Consume(ctx, slowFirstPoll{d, clock}, Config{Records: 100, Topic: "t", IdleTimeout: time.Second, Clock: clock})
+	if err != nil || r.Records != 100 {
+		t.Fatalf("consume: %d records, %v", r.Records, err)
+	}
+	if r.Seconds < 0.99 || r.Seconds > 1.01 {
+		t.Errorf("a run read in one poll of 1 s took %v s, want 1", r.Seconds)
 	}
 }

@@ -253,6 +253,10 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("--idle-timeout %v: must be positive", o.idleTimeout)
 	case given("data-dir") && has("embedded") && !o.embedded && !o.limits:
 		return errors.New("--data-dir needs --embedded or --limits (it is where the embedded broker's data goes, and where the disk probes write)")
+	case given("warmup") && o.mode == bench.ModeConsume:
+		return errors.New("--warmup: a consume run has no warm-up (it measures from its first records' poll)")
+	case given("payload") && o.payloadFile != "" && o.payload != bench.PayloadFile:
+		return fmt.Errorf("--payload %s: --payload-file makes the values the file's bytes (--payload file)", o.payload)
 	case given("transport") && has("driver") && o.driver != "sluice":
 		return fmt.Errorf("--transport applies to the sluice driver only; %s has its own", o.driver)
 	case given("workload") && anyGiven(given, "records", "duration", "record-size", "producers", "partitions", "rate", "rate-of-max", "mode"):

@@ -465,6 +465,13 @@ func TestBenchFlagChecks(t *testing.T) {
 		{[]string{"produce", "--embedded", "--driver", "kfake", "--transport", "unix"}, "--transport"},
 		{[]string{"compare", "--workload", "w.yaml", "--records", "10"}, "--workload"},
 		{[]string{"compare", "--workload", "w.yaml", "--mode", "consume"}, "--workload"},
+		{[]string{"produce", "--embedded", "--payload", "text", "--payload-file", "p.bin"}, "--payload"},
+		{[]string{"compare", "--payload", "random", "--payload-file", "p.bin"}, "--payload"},
+		{[]string{"produce", "--embedded", "--payload", "file", "--payload-file", "p.bin"}, ""},
+		{[]string{"produce", "--embedded", "--payload-file", "p.bin"}, ""},
+		{[]string{"consume", "--embedded", "--warmup", "1s"}, "--warmup"},
+		{[]string{"consume", "--broker", "127.0.0.1:1", "--warmup", "1s"}, "--warmup"},
+		{[]string{"produce", "--embedded", "--warmup", "1s"}, ""},
 
 		{[]string{"produce", "--embedded", "--transport", "unix", "--records", "10", "--shared-memory=false"}, ""},
 		{[]string{"produce", "--broker", "unix:///tmp/s.sock", "--shared-memory=false"}, ""},
