@@ -4,10 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 // Hooks for the consumer's external tests (package client_test).
@@ -56,3 +59,6 @@ func SetDefaultCloseTimeout(t testing.TB, d time.Duration) {
 	defaultCloseTimeout = d
 	t.Cleanup(func() { defaultCloseTimeout = old })
 }
+
+// OpenSpanForTest is openSpan.
+func OpenSpanForTest(sp *wire.FileSpan) (*os.File, error) { return openSpan(sp) }

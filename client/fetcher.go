@@ -87,11 +87,14 @@ type fetcher struct {
 	buf      *fetchBuf                // the outstanding request's response buffer (ReuseRecordBuffers)
 	queued   bool                     // the last response queued records or opened a span
 
-	// File reads (filereads.go). shared: the connection asks with FetchShared (a unix socket to
-	// a broker that knows it, ConsumerConfig.FileReads); set at each dial; owned by the fetcher
-	// goroutine, as idle is. fileReadsOff: this fetcher stopped asking (the files could not be
-	// read); spanFailures counts spans in a row that could not be opened or read.
+	// File reads (filereads.go). Owned by the fetcher goroutine: shared, whether the connection
+	// asks with FetchShared (a unix socket to a broker that knows it, ConsumerConfig.FileReads),
+	// set at each dial; haveSpans, whether spans existed when the last request was prepared (it
+	// did not long-poll then); idle, waitAfterEmptyPoll's timer. Atomics: fileReadsOff, this
+	// fetcher stopped asking (the files could not be read); spanFailures, spans in a row that
+	// could not be opened or read.
 	shared       bool
+	haveSpans    bool
 	idle         *time.Timer
 	fileReadsOff atomic.Bool
 	spanFailures atomic.Int32
@@ -318,6 +321,7 @@ func (f *fetcher) prepare() (context.Context, int) {
 	}
 	reqCtx := f.reqCtx
 	f.cancel = f.cancelRequestFn
+	f.haveSpans = len(f.spans) > 0
 	c.mu.Unlock()
 
 	// Sorted, then rotated, so that every partition is sometimes first: the broker returns the
@@ -345,7 +349,7 @@ func (f *fetcher) prepare() (context.Context, int) {
 		Topics:    f.req.Topics[:0],
 	}
 	f.req.SpanMaxBytes = fileSpanMaxBytes
-	if len(f.spans) > 0 {
+	if f.haveSpans {
 		// Records of other partitions wait in the broker's files: a long poll would hold them
 		// up. waitAfterEmptyPoll keeps this from spinning.
 		f.req.MaxWaitMs = 0

@@ -110,11 +110,17 @@ func (f *fetcher) openSpans() []spanFile {
 	return files
 }
 
-// errOtherFile: a span's path leads to another file than the broker's.
-var errOtherFile = errors.New("client: a span's path leads to another file")
+// Errors of a span that cannot be read.
+var (
+	errOtherFile = errors.New("client: a span's path leads to another file")
+	errBadSpan   = errors.New("client: a span with a negative position or no bytes")
+)
 
 // openSpan opens a span's file read-only and checks that it is the broker's.
 func openSpan(sp *wire.FileSpan) (*os.File, error) {
+	if sp.Pos < 0 || sp.Len <= 0 {
+		return nil, errBadSpan
+	}
 	file, err := os.Open(sp.Path)
 	if err != nil {
 		return nil, err
@@ -360,8 +366,14 @@ func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
 // partitions) from polling the broker in a loop: its requests do not long-poll while it holds
 // spans, so after one that brought nothing it waits for Poll, or for fetch.max.wait.ms.
 func (f *fetcher) waitAfterEmptyPoll() error {
-	if f.queued || len(f.spans) == 0 || f.req.MaxWaitMs != 0 || len(f.sent) == 0 {
+	if f.queued || !f.haveSpans || len(f.sent) == 0 {
 		return nil
+	}
+	f.c.mu.Lock()
+	spans := len(f.spans)
+	f.c.mu.Unlock()
+	if spans == 0 {
+		return nil // read to their ends since: the next request long-polls
 	}
 	f.queued = true // wait once per empty response
 	if f.idle == nil {

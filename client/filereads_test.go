@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,4 +229,94 @@ func TestFileReadsStopAtDeletedSegment(t *testing.T) {
 	}
 	rest := append(recs, f.pollN(c, n-int(recs[0].Offset)-1)...)
 	checkPartitionRecords(t, rest, 0, int(recs[0].Offset), n)
+}
+
+// A partition read from a file and one at the log's tail, in one fetcher: while the first has
+// pieces waiting for a slow application, the second's new records still arrive (its requests
+// do not long-poll then, and the fetcher does not spin on them either), and both partitions
+// come whole and in order.
+func TestFileReadsBesideATailPartition(t *testing.T) {
+	f := newConsumerFixture(t)
+	const topic = "files-mixed"
+	f.createTopic(topic, 2)
+	sizes := make([]int, 100)
+	for i := range sizes {
+		sizes[i] = 10
+	}
+	n0 := fillForFileReads(f, topic, 0, sizes...)
+	tps := []client.TopicPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}}
+	c := f.consumer(client.ConsumerConfig{
+		Config: client.Config{Brokers: []string{f.unix()}}, AutoOffsetReset: client.OffsetResetEarliest,
+		MaxPartitionFetchBytes: 32 << 10, MaxPollRecords: 10, FetchMaxWait: 200 * time.Millisecond,
+	}, tps...)
+
+	const n1 = 30
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := range n1 {
+			recs := []batch.Record{{Timestamp: time.Now().UnixMilli(), Key: fmt.Appendf(nil, "k%d", i), Value: fileReadValue(1, i),
+				Headers: []batch.Header{{Key: []byte("h"), Value: fmt.Appendf(nil, "%d", i)}}}}
+			f.produce(topic, 1, batch.None, recs)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var got []client.Record
+	for len(got) < n0+n1 {
+		recs, err := c.Poll(f.ctx)
+		if err != nil {
+			t.Fatalf("poll after %d records: %v", len(got), err)
+		}
+		for _, r := range recs {
+			got = append(got, cloneRecord(r))
+		}
+		time.Sleep(200 * time.Microsecond) // a slow application: partition 0's pieces pile up
+	}
+	<-produced
+	parts := byPartition(got)
+	checkPartitionRecords(t, parts[0], 0, 0, n0)
+	checkPartitionRecords(t, parts[1], 1, 0, n1)
+	// About 15 requests in all; a fetcher that polled partition 1 in a loop while partition
+	// 0's pieces waited made 650 to 900.
+	if st := c.Stats(); st.FileReads == 0 || st.Fetches > 200 {
+		t.Errorf("stats %+v: want partition 0 read from its file, and no fetch loop", st)
+	}
+}
+
+// A span that names another file than its path leads to, or that has no bytes, is not opened.
+func TestOpenSpanChecksTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/seg.log"
+	if err := os.WriteFile(path, make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	good := wire.FileSpan{Path: path, Dev: uint64(st.Dev), Ino: uint64(st.Ino), Pos: 0, Len: 100} //nolint:unconvert // Dev is int32 on darwin
+	for _, tc := range []struct {
+		name string
+		edit func(*wire.FileSpan)
+		ok   bool
+	}{
+		{"same file", func(*wire.FileSpan) {}, true},
+		{"other inode", func(s *wire.FileSpan) { s.Ino++ }, false},
+		{"other device", func(s *wire.FileSpan) { s.Dev++ }, false},
+		{"no bytes", func(s *wire.FileSpan) { s.Len = 0 }, false},
+		{"negative length", func(s *wire.FileSpan) { s.Len = -5 }, false},
+		{"negative position", func(s *wire.FileSpan) { s.Pos = -1 }, false},
+		{"missing", func(s *wire.FileSpan) { s.Path = dir + "/gone.log" }, false},
+		{"empty path", func(s *wire.FileSpan) { s.Path = "" }, false},
+	} {
+		sp := good
+		tc.edit(&sp)
+		f, err := client.OpenSpanForTest(&sp)
+		if f != nil {
+			f.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
 }
