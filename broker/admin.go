@@ -392,10 +392,15 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 				res.Offset = int64(p.log.EndOffset())
 			case wire.EarliestTimestamp:
 				res.Offset = int64(p.log.StartOffset())
-			case wire.MaxTimestamp:
-				res.ErrorCode = wire.ErrInvalidRequest // not supported yet
 			default:
-				off, ts, ok, err := p.log.OffsetForTimestamp(rp.Timestamp)
+				ts := rp.Timestamp
+				if ts == wire.MaxTimestamp {
+					// The first record with the log's largest timestamp (none in an empty log).
+					if ts = p.log.MaxTimestamp(); ts < 0 {
+						break
+					}
+				}
+				off, ts, ok, err := p.log.OffsetForTimestamp(ts)
 				switch {
 				case err != nil:
 					res.ErrorCode = errorCode(err)

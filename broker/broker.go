@@ -254,6 +254,11 @@ func (b *Broker) retentionLoop() {
 			return
 		case <-t.C:
 			for _, p := range b.partitionList() {
+				if p.tp.topic == OffsetsTopic {
+					// Not compacted (yet): deleting a segment would delete the only record of
+					// the offsets committed in it, which a restart would then not find.
+					continue
+				}
 				if _, err := p.log.DeleteExpired(); err != nil {
 					b.logger.Warn("retention", "partition", p.tp.String(), "err", err)
 				}

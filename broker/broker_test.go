@@ -785,3 +785,211 @@ func TestAdvertisedUnixPathTooLongStaysRelative(t *testing.T) {
 		t.Fatalf("a short relative path advertised as %q", got)
 	}
 }
+
+// A deleted topic's committed offsets go with it, as in Kafka: a group must not resume a new
+// topic of the same name at the old topic's positions (it would skip the new records), neither
+// at once nor after a restart.
+func TestDeletedTopicForgetsCommittedOffsets(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, testConfig(t, dir))
+	c := dial(t, b.Addr().String())
+	commit := func(c *client.Conn, group, topic string, offset int64) {
+		t.Helper()
+		var cr wire.OffsetCommitResponse
+		call(t, c, &wire.OffsetCommitRequest{GroupID: group, GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+			{Topic: topic, Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}},
+		}}, &cr)
+		if code := cr.Topics[0].Partitions[0].ErrorCode; code != wire.NoError {
+			t.Fatalf("commit %s %s: %v", group, topic, code)
+		}
+	}
+	committed := func(c *client.Conn, group, topic string) int64 {
+		t.Helper()
+		var fr wire.OffsetFetchResponse
+		call(t, c, &wire.OffsetFetchRequest{GroupID: group, Topics: []wire.OffsetFetchRequestTopic{{Topic: topic, Partitions: []int32{0}}}}, &fr)
+		return fr.Topics[0].Partitions[0].Offset
+	}
+	deleteTopic := func(c *client.Conn, topic string) {
+		t.Helper()
+		var dr wire.DeleteTopicsResponse
+		call(t, c, &wire.DeleteTopicsRequest{Topics: []string{topic}, TimeoutMs: 5000}, &dr)
+		if dr.Topics[0].ErrorCode != wire.NoError {
+			t.Fatal(dr.Topics[0].ErrorCode)
+		}
+	}
+	for _, topic := range []string{"recreated", "gone", "kept"} {
+		createTopic(t, c, topic, 1)
+		for _, g := range []string{"g1", "g2", "g3"} {
+			commit(c, g, topic, 30)
+		}
+	}
+	deleteTopic(c, "recreated")
+	createTopic(t, c, "recreated", 1)
+	deleteTopic(c, "gone")
+	for _, g := range []string{"g1", "g2", "g3"} {
+		if got := committed(c, g, "recreated"); got != -1 {
+			t.Errorf("group %s: re-created topic has the old topic's committed offset %d", g, got)
+		}
+		if got := committed(c, g, "kept"); got != 30 {
+			t.Errorf("group %s: offset of an untouched topic %d, want 30", g, got)
+		}
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, testConfig(t, dir))
+	c2 := dial(t, b2.Addr().String())
+	createTopic(t, c2, "gone", 1)
+	for _, g := range []string{"g1", "g2", "g3"} {
+		for _, topic := range []string{"recreated", "gone"} {
+			if got := committed(c2, g, topic); got != -1 {
+				t.Errorf("after restart, group %s: %s has the deleted topic's committed offset %d", g, topic, got)
+			}
+		}
+		if got := committed(c2, g, "kept"); got != 30 {
+			t.Errorf("after restart, group %s: offset of an untouched topic %d, want 30", g, got)
+		}
+	}
+}
+
+// Retention never deletes committed offsets: __consumer_offsets is not compacted, so a deleted
+// segment would take the only record of the offsets committed in it, and a restart would not
+// find them (a broker-wide log.retention.bytes applied to it).
+func TestRetentionKeepsCommittedOffsets(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.OffsetsTopicPartitions = 1
+	cfg.RetentionBytes = 1
+	cfg.SegmentMs = time.Millisecond
+	cfg.RetentionCheck = 10 * time.Millisecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "t", 1)
+	commit := func(group string, offset int64) {
+		t.Helper()
+		var cr wire.OffsetCommitResponse
+		call(t, c, &wire.OffsetCommitRequest{GroupID: group, GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+			{Topic: "t", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}},
+		}}, &cr)
+		if code := cr.Topics[0].Partitions[0].ErrorCode; code != wire.NoError {
+			t.Fatalf("commit: %v", code)
+		}
+	}
+	commit("idle", 42)
+	for i := range 20 {
+		time.Sleep(3 * time.Millisecond) // segment.ms is 1 ms: each commit rolls a segment
+		commit("busy", int64(i))
+	}
+	time.Sleep(10 * cfg.RetentionCheck)
+	if start := b.partition(OffsetsTopic, 0).log.StartOffset(); start != 0 {
+		t.Errorf("retention moved %s-0's log start to %d", OffsetsTopic, start)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, cfg)
+	var fr wire.OffsetFetchResponse
+	call(t, dial(t, b2.Addr().String()), &wire.OffsetFetchRequest{GroupID: "idle", Topics: []wire.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}}, &fr)
+	if got := fr.Topics[0].Partitions[0].Offset; got != 42 {
+		t.Fatalf("after retention and a restart the group's committed offset is %d, want 42", got)
+	}
+}
+
+// A topic's retention.ms=0 and retention.bytes=0 are Kafka's "delete every closed segment",
+// not the defaults (7 days, unlimited) that segment.Options takes a 0 for.
+func TestZeroRetentionDeletesClosedSegments(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.RetentionCheck = 10 * time.Millisecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	for _, tc := range []struct{ topic, config string }{{"ms0", "retention.ms"}, {"bytes0", "retention.bytes"}} {
+		createTopic(t, c, tc.topic, 1, wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("200")},
+			wire.ConfigEntry{Name: tc.config, Value: strPtr("0")})
+		var last int64
+		for i := range 5 {
+			res := produce(t, c, tc.topic, 0, wire.AcksLeader, records(t, strings.Repeat("x", 100)+strconv.Itoa(i)))
+			if res.ErrorCode != wire.NoError {
+				t.Fatal(res.ErrorCode)
+			}
+			last = res.BaseOffset
+		}
+		time.Sleep(5 * time.Millisecond)
+		deadline := time.Now().Add(5 * time.Second)
+		for b.partition(tc.topic, 0).log.StartOffset() != batch.Offset(last) && time.Now().Before(deadline) {
+			time.Sleep(cfg.RetentionCheck)
+		}
+		if start := b.partition(tc.topic, 0).log.StartOffset(); start != batch.Offset(last) {
+			t.Errorf("%s=0: log start %d, want %d (every closed segment deleted)", tc.config, start, last)
+		}
+	}
+}
+
+// ListOffsets with -3 answers the first record with the log's largest timestamp, as
+// docs/protocol.md says, whatever order the timestamps came in.
+func TestListOffsetsMaxTimestamp(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "maxts", 1, wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("200")})
+	list := func() wire.ListOffsetsResponsePartition {
+		var resp wire.ListOffsetsResponse
+		call(t, c, &wire.ListOffsetsRequest{ReplicaID: -1, Topics: []wire.ListOffsetsRequestTopic{{Topic: "maxts", Partitions: []wire.ListOffsetsRequestPartition{{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: wire.MaxTimestamp}}}}}, &resp)
+		return resp.Topics[0].Partitions[0]
+	}
+	if p := list(); p.ErrorCode != wire.NoError || p.Offset != -1 || p.Timestamp != -1 {
+		t.Errorf("empty log: %+v, want offset -1", p)
+	}
+	for _, ts := range []int64{1000, 5000, 2000, 5000, 3000} { // one batch each, segments of about one batch
+		bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+		bl.Append(&batch.Record{Timestamp: ts, Value: bytes.Repeat([]byte("v"), 100)})
+		recs, _ := bl.Build()
+		if res := produce(t, c, "maxts", 0, wire.AcksLeader, append([]byte(nil), recs...)); res.ErrorCode != wire.NoError {
+			t.Fatal(res.ErrorCode)
+		}
+	}
+	if p := list(); p.ErrorCode != wire.NoError || p.Offset != 1 || p.Timestamp != 5000 {
+		t.Errorf("ListOffsets(max timestamp) = %+v, want offset 1, timestamp 5000", p)
+	}
+}
+
+// message.timestamp.after.max.ms (1 hour by default) and message.timestamp.before.max.ms are
+// enforced on CreateTime topics, as DescribeConfigs reports them: a record far in the future
+// would otherwise hold its segment, and every later one, back from time retention.
+func TestProduceTimestampBounds(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "deflt", 1)
+	createTopic(t, c, "before", 1, wire.ConfigEntry{Name: "message.timestamp.before.max.ms", Value: strPtr("60000")})
+	createTopic(t, c, "append", 1, wire.ConfigEntry{Name: "message.timestamp.type", Value: strPtr("LogAppendTime")})
+	at := func(ts int64) []byte {
+		bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+		bl.Append(&batch.Record{Timestamp: ts, Value: []byte("v")})
+		recs, err := bl.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), recs...)
+	}
+	now := time.Now().UnixMilli()
+	hour := time.Hour.Milliseconds()
+	for _, tc := range []struct {
+		topic string
+		ts    int64
+		want  wire.ErrorCode
+	}{
+		{"deflt", now + 365*24*hour, wire.ErrInvalidTimestamp},
+		{"deflt", now + 2*hour, wire.ErrInvalidTimestamp},
+		{"deflt", now + hour/2, wire.NoError},
+		{"deflt", now - 365*24*hour, wire.NoError},
+		{"before", now - 2*60000, wire.ErrInvalidTimestamp},
+		{"before", now - 1000, wire.NoError},
+		{"append", now + 365*24*hour, wire.NoError},
+	} {
+		res := produce(t, c, tc.topic, 0, wire.AcksLeader, at(tc.ts))
+		if res.ErrorCode != tc.want {
+			t.Errorf("%s: timestamp now%+d ms: %v, want %v", tc.topic, tc.ts-now, res.ErrorCode, tc.want)
+		}
+	}
+	if end := b.partition("deflt", 0).log.EndOffset(); end != 2 {
+		t.Errorf("deflt holds %d records, want the 2 accepted", end)
+	}
+}

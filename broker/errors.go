@@ -14,6 +14,9 @@ import (
 var (
 	ErrUnknownPartition = errors.New("broker: unknown topic or partition")
 	ErrMessageTooLarge  = errors.New("broker: batch larger than max.message.bytes")
+	// ErrInvalidTimestamp refuses a batch whose timestamps are further from the broker's clock
+	// than message.timestamp.before.max.ms or message.timestamp.after.max.ms allow.
+	ErrInvalidTimestamp = errors.New("broker: record timestamp outside the topic's accepted range")
 	ErrInvalidAcks      = errors.New("broker: acks must be 0, 1 or -1")
 	ErrClosed           = errors.New("broker: closed")
 	// ErrOpenFileLimit refuses a topic whose partitions would need more open files than the
@@ -35,6 +38,8 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrUnknownTopicOrPartition
 	case errors.Is(err, ErrMessageTooLarge):
 		return wire.ErrMessageTooLarge
+	case errors.Is(err, ErrInvalidTimestamp):
+		return wire.ErrInvalidTimestamp
 	case errors.Is(err, ErrInvalidAcks):
 		return wire.ErrInvalidRequiredAcks
 	case errors.Is(err, segment.ErrOffsetOutOfRange):

@@ -6,7 +6,8 @@ package broker
 // the group id modulo offsets.topic.num.partitions, as Kafka), so they are as durable as any
 // log: a commit is answered once its record is fsynced. At start every partition of the topic
 // is replayed into memory; OffsetFetch answers from memory. The topic has no compaction yet, so
-// it keeps every commit (retention.ms=-1); replay cost grows with the number of commits.
+// it keeps every commit: retention never applies to it (whatever log.retention.bytes or the
+// topic's configs say); replay cost grows with the number of commits.
 //
 // Record format (version 0, big-endian), the key and value of one record:
 //
@@ -14,7 +15,11 @@ package broker
 //	value: version i16 = 0 | offset i64 | leader epoch i32 | commit time ms i64 |
 //	       metadata nullable string(i16 len, -1 = null)
 //
-// A record with a null value deletes the committed offset.
+// A record with a null value deletes the committed offset. When a partition is deleted (its topic
+// deleted, or replaced by a new topic of the same name), every group's committed offset for it
+// is deleted so, as in Kafka: a group must not resume a re-created topic at the old topic's
+// position. Commit appends and those deletions are serialised (writeMu), so a commit of the old
+// partition is never written after its deletion.
 
 import (
 	"encoding/binary"
@@ -52,8 +57,11 @@ type groupPartition struct {
 type offsetStore struct {
 	b          *Broker
 	partitions int32
-	mu         sync.RWMutex
-	offsets    map[groupPartition]committed
+	// writeMu serialises appends to OffsetsTopic: a commit (checked against the partitions
+	// hosted now) and the tombstones of a deleted partition's offsets.
+	writeMu sync.Mutex
+	mu      sync.RWMutex
+	offsets map[groupPartition]committed
 }
 
 // openOffsetStore creates OffsetsTopic on first start and replays it.
@@ -76,7 +84,53 @@ func (b *Broker) openOffsetStore() (*offsetStore, error) {
 			return nil, err
 		}
 	}
+	// Offsets of partitions deleted while their tombstones were not yet durable (a crash
+	// right after a topic deletion) go now, before a topic of the same name can be created.
+	md := b.ctrl.Metadata()
+	s.forget(func(tp topicPartition) bool {
+		t, ok := md.Topic(tp.topic)
+		if !ok {
+			return true
+		}
+		_, ok = t.Partition(tp.partition)
+		return !ok
+	})
 	return s, nil
+}
+
+// forget deletes every group's committed offset for the partitions gone reports, in memory
+// and with tombstones in OffsetsTopic, so that a restart does not bring them back.
+func (s *offsetStore) forget(gone func(topicPartition) bool) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
+	byPartition := map[int32][]groupPartition{}
+	for gp := range s.offsets {
+		if gone(gp.tp) {
+			delete(s.offsets, gp)
+			part := s.partitionFor(gp.group)
+			byPartition[part] = append(byPartition[part], gp)
+		}
+	}
+	s.mu.Unlock()
+	now := time.Now().UnixMilli()
+	for part, gps := range byPartition {
+		p := s.b.partition(OffsetsTopic, part)
+		if p == nil {
+			continue
+		}
+		builder := batch.NewBuilder(batch.DefaultBuilderOptions())
+		for _, gp := range gps {
+			builder.Append(&batch.Record{Timestamp: now, Key: encodeOffsetKey(gp)}) // null value: deleted
+		}
+		bt, err := builder.Build()
+		if err == nil {
+			_, err = p.log.Append(bt, p.leaderEpoch.Load())
+		}
+		if err != nil {
+			s.b.logger.Error("deleting committed offsets of a deleted partition", "partition", p.tp.String(), "err", err)
+		}
+	}
 }
 
 const strconv100MiB = "104857600"
@@ -222,20 +276,33 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 	}
 	resp := &wire.OffsetCommitResponse{}
 	s := b.offsets
+	// Held from the partitions' check to the append: a partition deleted meanwhile has its
+	// offsets' tombstones written after this commit, never before it.
+	s.writeMu.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			s.writeMu.Unlock()
+		}
+	}
+	defer unlock()
 	builder := batch.NewBuilder(batch.DefaultBuilderOptions())
 	now := time.Now().UnixMilli()
 	var pending []groupPartition
 	var values []committed
+	var topicIDs []cluster.TopicID
 	results := make([][]wire.PartitionResult, len(req.Topics))
 	for i, t := range req.Topics {
 		for _, rp := range t.Partitions {
 			res := wire.PartitionResult{Partition: rp.Partition}
+			pt := b.partition(t.Topic, rp.Partition) // once: a deletion may remove it meanwhile
 			switch {
 			case req.GroupID == "":
 				res.ErrorCode = wire.ErrInvalidGroupID
 			case rp.Metadata != nil && len(*rp.Metadata) > offsetMetadataMaxBytes:
 				res.ErrorCode = wire.ErrOffsetMetadataTooLarge
-			case b.partition(t.Topic, rp.Partition) == nil:
+			case pt == nil:
 				res.ErrorCode = wire.ErrUnknownTopicOrPartition
 			default:
 				gp := groupPartition{req.GroupID, topicPartition{t.Topic, rp.Partition}}
@@ -243,6 +310,7 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 				builder.Append(&batch.Record{Timestamp: now, Key: encodeOffsetKey(gp), Value: encodeOffsetValue(cm, now)})
 				pending = append(pending, gp)
 				values = append(values, cm)
+				topicIDs = append(topicIDs, pt.topicID)
 			}
 			results[i] = append(results[i], res)
 		}
@@ -272,6 +340,7 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 	if err == nil {
 		info, err = p.log.Append(bt, p.leaderEpoch.Load())
 	}
+	unlock()
 	if err != nil {
 		b.logger.Error("writing offset commit", "group", req.GroupID, "err", err)
 		finish(errorCode(err))
@@ -282,7 +351,11 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 		if err == nil {
 			s.mu.Lock()
 			for i, gp := range pending {
-				s.offsets[gp] = values[i]
+				// A partition deleted since the append has had its offsets forgotten: the
+				// commit must not bring one back (nor apply it to a new topic of that name).
+				if cur := b.partition(gp.tp.topic, gp.tp.partition); cur != nil && cur.topicID == topicIDs[i] {
+					s.offsets[gp] = values[i]
+				}
 			}
 			s.mu.Unlock()
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/segment"
@@ -79,15 +80,32 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		flushMs = -1
 	}
 	retention := c.Retention
-	if retention == cluster.Forever {
+	switch retention {
+	case cluster.Forever:
 		retention = -1
+	case 0:
+		// Kafka's retention.ms=0: every closed segment whose newest record is in the past
+		// goes. segment.Options takes 0 for unset (7 days); retention compares whole
+		// milliseconds, so 1 ns is the same rule.
+		retention = time.Nanosecond
+	}
+	retentionBytes := c.RetentionBytes
+	if retentionBytes == 0 {
+		// Kafka's retention.bytes=0: every closed segment goes. segment.Options takes 0 for
+		// unset (no limit); a limit of 1 byte deletes every closed segment while the active
+		// one holds data, which it does from the append that rolled it.
+		retentionBytes = 1
+	}
+	indexInterval := c.IndexIntervalBytes
+	if indexInterval == 0 {
+		indexInterval = 1 // Kafka's 0: an entry for every batch; 0 is unset (4096) in segment.Options
 	}
 	return segment.Options{
 		SegmentBytes:       c.SegmentBytes,
 		SegmentMs:          c.SegmentTime,
-		IndexIntervalBytes: int(c.IndexIntervalBytes),
+		IndexIntervalBytes: int(indexInterval),
 		SegmentIndexBytes:  int(c.SegmentIndexBytes),
-		RetentionBytes:     c.RetentionBytes,
+		RetentionBytes:     retentionBytes,
 		RetentionMs:        retention,
 		FlushMessages:      c.FlushMessages,
 		FlushMs:            flushMs,
@@ -251,6 +269,9 @@ func (b *Broker) dropPartition(p *partition) {
 	p.wake()
 	if err := p.log.Delete(); err != nil {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
+	}
+	if s := b.offsets; s != nil && p.tp.topic != OffsetsTopic {
+		s.forget(func(tp topicPartition) bool { return tp == p.tp })
 	}
 	b.logger.Info("deleted partition", "partition", p.tp.String())
 }

@@ -14,7 +14,11 @@ package broker
 // group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT
 // after the request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed), and with
 // write.caching=true after the append, as Kafka with its page cache. A topic with
-// message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch.
+// message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch; on a
+// CreateTime topic a batch whose max timestamp is more than message.timestamp.after.max.ms ahead
+// of the broker's clock, or whose first timestamp is more than message.timestamp.before.max.ms
+// behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the header's two timestamps are
+// what the broker indexes and retains by, and need no decompression).
 
 import (
 	"fmt"
@@ -24,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -148,6 +153,12 @@ func (b *Broker) appendRecords(p *partition, records []byte) (info appendInfo, a
 	if logAppendTime {
 		appendTime = time.Now().UnixMilli()
 	}
+	checkAfter := !logAppendTime && cfg.TimestampAfterMax != cluster.Forever
+	checkBefore := !logAppendTime && cfg.TimestampBeforeMax != cluster.Forever
+	var nowMs int64
+	if checkAfter || checkBefore {
+		nowMs = time.Now().UnixMilli()
+	}
 	for rest := records; len(rest) > 0; {
 		bt, r, err := batch.Next(rest)
 		if err != nil {
@@ -155,6 +166,15 @@ func (b *Broker) appendRecords(p *partition, records []byte) (info appendInfo, a
 		}
 		if int64(len(bt)) > cfg.MaxMessageBytes {
 			return info, -1, fmt.Errorf("%w: %s: batch of %d bytes, max.message.bytes %d", ErrMessageTooLarge, p.tp, len(bt), cfg.MaxMessageBytes)
+		}
+		// A timestamp of -1 is none (Kafka's NO_TIMESTAMP): not checked.
+		if ts := bt.MaxTimestamp(); checkAfter && ts >= 0 && ts-nowMs > cfg.TimestampAfterMax.Milliseconds() {
+			return info, -1, fmt.Errorf("%w: %s: timestamp %d is %d ms ahead of the broker's clock, message.timestamp.after.max.ms %d",
+				ErrInvalidTimestamp, p.tp, ts, ts-nowMs, cfg.TimestampAfterMax.Milliseconds())
+		}
+		if ts := bt.BaseTimestamp(); checkBefore && ts >= 0 && nowMs-ts > cfg.TimestampBeforeMax.Milliseconds() {
+			return info, -1, fmt.Errorf("%w: %s: timestamp %d is %d ms behind the broker's clock, message.timestamp.before.max.ms %d",
+				ErrInvalidTimestamp, p.tp, ts, nowMs-ts, cfg.TimestampBeforeMax.Milliseconds())
 		}
 		if logAppendTime {
 			// Stamping recomputes the CRC, so the producer's CRC must be checked first.

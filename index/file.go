@@ -162,6 +162,14 @@ func (e *entryFile) prefault(limit int) error {
 	return nil
 }
 
+// free is how many more entries fit (0 when read-only).
+func (e *entryFile) free() int {
+	if !e.mu.writable {
+		return 0
+	}
+	return len(e.mu.buf)/e.entrySize - e.len()
+}
+
 // full reports whether one more entry would not fit.
 func (e *entryFile) full() bool {
 	return !e.mu.writable || (e.len()+1)*e.entrySize > len(e.mu.buf)

@@ -46,6 +46,9 @@ func (x *TimeIndex) Len() int { return x.f.len() }
 // Full reports whether the index can take no more entries.
 func (x *TimeIndex) Full() bool { return x.f.full() }
 
+// Free is how many more entries the index can take (0 when read-only).
+func (x *TimeIndex) Free() int { return x.f.free() }
+
 // Entry returns entry i, 0 <= i < Len().
 func (x *TimeIndex) Entry(i int) (e TimeEntry) {
 	x.f.read(i, func(b []byte) { e = x.decode(b) })

@@ -296,6 +296,15 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	return l.flushLocked(true)
 }
 
+// MaxTimestamp returns the largest batch max timestamp in the log, -1 if it holds none.
+func (l *Log) MaxTimestamp() int64 {
+	m := int64(-1)
+	for _, s := range l.Segments() {
+		m = max(m, s.maxTs.Load())
+	}
+	return m
+}
+
 // OffsetForTimestamp returns the first offset whose record timestamp is >= ts and that record's
 // timestamp (Kafka's ListOffsets by timestamp); ok is false when no record is that new.
 func (l *Log) OffsetForTimestamp(ts int64) (off batch.Offset, recordTs int64, ok bool, err error) {

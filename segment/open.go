@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/index"
 )
 
 // Open opens the log in dir, creating it if needed, and recovers it: segments before the
@@ -198,6 +199,13 @@ func (l *Log) openTrusted(s *Segment, fileSize int64, nextBase batch.Offset, buf
 	}
 	if err == nil {
 		err = errors.Join(s.offsets.Check(fileSize), s.times.Check(nextBase))
+	}
+	if err == nil && fileSize > 0 && s.times.Len() == 0 {
+		// A segment's first batch always has a time index entry: an empty time index lost
+		// them, and trusting it would leave the segment without a max timestamp, which keeps
+		// time retention from deleting it and every later segment, and hides it from lookups
+		// by timestamp.
+		err = fmt.Errorf("%w: time index of segment %d holds no entry for %d bytes of batches", index.ErrCorrupt, s.base, fileSize)
 	}
 	if err != nil {
 		l.logger.Warn("rebuilding index", "segment", s.base, "reason", err)

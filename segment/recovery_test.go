@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/internal/vfs"
@@ -378,5 +379,83 @@ func TestCheckpointEncoding(t *testing.T) {
 	}
 	if _, err := decodeCheckpoint(b[:30]); err == nil {
 		t.Fatal("truncated checkpoint accepted")
+	}
+}
+
+// A closed segment whose time index lost its entries (truncated to nothing) is rebuilt at open:
+// trusted as it is, the segment would have no max timestamp, and time retention would never
+// delete it or any segment after it, and lookups by timestamp would skip it.
+func TestEmptyTimeIndexOfClosedSegmentIsRebuilt(t *testing.T) {
+	clock := &fakeClock{now: time.UnixMilli(100 * time.Hour.Milliseconds())}
+	m := newMem(t)
+	o := testOptions(m)
+	o.SegmentBytes = 4096
+	o.RetentionMs = 10 * time.Hour
+	o.Now = clock.Now
+	l := mustOpen(t, "/p", o)
+	for i := range 4 {
+		mustAppend(t, l, sizedBatch(t, 3000, int64(80+i)*time.Hour.Milliseconds()))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.OpenReadWrite(segmentPath("/p", 0, timeIndexSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	l = mustOpen(t, "/p", o)
+	defer l.Close()
+	if off, _, ok, err := l.OffsetForTimestamp(80 * time.Hour.Milliseconds()); err != nil || !ok || off != 0 {
+		t.Errorf("OffsetForTimestamp(hour 80) = %d, %v, %v; want offset 0", off, ok, err)
+	}
+	res, err := l.DeleteExpired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Segments != 3 || l.StartOffset() != 3 {
+		t.Fatalf("time retention after the restart: %+v, start %d; want 3 segments deleted", res, l.StartOffset())
+	}
+}
+
+// A segment whose time index filled keeps a slot for its max timestamp: after a restart the
+// segment is still found by lookups up to its newest record and is not deleted by time
+// retention before that record is retention.ms old. (Batches appended in one call after the
+// index filled used to leave the segment's max timestamp unrecorded.)
+func TestFullTimeIndexKeepsMaxTimestamp(t *testing.T) {
+	m := newMem(t)
+	o := testOptions(m)
+	o.SegmentIndexBytes = 24 // two time index entries, three offset index entries
+	o.IndexIntervalBytes = 1
+	o.RetentionMs = time.Hour
+	clock := &fakeClock{now: time.UnixMilli(1000)}
+	o.Now = clock.Now
+	l := mustOpen(t, "/p", o)
+	mustAppend(t, l, makeBatch(t, "a", 1, 1000))
+	var multi []byte
+	for i, tag := range []string{"b", "c", "d"} {
+		multi = append(multi, makeBatch(t, tag, 1, int64(2000+1000*i))...)
+	}
+	mustAppend(t, l, multi) // offsets 1-3, timestamps 2000-4000
+	mustAppend(t, l, makeBatch(t, "e", 1, 5000))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, "/p", o)
+	defer l.Close()
+	if off, ts, ok, err := l.OffsetForTimestamp(3500); err != nil || !ok || off != 3 || ts != 4000 {
+		t.Errorf("after a restart OffsetForTimestamp(3500) = %d (timestamp %d, %v, %v), want 3 (4000)", off, ts, ok, err)
+	}
+	clock.now = time.UnixMilli(3000 + time.Hour.Milliseconds()) // an hour after 3000, not after 4000
+	res, err := l.DeleteExpired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() > 1 { // offsets 2 and 3 (3000, 4000) are younger than retention.ms
+		t.Errorf("retention deleted a segment whose newest record is younger than retention.ms: %+v", res)
 	}
 }

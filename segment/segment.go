@@ -283,7 +283,11 @@ func (s *Segment) indexBatch(b batch.Batch, pos int64, interval int) error {
 		s.lastIndexedPos = pos
 		indexed = true
 	}
-	if pos == 0 || indexed {
+	// The time index's last slot is kept for the entry sealLocked writes, the segment's max
+	// timestamp, which retention and lookups by timestamp read after a restart (Kafka keeps it
+	// too): without it, the batches appended after the index filled would be older, to them, than
+	// they are.
+	if (pos == 0 || indexed) && s.times.Free() > 1 {
 		if _, err := s.times.Append(s.maxTs.Load(), b.BaseOffset()); err != nil {
 			return err
 		}
@@ -310,8 +314,9 @@ func (s *Segment) sealLocked() error {
 	return nil
 }
 
-// indexFull reports whether either index lacks room for the entries one more append may need.
-func (s *Segment) indexFull() bool { return s.offsets.Full() || s.times.Full() }
+// indexFull reports whether either index lacks room for the entries one more append may need
+// (the time index's last slot being sealLocked's).
+func (s *Segment) indexFull() bool { return s.offsets.Full() || s.times.Free() <= 1 }
 
 var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) }}
 
