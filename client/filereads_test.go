@@ -5,9 +5,12 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -318,5 +321,79 @@ func TestOpenSpanChecksTheFile(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// A damaged batch in a piece read from a file is reported as for a fetched one: Poll returns
+// the records before it, then the CRC error naming the partition, on every Poll. (The reading
+// goroutine checks CRCs ahead of Poll; what it found damaged is left for Poll to check again.)
+func TestFileReadsReportACorruptBatch(t *testing.T) {
+	f := newConsumerFixture(t)
+	const topic = "files-corrupt"
+	f.createTopic(topic, 1)
+	sizes := make([]int, 30)
+	for i := range sizes {
+		sizes[i] = 10
+	}
+	fillForFileReads(f, topic, 0, sizes...)
+	// Flip a byte in the middle of the 21st batch's records, in the broker's file: its
+	// batches are all the same size here except for compression, so find it by walking.
+	dataDir := filepath.Dir(f.b.UnixAddr().String()) // brokertest puts the socket there
+	path := fmt.Sprintf("%s/%s-0/%020d.log", dataDir, topic, 0)
+	file, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	var pos int64
+	hdr := make([]byte, batch.LengthFieldEnd)
+	for range 20 {
+		if _, err := file.ReadAt(hdr, pos); err != nil {
+			t.Fatal(err)
+		}
+		size, err := batch.SizeOf(hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos += int64(size)
+	}
+	if _, err := file.ReadAt(hdr, pos); err != nil {
+		t.Fatal(err)
+	}
+	size, _ := batch.SizeOf(hdr)
+	one := []byte{0}
+	if _, err := file.ReadAt(one, pos+int64(size)/2); err != nil {
+		t.Fatal(err)
+	}
+	one[0] ^= 0xff
+	if _, err := file.WriteAt(one, pos+int64(size)/2); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, reuse := range []bool{false, true} {
+		c := f.consumer(client.ConsumerConfig{
+			Config: client.Config{Brokers: []string{f.unix()}}, AutoOffsetReset: client.OffsetResetEarliest,
+			MaxPartitionFetchBytes: 256 << 10, ReuseRecordBuffers: reuse,
+		}, client.TopicPartition{Topic: topic})
+		var got []client.Record
+		var perr error
+		for perr == nil {
+			var recs []client.Record
+			recs, perr = c.Poll(f.ctx)
+			for _, r := range recs {
+				got = append(got, cloneRecord(r))
+			}
+		}
+		if !errors.Is(perr, batch.ErrCRC) || !strings.Contains(perr.Error(), topic) {
+			t.Fatalf("reuse %v: Poll error %v, want the CRC mismatch naming the partition", reuse, perr)
+		}
+		checkPartitionRecords(t, got, 0, 0, 200)
+		if _, again := c.Poll(f.ctx); !errors.Is(again, batch.ErrCRC) {
+			t.Errorf("reuse %v: the next Poll: %v, want the same error", reuse, again)
+		}
+		if c.Stats().FileReads == 0 {
+			t.Errorf("reuse %v: nothing read from the file", reuse)
+		}
+		_ = c.Close(context.Background())
 	}
 }
