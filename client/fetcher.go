@@ -27,8 +27,8 @@ type chunk struct {
 	// checked: the batches in records[:checked] had their CRCs checked when they were read
 	// (readSpan, on the reading goroutine while they are in its cache); Poll checks the rest.
 	checked int
-	err         error  // after the records: a corrupt batch; alone: the partition failed
-	reset       bool   // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
+	err     error // after the records: a corrupt batch; alone: the partition failed
+	reset   bool  // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
 	// buf is the reused response buffer records aliases (ReuseRecordBuffers), else nil.
 	buf *fetchBuf
 
