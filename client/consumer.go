@@ -829,7 +829,6 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			if len(ch.rest) == 0 {
 				return out, true, ch.err
 			}
-			at := len(ch.records) - len(ch.rest)
 			b, rest, err := batch.Next(ch.rest)
 			if err != nil {
 				return out, true, err
@@ -837,10 +836,8 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			ch.rest = rest
 			// Checked before it is skipped: a damaged batch is reported wherever it lies, as
 			// its header (which says where it lies) is part of what may be damaged.
-			if at+len(b) > ch.checked {
-				if err := b.Validate(); err != nil {
-					return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
-				}
+			if err := b.Validate(); err != nil {
+				return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
 			}
 			if int64(b.NextOffset()) <= ch.fetchOffset || b.IsControl() {
 				continue

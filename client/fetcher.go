@@ -24,11 +24,8 @@ type chunk struct {
 	nextOffset  int64  // the offset after the whole batches (the largest batch end)
 	count       int    // records the batches claim (for sizing Poll's slice)
 	records     []byte // whole batches, aliasing the response frame
-	// checked: the batches in records[:checked] had their CRCs checked when they were read
-	// (readSpan, on the reading goroutine while they are in its cache); Poll checks the rest.
-	checked int
-	err     error // after the records: a corrupt batch; alone: the partition failed
-	reset   bool  // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
+	err         error  // after the records: a corrupt batch; alone: the partition failed
+	reset       bool   // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
 	// buf is the reused response buffer records aliases (ReuseRecordBuffers), else nil.
 	buf *fetchBuf
 

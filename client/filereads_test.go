@@ -325,8 +325,7 @@ func TestOpenSpanChecksTheFile(t *testing.T) {
 }
 
 // A damaged batch in a piece read from a file is reported as for a fetched one: Poll returns
-// the records before it, then the CRC error naming the partition, on every Poll. (The reading
-// goroutine checks CRCs ahead of Poll; what it found damaged is left for Poll to check again.)
+// the records before it, then the CRC error naming the partition, on every Poll.
 func TestFileReadsReportACorruptBatch(t *testing.T) {
 	f := newConsumerFixture(t)
 	const topic = "files-corrupt"
