@@ -252,8 +252,8 @@ Send lag: how late after the scheduled time the harness itself sent (open-loop r
 <th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th title="how late the harness sent the records (open-loop), included in the latency">send lag p99 ms</th><th>errors</th><th title="process CPU time (client, harness and any in-process broker) over the measured time">CPU cores</th><th>CPU s per GB</th><th>peak RSS MB</th><th title="the machine's limit, probed before the run (--limits), the run came nearest to">nearest limit</th></tr>
 {{range .Results}}<tr><td><span class="swatch" style="background:{{.Color}}"></span>{{if .Name}}{{.Name}} on {{end}}{{.Driver}}</td>
 <td>{{.Mode}}</td><td>{{.Records}}</td><td>{{f2 .Seconds}}</td><td>{{f0 .RecordsPerSec}}</td><td>{{f2 .MBPerSec}}</td>
-<td>{{if .TargetRate}}{{f0 .TargetRate}}{{end}}</td>
-{{if eq .Mode "consume"}}<td></td><td></td><td></td><td></td><td></td>{{else}}<td>{{f3 .LatencyMs.P50}}</td><td>{{f3 .LatencyMs.P95}}</td><td>{{f3 .LatencyMs.P99}}</td><td>{{f3 .LatencyMs.P999}}</td><td>{{f3 .LatencyMs.Max}}</td>{{end}}
+<td{{if .Unsent}} class="err" title="fell behind: {{.Unsent}} records due in the run were never sent; the rate was not sustained"{{end}}>{{if .TargetRate}}{{f0 .TargetRate}}{{end}}{{if .Unsent}} (fell behind){{end}}</td>
+{{if eq .Mode "consume"}}<td></td><td></td><td></td><td></td><td></td>{{else}}<td>{{f3 .LatencyMs.P50}}</td><td>{{f3 .LatencyMs.P95}}</td><td>{{f3 .LatencyMs.P99}}</td><td>{{f3 .LatencyMs.P999}}</td><td{{if .LatencyClamped}} class="err" title="{{.LatencyClamped}} records took more than 60 s, counted as 60 s"{{end}}>{{if .LatencyClamped}}&ge; {{end}}{{f3 .LatencyMs.Max}}</td>{{end}}
 <td>{{if .TargetRate}}{{f3 .SendLagMs.P99}}{{end}}</td>
 <td{{if .Errors}} class="err" title="{{.FirstError}}"{{end}}>{{.Errors}}</td>
 <td>{{if and .CPUSeconds .Seconds}}{{f2 (div .CPUSeconds .Seconds)}}{{end}}</td><td>{{if and .CPUSeconds .Bytes}}{{f2 (perGB .CPUSeconds .Bytes)}}{{end}}</td><td>{{f2 .RSSPeakMB}}</td><td>{{nearest .Result}}</td></tr>

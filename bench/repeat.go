@@ -45,8 +45,8 @@ var figures = []struct {
 }
 
 // Summarize returns the medians and spreads of runs (at least one run) of one workload.
-// Counts (records, bytes, requests, batches) are medians too; errors are summed, and the first
-// error kept.
+// Counts (records, bytes, requests, batches) are medians too; errors, clamped latencies and
+// unsent records are summed, and the first error kept.
 func Summarize(runs []Result) Repeated {
 	out := Repeated{Spread: map[string][2]float64{}, Runs: runs}
 	if len(runs) == 0 {
@@ -84,6 +84,7 @@ func Summarize(runs []Result) Repeated {
 	for _, r := range runs {
 		out.Errors += r.Errors
 		out.LatencyClamped += r.LatencyClamped
+		out.Unsent += r.Unsent
 		if out.FirstError == "" {
 			out.FirstError = r.FirstError
 		}
@@ -105,7 +106,11 @@ func medianSpread(vals []float64) (med, lo, hi float64) {
 // WriteSummary prints each run's line, then the medians with their spread.
 func (r Repeated) WriteSummary(w io.Writer) {
 	for i, run := range r.Runs {
-		fmt.Fprintf(w, "run %d: %.0f records/s, %.2f MB/s, p99 %.3f ms\n", i+1, run.RecordsPerSec, run.MBPerSec, run.LatencyMs.P99)
+		fmt.Fprintf(w, "run %d: %.0f records/s, %.2f MB/s, p99 %.3f ms", i+1, run.RecordsPerSec, run.MBPerSec, run.LatencyMs.P99)
+		if run.Unsent > 0 {
+			fmt.Fprintf(w, " (fell behind: %d records never sent)", run.Unsent)
+		}
+		fmt.Fprintln(w)
 	}
 	name := r.Driver
 	if r.Name != "" {
@@ -129,9 +134,15 @@ func (r Repeated) WriteSummary(w io.Writer) {
 			l.P50, sp("latency_ms.p50", "%.3f"), l.P99, sp("latency_ms.p99", "%.3f"),
 			l.P999, sp("latency_ms.p999", "%.3f"), l.Max, sp("latency_ms.max", "%.3f"))
 	}
+	if line := r.clampedLine(); line != "" {
+		fmt.Fprintln(w, line+" (over all runs)")
+	}
 	if l := r.SendLagMs; l != (Latency{}) {
 		fmt.Fprintf(w, "harness send lag ms (included above): p50 %.3f%s  p99 %.3f%s  max %.3f%s\n",
 			l.P50, sp("send_lag_ms.p50", "%.3f"), l.P99, sp("send_lag_ms.p99", "%.3f"), l.Max, sp("send_lag_ms.max", "%.3f"))
+	}
+	if r.Unsent > 0 {
+		fmt.Fprintf(w, "%s (over all runs)\n", r.unsentText())
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d in all (first: %s)\n", r.Errors, r.FirstError)

@@ -47,6 +47,11 @@ type Result struct {
 	FileReadBytes int64 `json:"file_read_bytes,omitempty"`
 	// LatencyClamped counts latencies above 60 s, recorded as 60 s.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
+	// Unsent (open-loop runs of a duration) counts the measured records that were due in the
+	// run but never sent: the producers fell so far behind the schedule that they stopped,
+	// the run's duration plus a grace after its start (behindGrace), with these still to
+	// send. The rate asked for was not sustained; the throughput is that of the records sent.
+	Unsent int64 `json:"unsent,omitempty"`
 	// Limits are the machine's limits that bound the run, probed right before it, and the
 	// run's throughput against each (SetBounds; none unless asked for).
 	Limits []Bound `json:"limits,omitempty"`
@@ -98,9 +103,15 @@ func (r Result) WriteSummary(w io.Writer) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
+	if r.Unsent > 0 {
+		fmt.Fprintf(w, "%s\n", r.unsentText())
+	}
 	if r.Mode != ModeConsume {
 		l := r.LatencyMs
 		fmt.Fprintf(w, "latency ms: p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P95, l.P99, l.P999, l.Max)
+	}
+	if line := r.clampedLine(); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	if l := r.SendLagMs; l != (Latency{}) {
 		fmt.Fprintf(w, "harness send lag ms (included above): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P99, l.P999, l.Max)
@@ -122,6 +133,23 @@ func (r Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "; broker process peak RSS %.1f MB", r.BrokerRSSPeakMB)
 	}
 	fmt.Fprintln(w)
+}
+
+// unsentText says that the run fell behind (Result.Unsent > 0).
+func (r Result) unsentText() string { return "fell behind: " + r.unsentDetail() }
+
+// unsentDetail is unsentText after "fell behind: " (ErrFellBehind's text).
+func (r Result) unsentDetail() string {
+	return fmt.Sprintf("%d records due in the run were never sent; the rate was not sustained", r.Unsent)
+}
+
+// clampedLine says how many latencies were above the histograms' 60 s and counted as 60 s, so
+// that the max (and any quantile at 60 s) is read as "at least"; "" when none were.
+func (r Result) clampedLine() string {
+	if r.LatencyClamped <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("latency: %d records took more than 60 s and are counted as 60 s (the max and the quantiles at 60 s are lower bounds)", r.LatencyClamped)
 }
 
 // requestsLine tells how the records travelled: produce requests and batches per request.

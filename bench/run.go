@@ -164,6 +164,15 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// checkProducers refuses a produce or e2e run with fewer producers than topics: producer k
+// writes to topic k % Topics, so some topics would get no records (see Workload.Config).
+func (c Config) checkProducers() error {
+	if c.Topics > c.Producers {
+		return fmt.Errorf("bench: %d topics, %d producers: fewer producers than topics would leave topics empty", c.Topics, c.Producers)
+	}
+	return nil
+}
+
 // validRate reports whether r is a rate a run can keep: finite and not negative (0: none).
 // Written so that NaN fails too: it compares false with everything, and a NaN rate would run
 // flat out while claiming a target.
@@ -277,10 +286,11 @@ const sustainSteps = 5
 // length, 90 ms in 3 s), and its median record waited no more than 5 ms beyond two lingers
 // (a short probe can end before a slowly growing queue shows in the delivered rate: one
 // delivered 98 % of 504 k records/s with a median of 8 ms, and the run at half that rate
-// then fell seconds behind).
+// then fell seconds behind). A probe that stopped at its deadline with records never sent
+// (Result.Unsent) fell behind, whatever its figures.
 func sustained(r Result, c Config, rate float64) bool {
 	maxP50 := 5 + 2*float64(max(c.LingerMs, 0))
-	return r.RecordsPerSec >= 0.97*rate && r.LatencyMs.P50 <= maxP50
+	return r.Unsent == 0 && r.RecordsPerSec >= 0.97*rate && r.LatencyMs.P50 <= maxP50
 }
 
 // TopicName is the name of topic i of the run.
@@ -321,6 +331,9 @@ type stats struct {
 	// records: how much of their latency the harness caused. Not guarded by mu: the
 	// producer's goroutine owns it until its loop returns.
 	lag *Histogram
+	// unsent counts an open-loop producer's measured records that were due in the run but
+	// never sent: it fell behind and stopped at the schedule's deadline. Owned like lag.
+	unsent int64
 }
 
 func newStats() *stats {
@@ -401,6 +414,7 @@ func merge(all []*stats) (Result, *Histogram) {
 		r.Records += s.records
 		r.Bytes += s.bytes
 		r.Errors += s.errs
+		r.Unsent += s.unsent
 		h.Merge(s.hist)
 		if r.FirstError == "" && s.firstErr != nil {
 			r.FirstError = s.firstErr.Error()
@@ -494,8 +508,11 @@ func progress(c Config, all func() []*stats, start, measureStart time.Time, late
 // schedule is what the producers of a run share: when the measurement starts and ends.
 type schedule struct {
 	start, measureStart, end time.Time // end is zero in Records mode
-	records                  int64
-	measuredSent             atomic.Int64 // measured records claimed by producers (Records mode)
+	// deadline (an open-loop run of a Duration) is when producers that fell behind stop
+	// sending the records due before end: end plus behindGrace.
+	deadline     time.Time
+	records      int64
+	measuredSent atomic.Int64 // measured records claimed by producers (Records mode)
 	// cpu's window begins when a producer sends its first measured record.
 	cpu cpuMeter
 }
@@ -549,15 +566,49 @@ func newSchedule(c Config) *schedule {
 	s.measureStart = s.start.Add(c.Warmup)
 	if c.Records <= 0 {
 		s.end = s.measureStart.Add(c.Duration)
+		if c.Rate > 0 {
+			s.deadline = s.end.Add(behindGrace(c.Duration))
+		}
 	}
 	return s
 }
 
+// behindGrace is how long after the end of an open-loop run of a duration its producers may
+// still send records that were due in it; then they stop, and the records never sent are
+// reported (Result.Unsent) and fail the run (ErrFellBehind). Without a bound, a run at a rate
+// the system cannot keep up sent every record due in its duration however late: 2 s at 10^9
+// records/s ran for minutes and wrote tens of GB. The OpenMessaging Benchmark stops its
+// producers at the test's end and reports the publish rate reached; here a record's latency
+// runs from its due time, so a record sent late still counts honestly, and a short backlog at
+// the end (a stall of a second or two: a GC, a segment roll, an fsync that waited behind
+// writeback) is left to drain rather than turned into records missing. The grace is 5 s,
+// enough for such stalls on a short run, or a tenth of the duration on a run longer than
+// 50 s: so a long run sends for at most 10 % longer than asked, and one that completes kept
+// at least 1/1.1 (91 %) of its rate over the whole run. Half the duration (a more lenient
+// bound) would let a system a third too slow complete every record and only look slow in its
+// latencies. A run of Records has no duration and no deadline: it sends them all.
+func behindGrace(d time.Duration) time.Duration { return max(5*time.Second, d/10) }
+
+// ErrFellBehind fails an open-loop run whose producers stopped at the deadline with records
+// due in the run never sent (Result.Unsent): the rate asked for was not sustained. The run's
+// Result is complete, its throughput over the records actually sent.
+var ErrFellBehind = errors.New("bench: fell behind")
+
+// fellBehind returns the error of a run that has unsent records, nil if none.
+func (r Result) fellBehind() error {
+	if r.Unsent <= 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrFellBehind, r.unsentDetail())
+}
+
 // producerLoop sends one producer's records. value returns the value of record i, due at due.
 // Acknowledgements go to the Ack of the producer's options; open-loop, the lateness of each
-// measured send goes to lag.
-func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer, lag *Histogram,
+// measured send goes to st.lag, and the measured records it never sent, if it stopped at the
+// schedule's deadline, to st.unsent.
+func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer Pacer, st *stats,
 	value func(i int64, due time.Time) []byte) error {
+	lag := st.lag
 	q := &quota{sc: sc}
 	// The run's CPU window begins with the first measured send of any producer: here, after
 	// the pacer's wait, not in q.stop, which Pace asks before waiting for the due time.
@@ -581,7 +632,16 @@ func producerLoop(ctx context.Context, c Config, p Producer, sc *schedule, pacer
 			p.Send(ctx, nil, value(i, due), due)
 		}
 	}
-	_, err := Pace(ctx, c.Clock, pacer, func(_ int64, due time.Time) bool { return q.stop(due) }, send)
+	if pacer.OpenLoop() {
+		pacer.Deadline = sc.deadline
+	}
+	n, err := Pace(ctx, c.Clock, pacer, func(_ int64, due time.Time) bool { return q.stop(due) }, send)
+	if errors.Is(err, ErrPastDeadline) {
+		// The records due before the end that were not sent are the last ones: those from n
+		// on, less any still in the warm-up.
+		st.unsent = pacer.dueBefore(sc.end) - max(n, pacer.dueBefore(sc.measureStart))
+		err = nil
+	}
 	if ferr := p.Flush(ctx); err == nil {
 		err = ferr
 	}
@@ -624,7 +684,7 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 		pacer.Pacers = c.Producers
 		pacer.ClockEvery = c.FlatOutClockEvery
 		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / time.Duration(c.Producers)) // spread the producers' schedules
-		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, st.lag, value(k)) }()
+		go func() { errs <- producerLoop(ctx, c, p, sc, pacer, st, value(k)) }()
 	}
 	wait = func() (sentCounts, error) {
 		var first error
@@ -652,15 +712,26 @@ func startProducers(ctx context.Context, d Driver, c Config, sc *schedule, value
 	return all, wait, nil
 }
 
-// Produce runs producers against d and reports the measured part of the run.
+// Produce runs producers against d and reports the measured part of the run. An open-loop run
+// that fell behind (Result.Unsent) returns its Result with ErrFellBehind.
 func Produce(ctx context.Context, d Driver, c Config) (Result, error) {
+	r, err := produce(ctx, d, c)
+	return r, errors.Join(err, r.fellBehind())
+}
+
+// produce is Produce without ErrFellBehind: probes of the maximum rate that fall behind are
+// only not sustained.
+func produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return Result{}, err
 	}
 	c.brokerCPU = brokerCPUOf(d)
+	if err := c.checkProducers(); err != nil {
+		return Result{}, err
+	}
 	if c.RateOfMax > 0 {
-		return atRateOfMax(ctx, d, c, Produce, false)
+		return atRateOfMax(ctx, d, c, produce, false)
 	}
 	payload, err := NewPayload(c.Payload, c.RecordSize, c.PayloadFile)
 	if err != nil {
@@ -908,7 +979,14 @@ func takeUpTo(count *atomic.Int64, n, limit int64) int64 {
 // E2E runs producers at c.Rate and one consumer per topic in the same process; each value
 // carries its scheduled send time, and latency runs from it to the record's receipt.
 // Throughput counts the measured records received, from the end of the warm-up to the last.
+// A run that fell behind (Result.Unsent) returns its Result with ErrFellBehind.
 func E2E(ctx context.Context, d Driver, c Config) (Result, error) {
+	r, err := e2e(ctx, d, c)
+	return r, errors.Join(err, r.fellBehind())
+}
+
+// e2e is E2E without ErrFellBehind (see produce).
+func e2e(ctx context.Context, d Driver, c Config) (Result, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return Result{}, err
@@ -931,6 +1009,9 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		return Result{}, err
 	}
 	c.brokerCPU = brokerCPUOf(d)
+	if err := c.checkProducers(); err != nil {
+		return Result{}, err
+	}
 	if c.RecordSize < e2eHeader {
 		return Result{}, fmt.Errorf("bench: e2e records must be at least %d bytes", e2eHeader)
 	}
@@ -1061,6 +1142,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		r.SendLagMs = mergeLag(pstats)
 	}
 	r.Errors += perrs
+	r.Unsent = pr.Unsent
 	r.ProduceRequests, r.Batches, r.SharedRequests = counts.requests, counts.batches, counts.shared
 	if r.FirstError == "" {
 		r.FirstError = pr.FirstError

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -126,7 +127,20 @@ type Pacer struct {
 	// ClockEvery: flat out, the clock is read once every this many records (0 or 1: every
 	// record), and the records in between are due at the last reading.
 	ClockEvery int
+	// Deadline (open-loop; zero for none) ends a pacer that has fallen behind: once the clock
+	// has passed it, no more records are sent, and Pace returns ErrPastDeadline. A pacer that
+	// keeps up never meets it, if it is after the due time of the last record to send.
+	Deadline time.Time
 }
+
+// ErrPastDeadline is what Pace returns when it stopped at Pacer.Deadline with records still to
+// send: the system (or the harness) did not keep up with the schedule.
+var ErrPastDeadline = errors.New("bench: pacer past its deadline")
+
+// deadlineEvery: behind schedule, records go out without a wait, and the pacer reads the clock
+// for its Deadline (and looks at ctx) once every this many records, not for every one: a clock
+// read is tens of nanoseconds, and the run is then as fast as the system takes records.
+const deadlineEvery = 64
 
 // NewPacer returns the pacer of a producer sending rate records per second from start; rate 0
 // means flat out.
@@ -179,7 +193,8 @@ type Sender func(i int64, due time.Time)
 // Pace runs the send loop of one producer: for each i from 0 until stop(i, due) is true it
 // waits until record i is due (open-loop) and sends it. Flat out, due is clock.Now() at the
 // call, or at the last reading of it with Pacer.ClockEvery. It returns the number of records
-// sent.
+// sent. Open-loop with a Deadline, it stops when the clock has passed it (checked after each
+// wait, and once every deadlineEvery records sent without one), with ErrPastDeadline.
 func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time.Time) bool, send Sender) (int64, error) {
 	sleeper := clock.NewSleeper(p.processWaits())
 	defer sleeper.Close()
@@ -201,11 +216,20 @@ func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time
 				if awake, err = p.waitFor(ctx, clock, sleeper, i, due, minWait); err != nil {
 					return i, err
 				}
-			} else if i&1023 == 0 && ctx.Err() != nil {
+				if p.pastDeadline(clock) {
+					return i, ErrPastDeadline
+				}
+			} else if i%deadlineEvery == 0 {
 				// Behind schedule, records are sent without a wait, and the waits that
 				// would see ctx end come ever further apart (a run at a rate the system
-				// cannot keep up ignored Ctrl-C for minutes).
-				return i, ctx.Err()
+				// cannot keep up ignored Ctrl-C for minutes, and, sending every record
+				// due in its duration however late, ran for minutes past it).
+				if err := ctx.Err(); err != nil {
+					return i, err
+				}
+				if p.pastDeadline(clock) {
+					return i, ErrPastDeadline
+				}
 			}
 		} else {
 			if i%every == 0 {
@@ -221,6 +245,19 @@ func Pace(ctx context.Context, clock Clock, p Pacer, stop func(i int64, due time
 		}
 		send(i, due)
 	}
+}
+
+// pastDeadline reports whether the clock has passed the pacer's Deadline.
+func (p Pacer) pastDeadline(clock Clock) bool {
+	return !p.Deadline.IsZero() && clock.Now().After(p.Deadline)
+}
+
+// dueBefore is how many of the pacer's records are due before t (open-loop).
+func (p Pacer) dueBefore(t time.Time) int64 {
+	if !p.OpenLoop() || !t.After(p.Start) {
+		return 0
+	}
+	return int64((t.Sub(p.Start) + p.Interval - 1) / p.Interval)
 }
 
 // waitFor waits until record i, due at due, may be sent, and returns the time up to which the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 //	partitionsPerTopic: 1
 //	messageSize: 1024
 //	payload: random          # random, text, or file (with payloadFile)
-//	producers: 1             # in all, spread over the topics
+//	producers: 1             # in all, spread over the topics (at least one per topic)
 //	consumers: 0             # 0: a produce run; one per topic: an end-to-end run (needs producerRate)
 //	producerRate: 0          # records/s for all producers; 0: flat out
 //	producerRateOfMax: 0     # or: this fraction (0 to 1] of the maximum rate, probed first
@@ -30,7 +31,8 @@ import (
 //	batchSize: 16384
 //	lingerMs: 5
 //
-// Unknown keys are errors, so that a typo never silently keeps a default.
+// Unknown keys are errors, so that a typo never silently keeps a default, and so are a file
+// of more than one YAML document (a second one would be ignored) and an empty file.
 type Workload struct {
 	Name               string  `yaml:"name"`
 	Topics             int     `yaml:"topics"`
@@ -73,7 +75,16 @@ func ParseWorkload(b []byte) (Workload, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&w); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Workload{}, fmt.Errorf("%w: empty workload file (no YAML document)", ErrWorkload)
+		}
 		return Workload{}, fmt.Errorf("%w: %v", ErrWorkload, err)
+	}
+	// One workload per file: the decoder reads one document at a time, so a second one
+	// (after a "---") would be silently ignored, unknown keys and all.
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return Workload{}, fmt.Errorf("%w: more than one YAML document (\"---\"): a workload file holds one workload", ErrWorkload)
 	}
 	if _, err := w.Config(); err != nil {
 		return Workload{}, err
@@ -119,6 +130,12 @@ func (w Workload) Config() (Config, error) {
 	}
 	if w.Topics < 0 || w.PartitionsPerTopic < 0 || w.Producers < 0 || w.Consumers < 0 || w.BatchSize < 0 || w.Records < 0 {
 		return bad("counts cannot be negative")
+	}
+	if topics, producers := max(w.Topics, 1), max(w.Producers, 1); topics > producers {
+		// producers counts them in all, producer k writing to topic k % topics: fewer
+		// producers than topics would leave topics empty (an e2e run's consumers waiting on
+		// nothing). The OpenMessaging Benchmark's producersPerTopic cannot; here, say so.
+		return bad("topics %d, producers %d: producers are counted in all and spread over the topics, so give at least one per topic (producers: %d)", topics, producers, topics)
 	}
 	if w.MessageSize <= 0 {
 		return bad("messageSize %d: must be positive", w.MessageSize)

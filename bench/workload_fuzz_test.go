@@ -41,6 +41,8 @@ func FuzzParseWorkload(f *testing.F) {
 		"name: n\nmessageSize: 1\nduration: 1s\nacks: 2\n",
 		"name: n\nmessageSize: 1\nrecords: 99999999999999999999\n",
 		"name: &a n\nmessageSize: *a\n", "a: &a [*a]\n", "name: !!binary aGk=\n",
+		"name: d\nmessageSize: 10\nduration: 1s\n---\nbogus: 1\n", "# only a comment\n",
+		"name: t\nmessageSize: 10\nduration: 1s\ntopics: 4\nproducers: 2\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -69,8 +71,12 @@ func FuzzParseWorkload(f *testing.F) {
 			t.Fatalf("accepted workload gives record size %d, duration %v, records %d", c.RecordSize, c.Duration, c.Records)
 		}
 		// Config() checks everything withDefaults checks, so the run takes it.
-		if _, err := c.withDefaults(); err != nil {
+		d, err := c.withDefaults()
+		if err != nil {
 			t.Fatalf("accepted workload %q: withDefaults: %v", data, err)
+		}
+		if err := d.checkProducers(); err != nil {
+			t.Fatalf("accepted workload %q leaves topics without a producer: %v", data, err)
 		}
 	})
 }

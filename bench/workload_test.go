@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,10 @@ lingerMs: 0
 	if c, _ := w.Config(); w.Mode() != ModeProduce || c.Acks != 1 || c.LingerMs != 5 || c.Records != 100 {
 		t.Errorf("defaults: mode %s, %+v", w.Mode(), c)
 	}
+	// One document, marked as such, is one workload; so are more producers than topics.
+	if _, err := ParseWorkload([]byte("---\nname: p\nmessageSize: 10\nrecords: 100\ntopics: 2\nproducers: 3\n")); err != nil {
+		t.Errorf("a document after a leading ---: %v", err)
+	}
 }
 
 func TestParseWorkloadErrors(t *testing.T) {
@@ -93,6 +98,13 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{"two consumers on a topic", ok + "consumers: 2\nproducerRate: 10\n", "one consumer per topic"},
 		{"e2e record too small", "name: w\nmessageSize: 8\nduration: 1s\nconsumers: 1\nproducerRate: 10\n", "at least"},
 		{"wrong type", ok + "producers: many\n", "yaml"},
+		{"empty file", "", "empty workload file"},
+		{"only a comment", "# nothing here\n", "empty workload file"},
+		{"second document", ok + "---\nname: other\nmessagesize: 10\n", "more than one YAML document"},
+		{"second document, empty", ok + "---\n", "more than one YAML document"},
+		{"second document, not yaml", ok + "---\nname: [\n", "more than one YAML document"},
+		{"more topics than producers", ok + "topics: 3\nproducers: 2\n", "at least one per topic"},
+		{"topics without producers", ok + "topics: 2\n", "at least one per topic"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseWorkload([]byte(c.yaml))
@@ -100,5 +112,23 @@ func TestParseWorkloadErrors(t *testing.T) {
 				t.Errorf("error %v: want ErrWorkload mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestRunRefusesTopicsWithoutProducers: producer k writes to topic k % topics, so a run with
+// fewer producers than topics is refused before it creates a topic, as a workload file is.
+func TestRunRefusesTopicsWithoutProducers(t *testing.T) {
+	d := newMemDriver()
+	c := Config{Topic: "t", Topics: 3, Producers: 2, Records: 10, CreateTopic: true, Rate: 1000, RecordSize: 64}
+	if _, err := Produce(context.Background(), d, c); err == nil || !strings.Contains(err.Error(), "fewer producers than topics") {
+		t.Errorf("produce: %v, want fewer producers than topics refused", err)
+	}
+	if _, err := E2E(context.Background(), d, c); err == nil || !strings.Contains(err.Error(), "fewer producers than topics") {
+		t.Errorf("e2e: %v, want fewer producers than topics refused", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.mu.topics) != 0 {
+		t.Errorf("topics created: %v", d.mu.topics)
 	}
 }

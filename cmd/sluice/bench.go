@@ -93,7 +93,10 @@ and --transport says how the client reaches it; otherwise --broker names a runni
 
 With --rate a run is open-loop: records are due at fixed intervals and latency is measured
 from when each was due, so stalls are not hidden (no coordinated omission); how late the
-harness itself sent is reported too (send lag, included in the latency). Progress goes to
+harness itself sent is reported too (send lag, included in the latency). A run of --rate
+and --duration that falls behind stops sending at its duration plus a grace (5 s, or a tenth
+of the duration if longer), reports the records due that were never sent ("fell behind" in
+the summary, unsent in the JSON) and exits non-zero. Progress goes to
 stderr each second; with --json one JSON object goes to stdout at the end and the summary to
 stderr. MB/s is 10^6 bytes/s; the limits' gbps figures are GB/s (10^9 bytes/s).`,
 	}

@@ -180,6 +180,21 @@ func TestBenchRunWorkloadSmoke(t *testing.T) {
 	if _, _, err := runBench(t, "run", filepath.Join(dir, "missing.yaml"), "--embedded"); err == nil {
 		t.Error("missing workload file: want an error")
 	}
+	// Refused before a broker starts: an empty file, a second document (whose keys would be
+	// ignored), fewer producers than topics.
+	for name, c := range map[string]struct{ yaml, want string }{
+		"empty.yaml":  {"", "empty workload file"},
+		"two.yaml":    {"name: a\nmessageSize: 10\nrecords: 10\n---\nname: b\nnosuchkey: 1\n", "more than one YAML document"},
+		"topics.yaml": {"name: t\nmessageSize: 10\nrecords: 10\ntopics: 2\n", "at least one per topic"},
+	} {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := runBench(t, "run", f, "--embedded", "--data-dir", dir); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
 }
 
 func TestBenchCompareSluiceOnly(t *testing.T) {
