@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/cluster"
@@ -75,14 +76,14 @@ func Open(cfg Config) (*Broker, error) {
 
 	ctrl, err := cluster.Open(cluster.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "meta"), Logger: b.logger})
 	if err != nil {
-		return nil, fmt.Errorf("broker: %w", err)
+		return nil, b.startupError(err)
 	}
 	b.ctrl = ctrl
 	fail := func(err error) (*Broker, error) {
 		b.cancel()
 		b.closeLogs()
 		_ = ctrl.Close()
-		return nil, fmt.Errorf("broker: %w", err)
+		return nil, b.startupError(err)
 	}
 	md := ctrl.Metadata()
 	if err := b.removeStrayDirs(md); err != nil {
@@ -122,6 +123,18 @@ func Open(cfg Config) (*Broker, error) {
 	go b.retentionLoop()
 	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
 	return b, nil
+}
+
+// startupError is the error Open returns. A full disk is said first, whichever step met it (the
+// raft log in meta/, a partition's index or recovery point): every later step would fail the
+// same way, and the step's own error can otherwise read as something else. Such a broker does
+// not start read-only: raft must write its term and log to lead even a single-node cluster,
+// and every partition's active segment needs its index pages.
+func (b *Broker) startupError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("broker: cannot start: the disk holding %s is full (free space on it, then start again): %w", b.cfg.DataDir, err)
+	}
+	return fmt.Errorf("broker: %w", err)
 }
 
 func addrString(a net.Addr) string {

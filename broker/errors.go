@@ -34,7 +34,12 @@ func errorCode(err error) wire.ErrorCode {
 	switch {
 	case err == nil:
 		return wire.NoError
-	case errors.Is(err, ErrUnknownPartition), errors.Is(err, cluster.ErrUnknownTopic), errors.Is(err, cluster.ErrUnknownPartition):
+	case errors.Is(err, ErrUnknownPartition), errors.Is(err, cluster.ErrUnknownTopic), errors.Is(err, cluster.ErrUnknownPartition),
+		errors.Is(err, segment.ErrDeleted):
+		// segment.ErrDeleted: the request reached a partition whose log dropPartition was
+		// deleting (its topic was deleted), as Kafka answers for a deleted topic. Checked before
+		// the KAFKA_STORAGE_ERROR case below, whose ErrClosed it wraps (a log closed otherwise:
+		// at shutdown).
 		return wire.ErrUnknownTopicOrPartition
 	case errors.Is(err, ErrMessageTooLarge):
 		return wire.ErrMessageTooLarge

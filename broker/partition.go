@@ -256,10 +256,32 @@ func (b *Broker) reconcile(md *cluster.Metadata) error {
 	for _, p := range gone {
 		b.dropPartition(p)
 	}
-	return errors.Join(errs...)
+	return b.joinPartitionErrors(errs)
 }
 
-// dropPartition stops serving a partition and deletes its data.
+// maxPartitionErrors is how many partition errors reconcile returns in full.
+const maxPartitionErrors = 3
+
+// joinPartitionErrors joins the partitions' errors, the first few in full: when every
+// partition fails the same way (a full disk at start-up), thousands of copies of one message
+// would bury it. The others are logged.
+func (b *Broker) joinPartitionErrors(errs []error) error {
+	if len(errs) <= maxPartitionErrors {
+		return errors.Join(errs...)
+	}
+	for _, err := range errs[maxPartitionErrors:] {
+		b.logger.Error("opening partition", "err", err)
+	}
+	shown := append(errs[:maxPartitionErrors:maxPartitionErrors],
+		fmt.Errorf("and %d more partitions failed (logged above)", len(errs)-maxPartitionErrors))
+	return errors.Join(shown...)
+}
+
+// dropPartition stops serving a partition and deletes its data. A request that found the
+// partition before it left the map and reaches its log while or after it closes gets
+// segment.ErrDeleted from Log.Delete (not the ErrClosed of a log closed at shutdown or
+// stopped by a disk error), which errorCode answers with UNKNOWN_TOPIC_OR_PARTITION: the topic
+// is gone, not the disk.
 func (b *Broker) dropPartition(p *partition) {
 	b.mu.Lock()
 	if b.mu.partitions[p.tp] == p {

@@ -65,6 +65,9 @@ type Config struct {
 	// LockTimeout bounds the wait for raft.db's file lock, held by another
 	// process using the same Dir (default 1s).
 	LockTimeout time.Duration
+
+	// storeFault, when set (tests), fails raft.db writes (raftStore.fault).
+	storeFault func(op string) error
 }
 
 // DefaultAddress is the in-memory transport address of a node.
@@ -114,7 +117,7 @@ type Controller struct {
 	log      *slog.Logger
 	fsm      *fsm
 	notifier *notifier
-	store    *raftboltdb.BoltStore
+	store    *raftStore
 	raft     *raft.Raft
 
 	closed    atomic.Bool
@@ -146,7 +149,7 @@ func Open(cfg Config) (*Controller, error) {
 	if trans == nil {
 		_, trans = raft.NewInmemTransport(DefaultAddress(cfg.NodeID))
 	}
-	var store *raftboltdb.BoltStore
+	var store *raftStore
 	fail := func(err error) (*Controller, error) {
 		if wc, ok := trans.(raft.WithClose); ok {
 			_ = wc.Close()
@@ -157,13 +160,14 @@ func Open(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	path := filepath.Join(cfg.Dir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: cfg.LockTimeout}})
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: cfg.LockTimeout}})
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
 			err = fmt.Errorf("locked by another process: %w", err)
 		}
 		return fail(fmt.Errorf("cluster: open %s: %w", path, err))
 	}
+	store = &raftStore{BoltStore: bolt, path: path, fault: cfg.storeFault}
 	c.store = store
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
 	if err != nil {
@@ -242,6 +246,9 @@ func (c *Controller) awaitReady(self raft.ServerID, replay bool) error {
 		case <-c.raft.LeaderCh():
 		case <-tick.C:
 		case <-timer.C:
+			if serr := c.store.writeErr(); serr != nil {
+				return fmt.Errorf("cluster: no leadership after %v: cannot write the raft log: %w (%w)", c.cfg.StartupTimeout, serr, ErrNotLeader)
+			}
 			return fmt.Errorf("cluster: no leadership after %v: %w", c.cfg.StartupTimeout, ErrNotLeader)
 		}
 	}
@@ -249,6 +256,11 @@ func (c *Controller) awaitReady(self raft.ServerID, replay bool) error {
 		return nil
 	}
 	if err := c.raft.Barrier(time.Until(deadline)).Error(); err != nil {
+		if serr := c.store.writeErr(); serr != nil {
+			// Raft steps down when it cannot write its log (a full disk): the write's error
+			// says what failed, the leadership lost that followed does not.
+			return fmt.Errorf("cluster: replay log: cannot write the raft log: %w (%w)", serr, c.raftErr(err))
+		}
 		return fmt.Errorf("cluster: replay log: %w", c.raftErr(err))
 	}
 	return nil

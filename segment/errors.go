@@ -1,6 +1,9 @@
 package segment
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrOffsetOutOfRange is returned by Read for an offset below the log start or past the log end.
@@ -13,6 +16,10 @@ var (
 	ErrFailed = errors.New("segment: log failed after a disk error")
 	// ErrClosed is returned by operations on a closed log.
 	ErrClosed = errors.New("segment: log closed")
+	// ErrDeleted is returned by operations on a log that Delete closed (its partition was
+	// deleted), instead of ErrClosed, which it wraps: a caller can tell a partition that is gone
+	// from a log closed for another reason (shutdown).
+	ErrDeleted = fmt.Errorf("%w: deleted", ErrClosed)
 	// ErrTooLarge is returned by Append for a request larger than a whole segment can hold.
 	ErrTooLarge = errors.New("segment: append larger than segment.bytes")
 )

@@ -96,13 +96,11 @@ func (l *Log) flushLoop() {
 	defer close(l.done)
 	checkpointTicker := time.NewTicker(l.opts.CheckpointInterval)
 	defer checkpointTicker.Stop()
-	var flushTick <-chan time.Time
-	if l.opts.FlushMs > 0 {
-		t := time.NewTicker(l.opts.FlushMs)
-		defer t.Stop()
-		flushTick = t.C
-	}
+	var ft flushTicker
+	defer ft.stop()
 	for {
+		// flush.ms may have changed (Reconfigure): follow it before waiting.
+		ft.follow(time.Duration(l.flushMs.Load()))
 		checkpointDue := false
 		select {
 		case <-l.stop:
@@ -121,7 +119,12 @@ func (l *Log) flushLoop() {
 				l.flushMu.Unlock()
 				continue
 			}
-		case <-flushTick:
+		case <-l.reconfigured:
+			continue // the ticker follows the new flush.ms at the top of the loop
+		case <-ft.c:
+			if l.flushMs.Load() <= 0 {
+				continue // flush.ms became never after this tick was sent
+			}
 		case <-checkpointTicker.C:
 			checkpointDue = true
 		}
@@ -131,6 +134,41 @@ func (l *Log) flushLoop() {
 		l.resumeStandbyLocked()
 		l.flushMu.Unlock()
 	}
+}
+
+// flushTicker is the flusher's flush.ms ticker, replaced when flush.ms changes and stopped
+// (c nil, so its select case never fires) while flush.ms is never. Flusher only.
+type flushTicker struct {
+	t     *time.Ticker
+	every time.Duration // what t ticks at; <= 0 when there is none
+	c     <-chan time.Time
+}
+
+// follow makes the ticker tick every d, or stops it when d <= 0.
+func (f *flushTicker) follow(d time.Duration) {
+	if d <= 0 {
+		d = 0
+	}
+	if d == f.every {
+		return
+	}
+	f.every = d
+	switch {
+	case d == 0:
+		f.stop()
+	case f.t == nil:
+		f.t = time.NewTicker(d)
+		f.c = f.t.C
+	default:
+		f.t.Reset(d)
+	}
+}
+
+func (f *flushTicker) stop() {
+	if f.t != nil {
+		f.t.Stop()
+	}
+	f.t, f.c, f.every = nil, nil, 0
 }
 
 // resumeStandbyLocked asks for more disk housekeeping when a standby segment's reservation

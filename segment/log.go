@@ -38,6 +38,10 @@ type Log struct {
 	appendMu sync.Mutex
 	active   *Segment // guarded by appendMu
 	closed   bool     // guarded by appendMu
+	// closeErr is what operations on the closed log return (ErrClosed, or ErrDeleted when
+	// Delete closed it); nil while the log is open. Stored under appendMu with closed, loaded
+	// without a lock by readers.
+	closeErr atomic.Pointer[error]
 
 	flushMu    sync.Mutex
 	checkpoint checkpoint // guarded by flushMu: the last one written
@@ -60,6 +64,11 @@ type Log struct {
 	notifyCh chan struct{} // guarded by notifyMu; closed by the next append
 
 	kick chan struct{} // wakes the flusher (buffered 1)
+	// flushMs is flush.ms in nanoseconds (<= 0: never): set at Open and by Reconfigure, read
+	// by the flusher at each wake-up, which then follows it with its flush.ms ticker.
+	flushMs atomic.Int64
+	// reconfigured wakes the flusher to apply a changed flushMs (buffered 1).
+	reconfigured chan struct{}
 	// diskWork wakes the flusher for the active segment's disk housekeeping: its block
 	// reserve and writeback (buffered 1).
 	diskWork chan struct{}
@@ -118,6 +127,15 @@ func (l *Log) notify() {
 	if ch != nil {
 		close(ch)
 	}
+}
+
+// closedErr is the error for an operation on the closed log: ErrClosed, or ErrDeleted once
+// Delete closed it.
+func (l *Log) closedErr() error {
+	if e := l.closeErr.Load(); e != nil {
+		return *e
+	}
+	return ErrClosed
 }
 
 // fail stops the log after a disk error: later appends fail, waiters for durability fail.
@@ -206,13 +224,15 @@ func inspect(buf []byte, strict bool) (AppendInfo, error) {
 }
 
 func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32) (AppendInfo, error) {
-	if int64(len(buf)) > l.opts.SegmentBytes {
-		return AppendInfo{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrTooLarge, len(buf), l.opts.SegmentBytes)
-	}
 	l.appendMu.Lock()
 	if l.closed {
 		l.appendMu.Unlock()
-		return AppendInfo{}, ErrClosed
+		return AppendInfo{}, l.closedErr()
+	}
+	if int64(len(buf)) > l.opts.SegmentBytes { // Reconfigure changes it under appendMu
+		segmentBytes := l.opts.SegmentBytes
+		l.appendMu.Unlock()
+		return AppendInfo{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrTooLarge, len(buf), segmentBytes)
 	}
 	if err := l.Err(); err != nil {
 		l.appendMu.Unlock()
@@ -400,6 +420,10 @@ func (l *Log) Read(off batch.Offset, maxBytes int, upTo batch.Offset) (Slice, er
 		}
 		slice, retry, err := l.readFrom(segs[i:], off, maxBytes, upTo, hdr)
 		if retry {
+			if e := l.closeErr.Load(); e != nil {
+				// Closed: its segments are released for good, reloading the list would spin.
+				return Slice{}, *e
+			}
 			continue // a segment was retired under us: reload the list
 		}
 		return slice, err
@@ -449,16 +473,33 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 }
 
 // Reconfigure applies new values of the settings that may change while the log is open (a topic
-// config was altered): segment.bytes, segment.ms, index.interval.bytes, retention.bytes,
-// retention.ms and flush.messages. The other options keep the values the log was opened with.
+// config was altered): segment.bytes, segment.ms, index.interval.bytes, segment.index.bytes,
+// retention.bytes, retention.ms, flush.messages and flush.ms. The other options keep the values
+// the log was opened with.
+//
+// flush.ms takes effect at once: the flusher replaces its ticker (or stops it, for never).
+// segment.index.bytes applies to the index files created from now on: those of the segments
+// the next rolls create (and of an older segment a truncation makes active again). The active
+// segment keeps the indexes it has (a smaller value does not shrink them; a larger one does not
+// grow them, it rolls when they are full). A standby segment already made (standby.go) is not
+// affected: it is only the next segment's log file, and its indexes are created at the roll
+// with the value then in force.
 func (l *Log) Reconfigure(o Options) {
 	n := o.withDefaults()
 	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
 	l.opts.SegmentBytes = n.SegmentBytes
 	l.opts.SegmentMs = n.SegmentMs
 	l.opts.IndexIntervalBytes = n.IndexIntervalBytes
+	l.opts.SegmentIndexBytes = n.SegmentIndexBytes // read by createSegment and activate, under appendMu
 	l.opts.RetentionBytes = n.RetentionBytes
 	l.opts.RetentionMs = n.RetentionMs
 	l.opts.FlushMessages = n.FlushMessages
+	l.opts.FlushMs = n.FlushMs // the flusher reads l.flushMs, not this
+	l.appendMu.Unlock()
+	if l.flushMs.Swap(int64(n.FlushMs)) != int64(n.FlushMs) {
+		select {
+		case l.reconfigured <- struct{}{}:
+		default:
+		}
+	}
 }

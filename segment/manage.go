@@ -9,14 +9,23 @@ import (
 
 // Close stops the flusher, syncs everything, trims the active segment's indexes, writes the
 // recovery point at the log end (so the next Open reads no data) and closes the files. Slices
-// still held by readers keep their segment open until released. Close is idempotent.
-func (l *Log) Close() error {
+// still held by readers keep their segment open until released. Close is idempotent. Later
+// operations return ErrClosed.
+func (l *Log) Close() error { return l.close(ErrClosed) }
+
+// close is Close; operations after it return why (ErrClosed or ErrDeleted). A Delete after a
+// Close still makes them return ErrDeleted.
+func (l *Log) close(why error) error {
 	l.appendMu.Lock()
 	if l.closed {
+		if why == ErrDeleted {
+			l.closeErr.Store(&why)
+		}
 		l.appendMu.Unlock()
 		return nil
 	}
 	l.closed = true
+	l.closeErr.Store(&why)
 	l.appendMu.Unlock()
 	close(l.stop)
 	<-l.done
@@ -30,7 +39,7 @@ func (l *Log) Close() error {
 			err = l.closeActiveLocked()
 		}
 	}
-	l.releaseWaiters(-1, ErrClosed)
+	l.releaseWaiters(-1, why)
 	if derr := l.dropStandbyLocked(); err == nil {
 		err = derr
 	}
@@ -59,9 +68,10 @@ func (l *Log) closeActiveLocked() error {
 	return l.writeCheckpoint(cp)
 }
 
-// Delete closes the log and removes its directory (the topic was deleted).
+// Delete closes the log and removes its directory (the topic was deleted). Later operations,
+// and those that meet the log closing, return ErrDeleted rather than ErrClosed.
 func (l *Log) Delete() error {
-	err := l.Close()
+	err := l.close(ErrDeleted)
 	if rerr := l.opts.FS.RemoveAll(l.dir); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
@@ -84,7 +94,7 @@ func (l *Log) DeleteExpired() (RetentionResult, error) {
 	if l.closed {
 		l.appendMu.Unlock()
 		l.flushMu.Unlock()
-		return RetentionResult{}, ErrClosed
+		return RetentionResult{}, l.closedErr()
 	}
 	segs := l.Segments()
 	var total int64
@@ -138,7 +148,7 @@ func (l *Log) TruncateTo(off batch.Offset) error {
 	l.appendMu.Lock()
 	if l.closed {
 		l.appendMu.Unlock()
-		return ErrClosed
+		return l.closedErr()
 	}
 	if err := l.Err(); err != nil {
 		l.appendMu.Unlock()
@@ -269,7 +279,7 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	l.appendMu.Lock()
 	if l.closed {
 		l.appendMu.Unlock()
-		return ErrClosed
+		return l.closedErr()
 	}
 	doomed := l.Segments()
 	for _, s := range doomed {

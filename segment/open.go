@@ -25,7 +25,10 @@ func Open(dir string, opts Options) (*Log, error) {
 		diskWork: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+
+		reconfigured: make(chan struct{}, 1),
 	}
+	l.flushMs.Store(int64(o.FlushMs))
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}

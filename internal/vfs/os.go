@@ -83,10 +83,14 @@ func (f osFile) Map(length int) (Mapping, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vfs: map %s: %w", f.Name(), err)
 	}
-	return osMapping{m}, nil
+	return osMapping{m: m, name: f.Name()}, nil
 }
 
-type osMapping struct{ m mmap.MMap }
+// osMapping is a mapping of the file name (which Populate's errors look at).
+type osMapping struct {
+	m    mmap.MMap
+	name string
+}
 
 func (m osMapping) Bytes() []byte { return m.m }
 func (m osMapping) Flush(off, n int) error {

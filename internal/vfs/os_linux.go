@@ -3,6 +3,7 @@ package vfs
 import (
 	"fmt"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,7 +55,8 @@ func (f osFile) Preallocate(off, n int64) error {
 // 5.14 and later) without changing their contents, so concurrent writers to the same pages are
 // unaffected. A kernel without it (EINVAL, ENOSYS) is not an error: this is advice. EFAULT is:
 // a store to those pages would raise SIGBUS (the file system has no block for a page, an I/O
-// error), and the caller can still stop before that happens.
+// error), and the caller can still stop before that happens. The error says which (populateFault):
+// on a full disk it wraps ENOSPC, not the bare "bad address" the kernel gives.
 func (m osMapping) Populate(off, n int) error {
 	if off < 0 || n < 0 || off+n > len(m.m) {
 		return fmt.Errorf("vfs: populate [%d, %d) of a %d-byte mapping", off, off+n, len(m.m))
@@ -71,7 +73,31 @@ func (m osMapping) Populate(off, n int) error {
 			continue
 		case nil, unix.EINVAL, unix.ENOSYS:
 			return nil
+		case unix.EFAULT:
+			return populateFault(m.name, off, n, err)
 		}
 		return fmt.Errorf("vfs: populate [%d, %d): %w", off, off+n, err)
 	}
+}
+
+// populateFault explains an EFAULT from MADV_POPULATE_WRITE: the file system could not back a
+// page of the mapping. Its usual cause is a full disk (tmpfs and ext4 both fail the fault of a
+// page they have no block for), and then the error wraps ENOSPC, so that callers and operators
+// see "no space left on device", not "bad address"; otherwise it names the other causes.
+func populateFault(name string, off, n int, err error) error {
+	if free, serr := freeBytes(name); serr == nil && free < uint64(os.Getpagesize()) {
+		return fmt.Errorf("vfs: populate [%d, %d): no disk space for the pages: %w (%w)", off, off+n, syscall.ENOSPC, err)
+	}
+	return fmt.Errorf("vfs: populate [%d, %d): the file system could not back the pages (disk full, over quota, an I/O error, or the file is shorter than its mapping): %w",
+		off, off+n, err)
+}
+
+// freeBytes is the space available to unprivileged users on the file system holding path
+// (statfs). A variable: tests fake a full disk.
+var freeBytes = func(path string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }

@@ -1,8 +1,10 @@
 package vfs
 
 import (
+	"errors"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -69,5 +71,44 @@ func TestPopulateSparesTheWritersFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
+	}
+}
+
+// When the file system cannot back a page (EFAULT from MADV_POPULATE_WRITE: a store would
+// raise SIGBUS), Populate says why: on a full disk it is ENOSPC ("no space left on device"),
+// not the kernel's bare "bad address"; otherwise it names the causes. A page past the file's
+// end stands in for a page without a block: the kernel refuses both with EFAULT.
+func TestPopulateFaultSaysTheDiskIsFull(t *testing.T) {
+	page := unix.Getpagesize()
+	f, err := Default.Create(filepath.Join(t.TempDir(), "idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(2 * page)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Map(2 * page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmap()
+	if err := f.Truncate(0); err != nil { // the test's own breach of the contract
+		t.Fatal(err)
+	}
+	err = Populate(m, page, 12)
+	if err == nil {
+		t.Skip("no MADV_POPULATE_WRITE on this kernel (Linux 5.14): Populate is advice it ignores")
+	}
+	if !errors.Is(err, unix.EFAULT) || errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("with free space: %v, want EFAULT explained", err)
+	}
+
+	saved := freeBytes
+	defer func() { freeBytes = saved }()
+	freeBytes = func(string) (uint64, error) { return 0, nil }
+	err = Populate(m, page, 12)
+	if !errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("on a full disk: %v, want ENOSPC", err)
 	}
 }

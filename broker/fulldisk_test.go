@@ -1,0 +1,49 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+// A broker whose data disk is full cannot start (every partition's active segment needs its
+// index pages, vfs.Populate), and says so first, with the data directory, then which file and
+// step failed: the first few partitions' errors in full, the count of the others.
+func TestStartOnAFullDiskSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	b := startBroker(t, cfg)
+	createTopic(t, dial(t, b.Addr().String()), "t", 4)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// What a full disk gives when a writable index's page is faulted in (vfs.Populate's
+	// EFAULT explained as ENOSPC).
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if op == vfs.OpPopulate {
+			return vfs.ENOSPC
+		}
+		return nil
+	}}
+	b2, err := Open(cfg)
+	if err == nil {
+		_ = b2.Close(context.Background())
+		t.Fatal("started on a full disk")
+	}
+	msg := err.Error()
+	if !errors.Is(err, syscall.ENOSPC) || !strings.HasPrefix(msg, "broker: cannot start: the disk holding "+dir+" is full") {
+		t.Fatalf("start on a full disk: %v, want it to say the disk holding %s is full", err, dir)
+	}
+	if !strings.Contains(msg, "index") || !strings.Contains(msg, "populate") {
+		t.Fatalf("start on a full disk: %v, want the file and step that failed", err)
+	}
+	// 6 partitions (4 of t, 2 of the offsets topic) failed alike: 3 in full, then a count.
+	if n := strings.Count(msg, "populate"); n != maxPartitionErrors || !strings.Contains(msg, "and 3 more partitions failed") {
+		t.Fatalf("start on a full disk: %d partition errors in full: %v", n, err)
+	}
+}
