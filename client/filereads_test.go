@@ -52,6 +52,15 @@ func fillForFileReads(f *consumerFixture, topic string, p int32, sizes ...int) i
 	return n
 }
 
+// batchesOf10 is the sizes of n batches of 10 records, for fillForFileReads.
+func batchesOf10(n int) []int {
+	sizes := make([]int, n)
+	for i := range sizes {
+		sizes[i] = 10
+	}
+	return sizes
+}
+
 // checkPartitionRecords checks that recs hold partition p's records from offset from to the
 // end, in order, each with its key, value and header.
 func checkPartitionRecords(t *testing.T, recs []client.Record, p int32, from, n int) {
@@ -128,11 +137,7 @@ func TestFileReadsDeliverTheLog(t *testing.T) {
 func TestFileReadsSeek(t *testing.T) {
 	f := newConsumerFixture(t)
 	f.createTopic("files-seek", 1)
-	sizes := make([]int, 60)
-	for i := range sizes {
-		sizes[i] = 10
-	}
-	n := fillForFileReads(f, "files-seek", 0, sizes...)
+	n := fillForFileReads(f, "files-seek", 0, batchesOf10(60)...)
 	tp := client.TopicPartition{Topic: "files-seek"}
 	c := f.consumer(client.ConsumerConfig{
 		Config: client.Config{Brokers: []string{f.unix()}}, AutoOffsetReset: client.OffsetResetEarliest,
@@ -179,11 +184,8 @@ func TestFileReadsStopAtDeletedSegment(t *testing.T) {
 	}
 	defer conn.Close()
 	f := &consumerFixture{t: t, b: b, conn: conn, ctx: ctx}
-	sizes := make([]int, 200)
-	for i := range sizes {
-		sizes[i] = 10 // about 2 MiB in 10 KiB batches: four segments and the active one
-	}
-	n := fillForFileReads(f, topic, 0, sizes...)
+	// About 2 MiB in 10 KiB batches: four segments and the active one.
+	n := fillForFileReads(f, topic, 0, batchesOf10(200)...)
 
 	tp := client.TopicPartition{Topic: topic}
 	c := f.consumer(client.ConsumerConfig{
@@ -243,11 +245,7 @@ func TestFileReadsBesideATailPartition(t *testing.T) {
 	f := newConsumerFixture(t)
 	const topic = "files-mixed"
 	f.createTopic(topic, 2)
-	sizes := make([]int, 100)
-	for i := range sizes {
-		sizes[i] = 10
-	}
-	n0 := fillForFileReads(f, topic, 0, sizes...)
+	n0 := fillForFileReads(f, topic, 0, batchesOf10(100)...)
 	tps := []client.TopicPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}}
 	c := f.consumer(client.ConsumerConfig{
 		Config: client.Config{Brokers: []string{f.unix()}}, AutoOffsetReset: client.OffsetResetEarliest,
@@ -331,11 +329,7 @@ func TestFileReadsReportACorruptBatch(t *testing.T) {
 	f := newConsumerFixture(t)
 	const topic = "files-corrupt"
 	f.createTopic(topic, 1)
-	sizes := make([]int, 30)
-	for i := range sizes {
-		sizes[i] = 10
-	}
-	fillForFileReads(f, topic, 0, sizes...)
+	fillForFileReads(f, topic, 0, batchesOf10(30)...)
 	// Flip a byte in the middle of the 21st batch's records, in the broker's file: its
 	// batches are all the same size here except for compression, so find it by walking.
 	dataDir := filepath.Dir(f.b.UnixAddr().String()) // brokertest puts the socket there

@@ -263,6 +263,12 @@ func (f *FetchResponse) AppendSegments(dst []byte, recordLens []int32, cuts []in
 // It fails with ErrRecordLens as AppendSegments does, or ErrFrameTooLarge if
 // the frame size would overflow the int32 size field.
 func AppendFetchResponseFrame(dst []byte, correlationID int32, f *FetchResponse, recordLens []int32, cuts []int) (buf []byte, cutsOut []int, err error) {
+	return appendFetchFrame(dst, correlationID, f, recordLens, cuts, nil, false)
+}
+
+// appendFetchFrame is AppendFetchResponseFrame, followed by spans (a FetchShared response) if
+// withSpans is set.
+func appendFetchFrame(dst []byte, correlationID int32, f *FetchResponse, recordLens []int32, cuts []int, spans []FileSpan, withSpans bool) (buf []byte, cutsOut []int, err error) {
 	var total int64
 	for _, n := range recordLens {
 		if n > 0 {
@@ -273,6 +279,9 @@ func AppendFetchResponseFrame(dst []byte, correlationID int32, f *FetchResponse,
 	buf = appendInt32(buf, correlationID)
 	buf, cutsOut, err = f.AppendSegments(buf, recordLens, cuts)
 	if err == nil {
+		if withSpans {
+			buf = appendArray(buf, spans)
+		}
 		err = FinishFrame(buf, start, total)
 	}
 	if err != nil {

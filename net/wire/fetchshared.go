@@ -116,21 +116,5 @@ func (f *FetchSharedResponse) ReadFrom(b []byte) error {
 // FetchShared response: the spans follow the last cut, so the server sends
 // the pieces exactly as for Fetch.
 func AppendFetchSharedResponseFrame(dst []byte, correlationID int32, f *FetchResponse, recordLens []int32, cuts []int, spans []FileSpan) (buf []byte, cutsOut []int, err error) {
-	var total int64
-	for _, n := range recordLens {
-		if n > 0 {
-			total += int64(n)
-		}
-	}
-	buf, start := BeginFrame(dst)
-	buf = appendInt32(buf, correlationID)
-	buf, cutsOut, err = f.AppendSegments(buf, recordLens, cuts)
-	if err == nil {
-		buf = appendArray(buf, spans)
-		err = FinishFrame(buf, start, total)
-	}
-	if err != nil {
-		return dst, cuts, err
-	}
-	return buf, cutsOut, nil
+	return appendFetchFrame(dst, correlationID, f, recordLens, cuts, spans, true)
 }
