@@ -252,7 +252,8 @@ type partState struct {
 	resetTs       int64 // wire.LatestTimestamp, wire.EarliestTimestamp or a time in ms
 
 	leader   int32 // -1: look it up
-	inflight bool  // in a fetcher's outstanding request
+	inflight bool  // in a fetcher's outstanding request, or being read from a file (spanRead)
+	spanRead bool  // the in-flight mark is a file read's (readSpan), not a request's
 	buffered int   // responses queued that Poll has not started on (at most responsesAhead)
 	// stopAhead: a queued response ends in an error or a reset; fetch no further. A reset
 	// clears it when Poll applies it (the position moves), an error only with a seek: Poll
@@ -371,6 +372,11 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 		if !keep[tp] {
 			delete(c.mu.parts, tp)
 			c.dropQueuedLocked(ps)
+			// Its span's file is closed now: its fetcher may have nothing else to wake it up,
+			// and the file would stay open (a segment deleted since kept on disk) until Close.
+			for _, f := range c.mu.fetchers {
+				f.dropSpan(tp)
+			}
 		}
 	}
 	c.signal()

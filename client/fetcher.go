@@ -85,18 +85,16 @@ type fetcher struct {
 	req      wire.FetchSharedRequest  // a Fetch request is its FetchRequest alone
 	resp     wire.FetchSharedResponse // a Fetch response is decoded into its FetchResponse
 	buf      *fetchBuf                // the outstanding request's response buffer (ReuseRecordBuffers)
-	queued   bool                     // the last response queued records or opened a span
 
-	// File reads (filereads.go). Owned by the fetcher goroutine: shared, whether the connection
-	// asks with FetchShared (a unix socket to a broker that knows it, ConsumerConfig.FileReads),
-	// set at each dial; haveSpans, whether spans existed when the last request was prepared (it
-	// did not long-poll then); idle, waitAfterEmptyPoll's timer. Atomics: fileReadsOff, this
-	// fetcher stopped asking (the files could not be read); spanFailures, spans in a row that
-	// could not be opened or read.
+	// File reads (filereads.go). shared: whether the connection asks with FetchShared (a unix
+	// socket to a broker that knows it, ConsumerConfig.FileReads), set at each dial; owned by
+	// the fetcher goroutine. Atomics: fileReadsOff, this fetcher stopped asking for good (the
+	// files cannot be opened, or the broker refused); pausedUntil (unix ns), it asks with Fetch
+	// until then, after spans kept failing; spanFailures, spans in a row that could not be
+	// opened or read.
 	shared       bool
-	haveSpans    bool
-	idle         *time.Timer
 	fileReadsOff atomic.Bool
+	pausedUntil  atomic.Int64
 	spanFailures atomic.Int32
 	// spans are the partitions whose records are read from the broker's files, not fetched,
 	// and spanBufs the idle buffers kept for their pieces. Guarded by Consumer.mu.
@@ -133,8 +131,8 @@ func (c *Consumer) wakeFetcherLocked(ps *partState) {
 // cancelFetchLocked aborts the request ps is in (closing the fetcher's connection), so that
 // the fetcher resends at once instead of waiting out a long poll at the old position.
 func (c *Consumer) cancelFetchLocked(ps *partState) {
-	if !ps.inflight || ps.leader < 0 {
-		return
+	if !ps.inflight || ps.spanRead || ps.leader < 0 {
+		return // a file read in progress is dropped when it ends (readSpan)
 	}
 	if f := c.mu.fetchers[ps.leader]; f != nil && f.cancel != nil {
 		f.cancel()
@@ -153,9 +151,6 @@ func (f *fetcher) run() {
 	for {
 		if f.readSpan() {
 			continue
-		}
-		if f.waitAfterEmptyPoll() != nil {
-			return
 		}
 		reqCtx, n := f.prepare()
 		if n == 0 {
@@ -321,7 +316,6 @@ func (f *fetcher) prepare() (context.Context, int) {
 	}
 	reqCtx := f.reqCtx
 	f.cancel = f.cancelRequestFn
-	f.haveSpans = len(f.spans) > 0
 	c.mu.Unlock()
 
 	// Sorted, then rotated, so that every partition is sometimes first: the broker returns the
@@ -348,12 +342,11 @@ func (f *fetcher) prepare() (context.Context, int) {
 		MaxBytes:  int32(c.cfg.FetchMaxBytes),
 		Topics:    f.req.Topics[:0],
 	}
+	// The request long-polls even while other partitions have pieces waiting in the broker's
+	// files: Poll reads those itself when nothing is queued (readFiles), and a request that did
+	// not wait made a partition at the log's tail beside one catching up wait for the fetcher
+	// instead (p50 0.3 s against 0.09 with Fetch).
 	f.req.SpanMaxBytes = fileSpanMaxBytes
-	if f.haveSpans {
-		// Records of other partitions wait in the broker's files: a long poll would hold them
-		// up. waitAfterEmptyPoll keeps this from spinning.
-		f.req.MaxWaitMs = 0
-	}
 	for i, p := range f.sent {
 		f.index[p.tp] = i
 		// A topic split by the rotation is sent as two entries; the broker answers both.
@@ -404,7 +397,7 @@ func (f *fetcher) call(ctx context.Context) error {
 	f.resp.Spans = f.resp.Spans[:0]
 	var req wire.Request = &f.req.FetchRequest
 	var resp wire.Response = &f.resp.FetchResponse
-	if f.shared && !f.fileReadsOff.Load() {
+	if f.shared && f.fileReadsOn() {
 		req, resp = &f.req, &f.resp
 	}
 	var err error
@@ -573,7 +566,9 @@ func (f *fetcher) handle() (retry bool) {
 	if queued || lost {
 		c.signal()
 	}
-	f.queued = queued || spanned
+	if spanned {
+		c.signal() // Poll may read the new spans itself
+	}
 	return lost
 }
 

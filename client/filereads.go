@@ -35,6 +35,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,9 +47,9 @@ import (
 // practice (spans never cross segment files), and nothing is transferred for it.
 const fileSpanMaxBytes = 1 << 30
 
-// maxSpanFailures is how many spans in a row may fail to open (the file was deleted or
+// maxSpanFailures is how many spans in a row may fail to open or read (the file was deleted or
 // replaced between the broker's answer and the open: retention or compaction racing the
-// consumer) before a fetcher stops asking for spans.
+// consumer) before a fetcher pauses asking for spans (spanPause).
 const maxSpanFailures = 3
 
 // fileSpan is a partition's records still to be read from one of the broker's files. Its
@@ -80,6 +81,24 @@ func (f *fetcher) canReadFiles(ctx context.Context, conn *Conn) bool {
 	return supports(versions.APIKeys, wire.FetchShared)
 }
 
+// spanPause is how long a fetcher whose spans kept failing (files deleted or replaced before
+// it opened them, or shorter than named: retention racing a consumer at the log's start)
+// fetches through the socket before it asks for spans again.
+const spanPause = 10 * time.Second
+
+// fileReadsOn reports whether the fetcher asks for spans now.
+func (f *fetcher) fileReadsOn() bool {
+	return !f.fileReadsOff.Load() && time.Now().UnixNano() >= f.pausedUntil.Load()
+}
+
+// pauseFileReads makes the fetcher fetch through the socket for spanPause, after
+// maxSpanFailures spans in a row failed.
+func (f *fetcher) pauseFileReads(why string, err error) {
+	f.spanFailures.Store(0)
+	f.pausedUntil.Store(time.Now().Add(spanPause).UnixNano())
+	f.c.cfg.Logger.Debug("sluice consumer: reading through the socket for a while", "broker", f.broker, "why", why, "err", err, "for", spanPause)
+}
+
 // stopFileReads makes the fetcher fetch every record through the socket from now on.
 func (f *fetcher) stopFileReads(why string, args ...any) {
 	if f.fileReadsOff.CompareAndSwap(false, true) {
@@ -105,7 +124,7 @@ func (f *fetcher) openSpans() []spanFile {
 		default:
 			f.c.cfg.Logger.Debug("sluice consumer: span not opened", "err", err)
 			if f.spanFailures.Add(1) >= maxSpanFailures {
-				f.stopFileReads("spans kept failing to open", "err", err)
+				f.pauseFileReads("spans kept failing to open", err)
 			}
 		}
 	}
@@ -251,7 +270,7 @@ func (f *fetcher) readSpan() bool {
 		c.mu.Unlock()
 		return false
 	}
-	ps.inflight = true
+	ps.inflight, ps.spanRead = true, true
 	piece := int(min(int64(c.cfg.MaxPartitionFetchBytes), sp.end-sp.pos))
 	var fb *fetchBuf
 	if c.bufs != nil {
@@ -260,6 +279,9 @@ func (f *fetcher) readSpan() bool {
 	epoch, offset := ps.epoch, sp.offset
 	c.mu.Unlock()
 
+	if hook := testHookSpanRead.Load(); hook != nil {
+		(*hook)()
+	}
 	var buf []byte
 	if fb != nil {
 		buf = fb.b[:0]
@@ -279,6 +301,7 @@ func (f *fetcher) readSpan() bool {
 	if now := c.mu.parts[tp]; now == ps {
 		ps.inflight = false
 	}
+	ps.spanRead = false
 	current := c.mu.parts[tp] == ps && ps.epoch == epoch
 	switch {
 	case err != nil || len(whole) == 0 && cerr == nil:
@@ -287,7 +310,7 @@ func (f *fetcher) readSpan() bool {
 		if current && err != nil && err != errUnlinked {
 			c.cfg.Logger.Debug("sluice consumer: span read failed", "partition", tp.String(), "err", err)
 			if f.spanFailures.Add(1) >= maxSpanFailures {
-				f.stopFileReads("spans kept reading short", "err", err)
+				f.pauseFileReads("spans kept reading short", err)
 			}
 		}
 		f.dropSpanIf(tp, sp)
@@ -298,6 +321,13 @@ func (f *fetcher) readSpan() bool {
 	if !current {
 		if fb != nil {
 			f.putBufLocked(fb)
+		}
+		if now := c.mu.parts[tp]; now != nil {
+			// Nothing was queued, so no Poll will wake the partition's fetcher, which may
+			// have passed over the partition while this read held its in-flight mark (Poll's
+			// readFiles reading as the partition was sought) and gone to sleep: it must fetch
+			// from here (or from the new position).
+			c.wakeFetcherLocked(now)
 		}
 		return true
 	}
@@ -330,6 +360,10 @@ func (f *fetcher) readSpan() bool {
 	return true
 }
 
+// testHookSpanRead, if set, runs as readSpan starts reading a piece: the partition's
+// in-flight mark is held, Consumer.mu is not (atomic: tests set it while fetchers run).
+var testHookSpanRead atomic.Pointer[func()]
+
 // errUnlinked: a span's file lost its name before the span was read to its end.
 var errUnlinked = errors.New("client: the span's file was deleted or replaced")
 
@@ -361,35 +395,5 @@ func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
 			return buf, nil
 		}
 		n = size // one batch larger than a piece: read it whole
-	}
-}
-
-// waitAfterEmptyPoll keeps a fetcher with spans it cannot read yet (Poll has not drained their
-// partitions) from polling the broker in a loop: its requests do not long-poll while it holds
-// spans, so after one that brought nothing it waits for Poll, or for fetch.max.wait.ms.
-func (f *fetcher) waitAfterEmptyPoll() error {
-	if f.queued || !f.haveSpans || len(f.sent) == 0 {
-		return nil
-	}
-	f.c.mu.Lock()
-	spans := len(f.spans)
-	f.c.mu.Unlock()
-	if spans == 0 {
-		return nil // read to their ends since: the next request long-polls
-	}
-	f.queued = true // wait once per empty response
-	if f.idle == nil {
-		f.idle = time.NewTimer(f.c.cfg.FetchMaxWait)
-	} else {
-		f.idle.Reset(f.c.cfg.FetchMaxWait)
-	}
-	defer f.idle.Stop()
-	select {
-	case <-f.wake:
-		return nil
-	case <-f.idle.C:
-		return nil
-	case <-f.c.ctx.Done():
-		return f.c.ctx.Err()
 	}
 }

@@ -1,0 +1,124 @@
+//go:build unix
+
+package client
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/broker/brokertest"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// A seek that lands while Poll (readFiles) reads a piece of the partition's span: the
+// fetcher, woken by the seek, finds the partition in flight, passes over it and sleeps; the
+// read then queues nothing (its partition was sought), and must wake the fetcher, or nothing
+// would ever fetch the partition again and Poll would wait forever. (Found by seeking from
+// another goroutine while polling a file-read backlog: Poll hung within seconds.)
+func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := Dial(ctx, b.Addr().String(), "span-wake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const topic = "span-wake"
+	var cr wire.CreateTopicsResponse
+	if err := conn.Call(ctx, &wire.CreateTopicsRequest{TimeoutMs: 10000, Topics: []wire.CreateTopicsRequestTopic{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1}}}, &cr); err != nil || cr.Topics[0].ErrorCode != wire.NoError {
+		t.Fatal(err, cr.Topics)
+	}
+	for i := range 40 { // 40 batches of 10 KiB: the backlog comes as a span
+		bl := batch.NewBuilder(batch.DefaultBuilderOptions())
+		for j := range 10 {
+			v := make([]byte, 1024)
+			v[0], v[1] = byte(i), byte(j)
+			bl.Append(&batch.Record{Timestamp: 1, Value: v})
+		}
+		bt, err := bl.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pr wire.ProduceResponse
+		if err := conn.Call(ctx, &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: bt}}}}}, &pr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := NewConsumer(ctx, ConsumerConfig{
+		Config:          Config{Brokers: []string{"unix://" + b.UnixAddr().String()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		AutoOffsetReset: OffsetResetEarliest, MaxPartitionFetchBytes: 16 << 10, FetchMaxBytes: 32 << 10, MaxPollRecords: 1,
+		FetchMaxWait: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	tp := TopicPartition{Topic: topic}
+	if err := c.Assign([]TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := c.Poll(ctx); err != nil || len(recs) != 1 || recs[0].Offset != 0 {
+		t.Fatalf("first poll: %d records, %v", len(recs), err)
+	}
+
+	// Wait for the fetcher to read ahead as far as it may and go to sleep.
+	var f *fetcher
+	for stable := 0; stable < 50; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		ps := c.mu.parts[tp]
+		f = c.mu.fetchers[ps.leader]
+		full := ps.spanAhead > 0 && ps.buffered >= ps.spanAhead && !ps.inflight && f != nil && f.spans[tp] != nil
+		c.mu.Unlock()
+		if full {
+			stable++
+		} else {
+			stable = 0
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the partition is never read ahead from its file")
+		}
+	}
+	// Let Poll's readFiles read a piece while the fetcher sleeps (as when Poll drained the
+	// queue before the fetcher's wake-up took effect), and hold it in the read.
+	c.mu.Lock()
+	c.mu.parts[tp].spanAhead = 100
+	c.mu.Unlock()
+	entered, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(entered)
+		<-release
+	}
+	testHookSpanRead.Store(&hook)
+	read := make(chan bool)
+	go func() {
+		c.pollMu.Lock()
+		defer c.pollMu.Unlock()
+		read <- c.readFiles()
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("readFiles did not read")
+	}
+	testHookSpanRead.Store(nil)
+	if err := c.Seek(tp, 7); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the fetcher wakes, passes over the partition, sleeps
+	close(release)
+	if !<-read {
+		t.Fatal("readFiles read nothing")
+	}
+
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	recs, err := c.Poll(pctx)
+	if err != nil || len(recs) != 1 || recs[0].Offset != 7 {
+		t.Fatalf("poll after the seek: %d records, %v; want the record at offset 7", len(recs), err)
+	}
+}
