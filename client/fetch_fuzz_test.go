@@ -167,6 +167,12 @@ type fzHarness struct {
 	heldVals [][]byte
 
 	trace bool // log every step (only shown if the test fails)
+
+	// FetchShared (FuzzConsumerFetchSharedResponse): responses carry file spans, of files the
+	// test writes in dir.
+	shared    bool
+	dir       string
+	spanFiles []*fzSpanFile
 }
 
 // fzWatchdog bounds one fuzz iteration: past d it prints every goroutine's stack and crashes
@@ -211,7 +217,7 @@ func newFzHarness(t testing.TB, cfg ConsumerConfig, parts int32, starts []int64)
 	c := newConsumer(cfg, cl)
 
 	// The fetcher, registered so that ensureFetcherLocked never starts a goroutine for it.
-	f := &fetcher{c: c, broker: fzBroker, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}}
+	f := &fetcher{c: c, broker: fzBroker, wake: make(chan struct{}, 1), index: map[TopicPartition]int{}, spans: map[TopicPartition]*fileSpan{}}
 	f.cancelRequestFn = f.cancelRequest
 	c.mu.Lock()
 	c.mu.fetchers[fzBroker] = f
@@ -242,6 +248,7 @@ func (h *fzHarness) close() {
 	c.mu.Lock()
 	h.f.endRequestsLocked()
 	c.mu.Unlock()
+	h.f.closeSpans() // as the fetcher goroutine does when it stops
 }
 
 // seek is the application's Seek: an explicit position change.
@@ -345,7 +352,13 @@ func (h *fzHarness) deliver(body []byte, cancelledWins bool) bool {
 	copy(buf, body)
 	f.resp.FetchResponse = wire.FetchResponse{Topics: f.resp.Topics[:0]}
 	f.resp.Spans = f.resp.Spans[:0]
-	if err := f.resp.FetchResponse.ReadFrom(buf); err != nil {
+	var err error
+	if h.shared {
+		err = f.resp.ReadFrom(buf)
+	} else {
+		err = f.resp.FetchResponse.ReadFrom(buf)
+	}
+	if err != nil {
 		// run's failure branch.
 		f.release(true)
 		c.cl.InvalidateMetadata()
@@ -393,6 +406,10 @@ func (h *fzHarness) checkState(step string) {
 			h.t.Fatalf("%s: queued response of %s aliases a buffer with %d references", step, ch.tp, ch.buf.refs)
 		}
 	}
+	limit := responsesAhead
+	if h.shared {
+		limit = maxSpanAhead // pieces of a span
+	}
 	for tp, ps := range c.mu.parts {
 		if ps.hasPos && ps.position > ps.fetchOffset {
 			h.t.Fatalf("%s: %s position %d beyond fetch offset %d", step, tp, ps.position, ps.fetchOffset)
@@ -400,7 +417,7 @@ func (h *fzHarness) checkState(step string) {
 		if ps.inflight {
 			h.t.Fatalf("%s: %s in flight with no request out", step, tp)
 		}
-		if ps.buffered != queued[tp] || ps.buffered < 0 || ps.buffered > responsesAhead {
+		if ps.buffered != queued[tp] || ps.buffered < 0 || ps.buffered > limit {
 			h.t.Fatalf("%s: %s buffered %d, queued %d", step, tp, ps.buffered, queued[tp])
 		}
 	}
@@ -543,6 +560,16 @@ func (h *fzHarness) pending() bool {
 // positions, then checks that every partition that had to fail did, and with
 // ReuseRecordBuffers that every fetch buffer was given back.
 func (h *fzHarness) finish() {
+	if h.shared {
+		// Poll reads what the spans hold (readFiles), then they are dropped: a Poll that
+		// found one would queue a piece of it, and the buffer checks below need an end.
+		for i := 0; i < 64 && h.spansLeft() > 0; i++ {
+			if _, err := h.poll(fmt.Sprintf("span poll %d", i)); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
+		}
+		h.f.closeSpans()
+	}
 	for round := 0; ; round++ {
 		for i := 0; i < 1000 && h.pending(); i++ {
 			if _, err := h.poll(fmt.Sprintf("final poll %d.%d", round, i)); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -581,6 +608,13 @@ func (h *fzHarness) finish() {
 	}
 }
 
+// spansLeft is how many partitions the fetcher reads from files.
+func (h *fzHarness) spansLeft() int {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return len(h.f.spans)
+}
+
 // fzBuildRecords builds the records field of a partition's answer to a fetch at offset from:
 // whole batches (with chosen bases, compression, gaps, control batches), some damaged, maybe
 // a partial batch or garbage at the end. It notes the batches in h.batches and reports why
@@ -588,6 +622,13 @@ func (h *fzHarness) finish() {
 // was built as a data batch, starts at or after from and after every batch before it (so no
 // rule may skip it), and whose offsets do not overflow.
 func (h *fzHarness) fzBuildRecords(r *fzReader, p int32, from int64) (records []byte, mustFail string) {
+	records, mustFail, _, _ = h.fzBuildRecordsTraced(r, p, from)
+	return records, mustFail
+}
+
+// fzBuildRecordsTraced is fzBuildRecords that also returns the id of each batch it built and
+// where each ends in records as built (before a cut).
+func (h *fzHarness) fzBuildRecordsTraced(r *fzReader, p int32, from int64) (records []byte, mustFail string, ids []uint32, ends []int) {
 	n := r.intn(5)
 	base := from
 	switch r.pick(4) {
@@ -662,6 +703,7 @@ func (h *fzHarness) fzBuildRecords(r *fzReader, p int32, from int64) (records []
 			next = math.MinInt64 // overflows
 		}
 		bs = append(bs, built{len(records), base, next, info.corrupt, control})
+		ids, ends = append(ids, id), append(ends, len(records))
 		// The next batch: contiguous mostly, else anywhere (backwards included).
 		switch r.pick(6) {
 		case 0:
@@ -693,7 +735,7 @@ func (h *fzHarness) fzBuildRecords(r *fzReader, p int32, from int64) (records []
 			floor = max(floor, b.next)
 		}
 	}
-	return records, mustFail
+	return records, mustFail, ids, ends
 }
 
 // fzEntry is a partition entry of a response with why it must fail the partition ("" if it
@@ -701,6 +743,10 @@ func (h *fzHarness) fzBuildRecords(r *fzReader, p int32, from int64) (records []
 type fzEntry struct {
 	p    wire.FetchResponsePartition
 	fail string
+	// The request's fetch offset, and the batches of p.Records (fzBuildRecordsTraced).
+	from int64
+	ids  []uint32
+	ends []int
 }
 
 // fzBuildResponse builds a response to the request of sent. It returns the encoded body, and
@@ -713,10 +759,10 @@ func (h *fzHarness) fzBuildResponse(r *fzReader, sent []fetchPart) (body []byte,
 	policy := h.c.cfg.AutoOffsetReset
 	entry := func(p int32, from int64) fzEntry {
 		e := fzEntry{p: wire.FetchResponsePartition{Partition: p, ErrorCode: r.errorCode(),
-			HighWatermark: r.offset(from), LastStableOffset: -1, LogStartOffset: r.offset(0)}}
+			HighWatermark: r.offset(from), LastStableOffset: -1, LogStartOffset: r.offset(0)}, from: from}
 		switch code := e.p.ErrorCode; {
 		case code == wire.NoError:
-			e.p.Records, e.fail = h.fzBuildRecords(r, p, from)
+			e.p.Records, e.fail, e.ids, e.ends = h.fzBuildRecordsTraced(r, p, from)
 		case code == wire.ErrOffsetOutOfRange:
 			if policy == OffsetResetNone {
 				e.fail = "offset out of range with auto.offset.reset none"
@@ -755,6 +801,10 @@ func (h *fzHarness) fzBuildResponse(r *fzReader, sent []fetchPart) (body []byte,
 		j := r.intn(i + 1)
 		entries[i], entries[j] = entries[j], entries[i]
 	}
+	var spans []wire.FileSpan
+	if h.shared {
+		spans = h.fzSpans(r, entries) // the i-th entry is the response's partition i
+	}
 	fails = map[int32]string{}
 	t := wire.FetchResponseTopic{Topic: fzTopic}
 	for _, e := range entries {
@@ -778,6 +828,12 @@ func (h *fzHarness) fzBuildResponse(r *fzReader, sent []fetchPart) (body []byte,
 		for _, e := range entries {
 			h.t.Logf("response entry: partition %d code %d, %s, fail %q", e.p.Partition, e.p.ErrorCode, fzDescribe(e.p.Records), e.fail)
 		}
+		for _, sp := range spans {
+			h.t.Logf("span: %+v", sp)
+		}
+	}
+	if h.shared {
+		return (&wire.FetchSharedResponse{FetchResponse: resp, Spans: spans}).AppendTo(nil), fails
 	}
 	return resp.AppendTo(nil), fails
 }

@@ -96,6 +96,8 @@ type fetcher struct {
 	fileReadsOff atomic.Bool
 	pausedUntil  atomic.Int64
 	spanFailures atomic.Int32
+	// spanSeen marks, per partition of the request, that openSpans met its first entry.
+	spanSeen []bool
 	// spans are the partitions whose records are read from the broker's files, not fetched,
 	// and spanBufs the idle buffers kept for their pieces. Guarded by Consumer.mu.
 	spans    map[TopicPartition]*fileSpan
@@ -499,6 +501,7 @@ func (f *fetcher) handle() (retry bool) {
 				if file != nil {
 					// Its records are read from the file (readSpan), not fetched.
 					sp := &f.resp.Spans[nextSpan-1]
+					f.dropSpan(tp) // none is expected: prepare dropped it or left tp out
 					f.spans[tp] = &fileSpan{file: file, pos: sp.Pos, end: sp.Pos + int64(sp.Len), epoch: sent.epoch, offset: sent.offset}
 					files[nextSpan-1].file = nil
 					ps.spanAhead = f.spanAheadLocked()

@@ -6,7 +6,8 @@ package client
 // it instead of Fetch. A partition with 64 KiB or more to read comes back as a span of a segment
 // file (path, device and inode numbers, byte range, all below the high watermark) instead of
 // bytes. The fetcher opens the file, checks with fstat that it is the file the broker meant
-// (not a compacted segment renamed over it, nor a file of another mount namespace), and from
+// (not a compacted segment renamed over it, nor a file of another mount namespace, nor a FIFO
+// or a device whose open would block or act on it: openSpan), and from
 // then on serves the partition from the file: readSpan reads max.partition.fetch.bytes at a
 // time with pread, cuts each piece after its last whole batch, and queues it for Poll exactly
 // as a fetch response's share for that partition. So a consumer catching up makes one round trip
@@ -34,7 +35,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -107,24 +110,56 @@ func (f *fetcher) stopFileReads(why string, args ...any) {
 }
 
 // openSpans opens the files of the last response's spans, before handle takes the consumer's
-// lock: an open and an fstat are system calls.
+// lock: an open and an fstat are system calls. It opens only the spans handle may adopt: those
+// matched, in order, to the first entry of a partition the request asked for, without an error
+// code (handle's walk). So a broker that sends more spans than the request had partitions (a
+// broken one, or a hostile one: a response may hold millions) costs at most one open per
+// requested partition, never a descriptor per span. files[i] is Spans[i]'s, nil if not opened.
 func (f *fetcher) openSpans() []spanFile {
-	if len(f.resp.Spans) == 0 {
+	spans := f.resp.Spans
+	if len(spans) == 0 {
 		return nil
 	}
-	files := make([]spanFile, len(f.resp.Spans))
-	for i := range f.resp.Spans {
-		file, err := openSpan(&f.resp.Spans[i])
-		files[i] = spanFile{file, err}
-		switch {
-		case err == nil:
-			f.spanFailures.Store(0)
-		case errors.Is(err, fs.ErrPermission):
-			f.stopFileReads("the broker's files cannot be opened", "err", err)
-		default:
-			f.c.cfg.Logger.Debug("sluice consumer: span not opened", "err", err)
-			if f.spanFailures.Add(1) >= maxSpanFailures {
-				f.pauseFileReads("spans kept failing to open", err)
+	files := make([]spanFile, len(spans))
+	seen := f.spanSeen[:0]
+	for range f.sent {
+		seen = append(seen, false)
+	}
+	f.spanSeen = seen
+	part, next := -1, 0
+	for ti := range f.resp.Topics {
+		t := &f.resp.Topics[ti]
+		for pi := range t.Partitions {
+			if next == len(spans) {
+				return files
+			}
+			p := &t.Partitions[pi]
+			part++
+			s := -1
+			if spans[next].Index == int32(part) {
+				s = next
+				next++
+			}
+			i, ok := f.index[TopicPartition{t.Topic, p.Partition}]
+			if !ok || seen[i] {
+				continue // not asked for, or not the entry handle files
+			}
+			seen[i] = true
+			if s < 0 || p.ErrorCode != wire.NoError {
+				continue
+			}
+			file, err := openSpan(&spans[s])
+			files[s] = spanFile{file, err}
+			switch {
+			case err == nil:
+				f.spanFailures.Store(0)
+			case errors.Is(err, fs.ErrPermission):
+				f.stopFileReads("the broker's files cannot be opened", "err", err)
+			default:
+				f.c.cfg.Logger.Debug("sluice consumer: span not opened", "err", err)
+				if f.spanFailures.Add(1) >= maxSpanFailures {
+					f.pauseFileReads("spans kept failing to open", err)
+				}
 			}
 		}
 	}
@@ -133,31 +168,54 @@ func (f *fetcher) openSpans() []spanFile {
 
 // Errors of a span that cannot be read.
 var (
-	errOtherFile = errors.New("client: a span's path leads to another file")
-	errBadSpan   = errors.New("client: a span with a negative position or no bytes")
+	errOtherFile  = errors.New("client: a span's path leads to another file")
+	errBadSpan    = errors.New("client: a span with a relative path, a negative position, no bytes, or an end past 2^63")
+	errNotRegular = errors.New("client: a span's path leads to no regular file")
 )
 
-// openSpan opens a span's file read-only and checks that it is the broker's.
+// openSpan opens a span's file read-only and checks that it is the broker's: a regular file
+// with the span's device and inode numbers. The path is checked before the open as well as
+// after it, and opened non-blocking: whatever a broker names, a FIFO (whose open waits for a
+// writer, for ever) or a device (whose open may act on it) is not opened.
 func openSpan(sp *wire.FileSpan) (*os.File, error) {
-	if sp.Pos < 0 || sp.Len <= 0 {
+	if sp.Pos < 0 || sp.Len <= 0 || sp.Pos > math.MaxInt64-int64(sp.Len) || !filepath.IsAbs(sp.Path) {
 		return nil, errBadSpan
 	}
-	file, err := os.Open(sp.Path)
+	fi, err := os.Stat(sp.Path)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := file.Stat()
+	if err := checkSpanFile(fi, sp); err != nil {
+		return nil, err
+	}
+	file, err := os.OpenFile(sp.Path, os.O_RDONLY|spanOpenFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err = file.Stat()
 	if err == nil {
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || uint64(st.Dev) != sp.Dev || uint64(st.Ino) != sp.Ino { //nolint:unconvert // Dev is int32 on darwin
-			err = errOtherFile
-		}
+		err = checkSpanFile(fi, sp)
+	}
+	if err == nil {
+		err = setBlocking(file)
 	}
 	if err != nil {
 		_ = file.Close()
 		return nil, err
 	}
 	return file, nil
+}
+
+// checkSpanFile reports whether fi is a regular file with sp's device and inode numbers.
+func checkSpanFile(fi fs.FileInfo, sp *wire.FileSpan) error {
+	if !fi.Mode().IsRegular() {
+		return errNotRegular
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uint64(st.Dev) != sp.Dev || uint64(st.Ino) != sp.Ino { //nolint:unconvert // Dev is int32 on darwin
+		return errOtherFile
+	}
+	return nil
 }
 
 // closeUnused closes the span files handle did not adopt.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -307,11 +308,7 @@ func TestFileReadsUnassignClosesTheFile(t *testing.T) {
 	f := newConsumerFixture(t)
 	const topic = "files-unassign"
 	f.createTopic(topic, 1)
-	sizes := make([]int, 60)
-	for i := range sizes {
-		sizes[i] = 10
-	}
-	fillForFileReads(f, topic, 0, sizes...)
+	fillForFileReads(f, topic, 0, batchesOf10(60)...)
 	segment := fmt.Sprintf("/%s-0/%020d.log", topic, 0)
 	brokers, ok := openFiles(segment) // the in-process broker's
 	if !ok {
@@ -340,7 +337,9 @@ func TestFileReadsUnassignClosesTheFile(t *testing.T) {
 	}
 }
 
-// A span that names another file than its path leads to, or that has no bytes, is not opened.
+// A span that names another file than its path leads to, or that has no bytes, is not opened;
+// nor is one whose path is relative or leads to no regular file (a directory, a FIFO, a device),
+// and the open never waits.
 func TestOpenSpanChecksTheFile(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/seg.log"
@@ -352,6 +351,10 @@ func TestOpenSpanChecksTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := wire.FileSpan{Path: path, Dev: uint64(st.Dev), Ino: uint64(st.Ino), Pos: 0, Len: 100} //nolint:unconvert // Dev is int32 on darwin
+	fifo := dir + "/fifo.log"
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*wire.FileSpan)
@@ -363,19 +366,64 @@ func TestOpenSpanChecksTheFile(t *testing.T) {
 		{"no bytes", func(s *wire.FileSpan) { s.Len = 0 }, false},
 		{"negative length", func(s *wire.FileSpan) { s.Len = -5 }, false},
 		{"negative position", func(s *wire.FileSpan) { s.Pos = -1 }, false},
+		{"end past 2^63", func(s *wire.FileSpan) { s.Pos = math.MaxInt64 - 50 }, false},
 		{"missing", func(s *wire.FileSpan) { s.Path = dir + "/gone.log" }, false},
 		{"empty path", func(s *wire.FileSpan) { s.Path = "" }, false},
+		{"relative path", func(s *wire.FileSpan) { s.Path = relTo(t, path) }, false},
+		{"directory", func(s *wire.FileSpan) { s.Path, s.Dev, s.Ino = dir, statDev(t, dir), statIno(t, dir) }, false},
+		// A FIFO's open waits for a writer: the fetcher would hang in it, and Close with it.
+		{"fifo", func(s *wire.FileSpan) { s.Path, s.Dev, s.Ino = fifo, statDev(t, fifo), statIno(t, fifo) }, false},
+		{"device", func(s *wire.FileSpan) {
+			s.Path, s.Dev, s.Ino = "/dev/null", statDev(t, "/dev/null"), statIno(t, "/dev/null")
+		}, false},
 	} {
 		sp := good
 		tc.edit(&sp)
-		f, err := client.OpenSpanForTest(&sp)
-		if f != nil {
-			f.Close()
-		}
-		if (err == nil) != tc.ok {
-			t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.ok)
+		done := make(chan error, 1)
+		go func() {
+			f, err := client.OpenSpanForTest(&sp)
+			if f != nil {
+				f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if (err == nil) != tc.ok {
+				t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.ok)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: openSpan still waiting after 10 s", tc.name)
 		}
 	}
+}
+
+func relTo(t *testing.T, path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}
+
+func statDev(t *testing.T, path string) uint64 {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(st.Dev) //nolint:unconvert // Dev is int32 on darwin
+}
+
+func statIno(t *testing.T, path string) uint64 {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 // A damaged batch in a piece read from a file is reported as for a fetched one: Poll returns

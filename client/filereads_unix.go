@@ -24,3 +24,22 @@ func unlinked(file *os.File) bool {
 	}
 	return st.Nlink == 0
 }
+
+// spanOpenFlags are added to O_RDONLY to open a span's file: no wait for a FIFO's writer, and
+// no controlling terminal, should the path lead to something else than the broker's file
+// (openSpan closes it at once then).
+const spanOpenFlags = syscall.O_NONBLOCK | syscall.O_NOCTTY
+
+// setBlocking clears the O_NONBLOCK that spanOpenFlags set, once the file is known to be a
+// regular file (where it makes no difference on a local file system, but might on others).
+func setBlocking(file *os.File) error {
+	rc, err := file.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
+}

@@ -224,19 +224,23 @@ func fzBuildMetadata(r *fzReader, path string) *wire.MetadataResponse {
 }
 
 // fzCheckMetadata checks the client's metadata cache against resp, the answer it last
-// loaded: a topic is cached only if resp has it without an error; one whose partitions are
-// exactly 0..n-1 is cached; a cached topic's Partitions are indexed by partition (as
-// TopicMetadata documents and Leader and the producer assume); and Leader returns, for any
-// partition, either an error or a leader that resp gave that partition and lists as a broker.
+// loaded: a topic is cached if and only if resp has it without an error and with partitions
+// exactly 0..n-1, and then as its last such entry; a cached topic's Partitions are indexed by
+// partition (as TopicMetadata documents and Leader and the producer assume); and Leader
+// returns, for any partition, either an error or a leader that resp gave that partition and
+// lists as a broker.
 func fzCheckMetadata(t *testing.T, ctx context.Context, cl *Client, resp *wire.MetadataResponse) {
 	t.Helper()
 	brokers := map[int32]bool{}
 	for _, b := range resp.Brokers {
 		brokers[b.NodeID] = true
 	}
-	last := map[string]*wire.MetadataTopic{} // the cache keeps a topic's last entry
+	// The cache keeps a topic's last entry that it can use: without an error, and with
+	// partitions 0..n-1 (one whose ids are not is left out as if it had an error, so an entry
+	// before it stands, as one before an error does).
+	last := map[string]*wire.MetadataTopic{}
 	for i := range resp.Topics {
-		if mt := &resp.Topics[i]; mt.ErrorCode == wire.NoError {
+		if mt := &resp.Topics[i]; mt.ErrorCode == wire.NoError && fzDenseIDs(mt) {
 			last[mt.Topic] = mt
 		}
 	}
@@ -247,21 +251,9 @@ func fzCheckMetadata(t *testing.T, ctx context.Context, cl *Client, resp *wire.M
 		}
 	}
 	for name, mt := range last {
-		ids := make([]int32, 0, len(mt.Partitions))
-		for _, p := range mt.Partitions {
-			ids = append(ids, p.Partition)
-		}
-		slices.Sort(ids)
-		dense := true
-		for i, id := range ids {
-			dense = dense && id == int32(i)
-		}
 		tm, ok := md.topics[name]
 		if !ok {
-			if dense {
-				t.Fatalf("topic %q (partitions %v, no error) not cached", name, ids)
-			}
-			continue
+			t.Fatalf("topic %q (partitions %+v, no error) not cached", name, mt.Partitions)
 		}
 		for i, p := range tm.Partitions {
 			if p.Partition != int32(i) {
@@ -285,6 +277,21 @@ func fzCheckMetadata(t *testing.T, ctx context.Context, cl *Client, resp *wire.M
 			}
 		}
 	}
+}
+
+// fzDenseIDs reports whether mt's partition ids are exactly 0..n-1, in any order.
+func fzDenseIDs(mt *wire.MetadataTopic) bool {
+	ids := make([]int32, 0, len(mt.Partitions))
+	for _, p := range mt.Partitions {
+		ids = append(ids, p.Partition)
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if id != int32(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // FuzzClientMetadataResponse loads fuzzed Metadata responses into a Client (NewClient, then a

@@ -139,5 +139,21 @@ func FuzzResponse(f *testing.F) {
 				t.Fatalf("fetch segments differ: %v", err)
 			}
 		}
+		// So does the FetchShared frame encoder (records sent apart, spans after them), and
+		// its size field counts the records it leaves out.
+		if fr, ok := resp.(*FetchSharedResponse); ok {
+			blobs, lens := recordsOf(&fr.FetchResponse)
+			frame, cuts, err := AppendFetchSharedResponseFrame(nil, 7, &fr.FetchResponse, lens, nil, fr.Spans)
+			if err != nil {
+				t.Fatalf("FetchShared frame: %v", err)
+			}
+			full := splice(frame, 0, cuts, blobs)
+			if !bytes.Equal(full, AppendResponseFrame(nil, 7, resp)) {
+				t.Fatal("spliced FetchShared frame differs from AppendResponseFrame")
+			}
+			if size := binary.BigEndian.Uint32(full); int(size) != len(full)-FrameSizeLen {
+				t.Fatalf("FetchShared frame size %d for %d bytes", size, len(full)-FrameSizeLen)
+			}
+		}
 	})
 }
