@@ -924,19 +924,7 @@ func (h *fzHarness) position(p int32) int64 {
 // buffered counts agree; and with ReuseRecordBuffers that records stay intact until the next
 // Poll and every response buffer is given back.
 func FuzzConsumerFetchResponse(f *testing.F) {
-	f.Add(false, []byte{})
-	f.Add(true, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 6})
-	for seed := range 16 {
-		data := make([]byte, 64+seed*24)
-		x := uint32(seed*2654435761 + 1)
-		for i := range data {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			data[i] = byte(x)
-		}
-		f.Add(seed%2 == 0, data)
-	}
+	addFetchSeeds(f, 2654435761, 1)
 	f.Fuzz(func(t *testing.T, reuse bool, data []byte) {
 		defer fzWatchdog(10 * time.Second)()
 		r := &fzReader{b: data}
@@ -1036,4 +1024,22 @@ func FuzzConsumerFetchResponseRaw(f *testing.F) {
 		}
 		h.finish()
 	})
+}
+
+// addFetchSeeds adds the fetch fuzzers' seeds: an empty input, a short one, and 16 of
+// xorshift bytes from seeds seed*mul+add.
+func addFetchSeeds(f *testing.F, mul, add uint32) {
+	f.Add(false, []byte{})
+	f.Add(true, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 6})
+	for seed := range uint32(16) {
+		data := make([]byte, 64+seed*24)
+		x := seed*mul + add
+		for i := range data {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			data[i] = byte(x)
+		}
+		f.Add(seed%2 == 0, data)
+	}
 }
