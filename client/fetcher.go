@@ -484,7 +484,7 @@ func (f *fetcher) handle() (retry bool) {
 			var file *os.File
 			span := nextSpan < len(f.resp.Spans) && f.resp.Spans[nextSpan].Index == int32(part)
 			if span {
-				file = files[nextSpan].file
+				file = files[nextSpan]
 				nextSpan++
 			}
 			i, ok := f.index[tp]
@@ -503,7 +503,7 @@ func (f *fetcher) handle() (retry bool) {
 					sp := &f.resp.Spans[nextSpan-1]
 					f.dropSpan(tp) // none is expected: prepare dropped it or left tp out
 					f.spans[tp] = &fileSpan{file: file, pos: sp.Pos, end: sp.Pos + int64(sp.Len), epoch: sent.epoch, offset: sent.offset}
-					files[nextSpan-1].file = nil
+					files[nextSpan-1] = nil
 					ps.spanAhead = f.spanAheadLocked()
 					spanned = true
 				}

@@ -357,8 +357,8 @@ func TestOpenSpansOpensOnePerPartition(t *testing.T) {
 	h.f.resp = resp
 	files := h.f.openSpans()
 	opened := 0
-	for i, sf := range files {
-		if sf.file != nil {
+	for i, file := range files {
+		if file != nil {
 			opened++
 			if i != 0 {
 				t.Errorf("span %d opened: only the first entry's is handle's", i)

@@ -65,12 +65,6 @@ type fileSpan struct {
 	offset   int64  // the fetch offset the next piece starts at
 }
 
-// spanFile is an opened span of a FetchShared response, or why it could not be opened.
-type spanFile struct {
-	file *os.File
-	err  error
-}
-
 // canReadFiles reports whether this fetcher's new connection should ask with FetchShared: the
 // consumer allows file reads, the connection is a unix socket, and the broker lists the api.
 func (f *fetcher) canReadFiles(ctx context.Context, conn *Conn) bool {
@@ -115,12 +109,12 @@ func (f *fetcher) stopFileReads(why string, args ...any) {
 // code (handle's walk). So a broker that sends more spans than the request had partitions (a
 // broken one, or a hostile one: a response may hold millions) costs at most one open per
 // requested partition, never a descriptor per span. files[i] is Spans[i]'s, nil if not opened.
-func (f *fetcher) openSpans() []spanFile {
+func (f *fetcher) openSpans() []*os.File {
 	spans := f.resp.Spans
 	if len(spans) == 0 {
 		return nil
 	}
-	files := make([]spanFile, len(spans))
+	files := make([]*os.File, len(spans))
 	seen := f.spanSeen[:0]
 	for range f.sent {
 		seen = append(seen, false)
@@ -149,7 +143,7 @@ func (f *fetcher) openSpans() []spanFile {
 				continue
 			}
 			file, err := openSpan(&spans[s])
-			files[s] = spanFile{file, err}
+			files[s] = file
 			switch {
 			case err == nil:
 				f.spanFailures.Store(0)
@@ -219,10 +213,10 @@ func checkSpanFile(fi fs.FileInfo, sp *wire.FileSpan) error {
 }
 
 // closeUnused closes the span files handle did not adopt.
-func closeUnused(files []spanFile) {
-	for _, sf := range files {
-		if sf.file != nil {
-			_ = sf.file.Close()
+func closeUnused(files []*os.File) {
+	for _, file := range files {
+		if file != nil {
+			_ = file.Close()
 		}
 	}
 }
