@@ -44,6 +44,7 @@ type benchOptions struct {
 	json          bool
 	runs          int
 	pause         time.Duration
+	schedSlice    time.Duration
 	cpuProf       string
 	traceFile     string
 	memProf       string
@@ -121,6 +122,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.report, "report", "", "write an HTML report (summary, throughput and latency over time) to this file")
 	f.IntVar(&o.runs, "runs", 1, "run this many times (each on a fresh broker with --embedded) and report the medians with their spread")
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs, and after each probe of --rate-of-max: sync dirty pages to disk and wait this long between runs")
+	addSchedSliceFlag(cmd, &o.schedSlice, "the harness's (and with --broker-process the broker's)")
 	addLimitsFlags(cmd, o)
 }
 
@@ -352,6 +354,9 @@ func openDriver(ctx context.Context, o *benchOptions, stderr io.Writer) (bench.D
 			if o.brokerConfig != "" {
 				args = append(args, "--config", o.brokerConfig) // serve's flags win over it
 			}
+			if o.schedSlice != 0 {
+				args = append(args, "--sched-slice", o.schedSlice.String())
+			}
 			return bench.ProcessSluice(ctx, exe, o.dataDir, o.transport, benchLogger(stderr), args...)
 		}
 		if o.embedded {
@@ -399,6 +404,9 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		}
 		probes, err := o.boundingProbes()
 		if err != nil {
+			return err
+		}
+		if err := applySchedSlice(o.schedSlice); err != nil {
 			return err
 		}
 		stopProfile, err := startProfiles(o.cpuProf, o.traceFile, o.memProf)

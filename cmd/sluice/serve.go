@@ -9,15 +9,18 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/internal/sched"
 )
 
 func serveCmd() *cobra.Command {
 	var (
 		dataDir, listen, unixPath, configFile, logLevel, cpuProfile string
+		schedSlice                                                  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [server.properties]",
@@ -59,6 +62,9 @@ the file.`,
 				return err
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if err := applySchedSlice(schedSlice); err != nil {
+				return err
+			}
 
 			// Catch signals before the listeners open, so a SIGTERM that arrives during start-up
 			// still shuts down cleanly once Open returns.
@@ -93,6 +99,7 @@ the file.`,
 	cmd.Flags().StringVar(&configFile, "config", "", "Kafka-style properties file (log.dirs, listeners, num.partitions, message.max.bytes, ...); or give it as the argument")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the broker from start to shutdown to this file (go tool pprof)")
+	addSchedSliceFlag(cmd, &schedSlice, "the broker's")
 	return cmd
 }
 
@@ -136,4 +143,21 @@ func watchStartup(sig <-chan os.Signal, opened <-chan struct{}, log *slog.Logger
 		}
 	}()
 	return early
+}
+
+// addSchedSliceFlag adds --sched-slice, for whose threads says whose they are.
+func addSchedSliceFlag(cmd *cobra.Command, d *time.Duration, whose string) {
+	cmd.Flags().DurationVar(d, "sched-slice", 0, "ask Linux (6.12 or later) for this scheduler time slice for "+whose+
+		" threads, from 100us to 100ms (the kernel's default is 1.4 ms on 2 cores, 2.8 ms on 8 or more): a shorter slice lets a thread that wakes for a request preempt one that has run longer, which cuts tail latency when the cores are busy, at the cost of more context switches; 0 leaves the kernel's default")
+}
+
+// applySchedSlice sets the process's threads' slice (0: leave it).
+func applySchedSlice(d time.Duration) error {
+	if d == 0 {
+		return nil
+	}
+	if _, err := sched.SetSlice(d); err != nil {
+		return fmt.Errorf("--sched-slice %v: %w", d, err)
+	}
+	return nil
 }

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
+	"io"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/internal/sched"
 )
 
 // A signal while the broker is still opening (minutes with many partitions) is not lost: the
@@ -59,5 +63,41 @@ func TestServeSignalDuringStartup(t *testing.T) {
 				t.Fatal("one signal exited at once")
 			}
 		})
+	}
+}
+
+// --sched-slice sets the broker process's threads' slice before the broker opens, and a slice
+// out of the kernel's range is refused before anything starts.
+func TestServeSchedSlice(t *testing.T) {
+	if _, err := sched.Slice(); errors.Is(err, sched.ErrUnsupported) {
+		t.Skip("kernel without custom slices (before 6.12)")
+	}
+	t.Cleanup(func() { sched.SetSlice(0) })
+	var seen time.Duration
+	openBroker = func(cfg broker.Config) (*broker.Broker, error) {
+		seen, _ = sched.Slice()
+		return nil, errors.New("stop here")
+	}
+	t.Cleanup(func() { openBroker = broker.Open })
+
+	cmd := rootCmd()
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--unix", "-", "--sched-slice", "250us"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "stop here") {
+		t.Fatalf("serve: %v, want the stub's error", err)
+	}
+	if seen != 250*time.Microsecond {
+		t.Fatalf("the broker opened with a slice of %v, want 250µs", seen)
+	}
+
+	seen = 0
+	cmd = rootCmd()
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--unix", "-", "--sched-slice", "50us"})
+	if err := cmd.Execute(); !errors.Is(err, sched.ErrRange) {
+		t.Fatalf("serve --sched-slice 50us: %v, want ErrRange", err)
+	}
+	if seen != 0 {
+		t.Fatal("the broker opened despite a slice out of range")
 	}
 }
