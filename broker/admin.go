@@ -389,7 +389,7 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 			}
 			switch rp.Timestamp {
 			case wire.LatestTimestamp:
-				res.Offset = int64(p.log.EndOffset())
+				res.Offset = int64(p.highWatermark())
 			case wire.EarliestTimestamp:
 				res.Offset = int64(p.log.StartOffset())
 			default:

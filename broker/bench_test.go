@@ -88,7 +88,7 @@ func BenchmarkProduce(b *testing.B) {
 			close(work)
 			wg.Wait()
 			b.StopTimer()
-			if _, err := br.partition("p", 0).log.DeleteExpired(); err != nil {
+			if _, err := br.partition("p", 0).log.DeleteExpired(br.partition("p", 0).highWatermark()); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -256,7 +256,9 @@ func (b *Broker) reconcileLoop(updates <-chan struct{}, stop func()) {
 	}
 }
 
-// retentionLoop applies retention every log.retention.check.interval.ms.
+// retentionLoop applies retention every log.retention.check.interval.ms, below each
+// partition's high watermark (segment.Log.DeleteExpired: the active segment goes too once it
+// has expired, rolled away first).
 func (b *Broker) retentionLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.RetentionCheck)
@@ -272,7 +274,7 @@ func (b *Broker) retentionLoop() {
 					// the offsets committed in it, which a restart would then not find.
 					continue
 				}
-				if _, err := p.log.DeleteExpired(); err != nil {
+				if _, err := p.log.DeleteExpired(p.highWatermark()); err != nil {
 					b.logger.Warn("retention", "partition", p.tp.String(), "err", err)
 				}
 			}

@@ -852,6 +852,65 @@ func TestDeletedTopicForgetsCommittedOffsets(t *testing.T) {
 	}
 }
 
+// Retention skips __consumer_offsets even when its configs would delete every segment, the
+// active one too: a topic with the same configs, written after the commits, is emptied by the
+// retention loop, which so has gone over the offsets partition since, and the commits are
+// still there, also after a restart.
+func TestRetentionSkipsOffsetsTopicEvenWhenItWouldEmptyIt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.OffsetsTopicPartitions = 1
+	cfg.RetentionCheck = 10 * time.Millisecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	zero := []wire.ConfigEntry{{Name: "retention.ms", Value: strPtr("0")}, {Name: "retention.bytes", Value: strPtr("0")}}
+	if res := alterTopic(t, c, OffsetsTopic, zero...); res.ErrorCode != wire.NoError {
+		t.Fatalf("alter %s: %v", OffsetsTopic, res.ErrorCode)
+	}
+	createTopic(t, c, "t", 1)
+	var cr wire.OffsetCommitResponse
+	call(t, c, &wire.OffsetCommitRequest{GroupID: "g", GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
+		{Topic: "t", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}},
+	}}, &cr)
+	if code := cr.Topics[0].Partitions[0].ErrorCode; code != wire.NoError {
+		t.Fatalf("commit: %v", code)
+	}
+	offsetsLog := b.partition(OffsetsTopic, 0).log
+	committedEnd := offsetsLog.EndOffset()
+	if committedEnd == 0 {
+		t.Fatal("the commit appended nothing")
+	}
+
+	// Emptied twice: the pass that emptied it the first time, which may have come to the
+	// offsets partition after it, has ended before the second one empties it.
+	createTopic(t, c, "control", 1, zero...)
+	control := b.partition("control", 0).log
+	for i := range 2 {
+		if p := produce(t, c, "control", 0, wire.AcksLeader, records(t, "gone")); p.ErrorCode != wire.NoError {
+			t.Fatal(p.ErrorCode)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for control.StartOffset() != batch.Offset(i+1) && time.Now().Before(deadline) {
+			time.Sleep(cfg.RetentionCheck)
+		}
+		if start := control.StartOffset(); start != batch.Offset(i+1) {
+			t.Fatalf("control topic's log start %d after 10 s, want %d: the retention loop did not run", start, i+1)
+		}
+	}
+	if start, end := offsetsLog.StartOffset(), offsetsLog.EndOffset(); start != 0 || end != committedEnd {
+		t.Fatalf("retention moved %s-0 to [%d, %d), want [0, %d)", OffsetsTopic, start, end, committedEnd)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, cfg)
+	var fr wire.OffsetFetchResponse
+	call(t, dial(t, b2.Addr().String()), &wire.OffsetFetchRequest{GroupID: "g", Topics: []wire.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}}, &fr)
+	if got := fr.Topics[0].Partitions[0].Offset; got != 42 {
+		t.Fatalf("after retention and a restart the group's committed offset is %d, want 42", got)
+	}
+}
+
 // Retention never deletes committed offsets: __consumer_offsets is not compacted, so a deleted
 // segment would take the only record of the offsets committed in it, and a restart would not
 // find them (a broker-wide log.retention.bytes applied to it).
@@ -895,16 +954,25 @@ func TestRetentionKeepsCommittedOffsets(t *testing.T) {
 	}
 }
 
-// A topic's retention.ms=0 and retention.bytes=0 are Kafka's "delete every closed segment",
-// not the defaults (7 days, unlimited) that segment.Options takes a 0 for.
-func TestZeroRetentionDeletesClosedSegments(t *testing.T) {
+// A topic's retention.ms=0 and retention.bytes=0 are Kafka's "delete every segment", the
+// active one too (rolled away first, so the log start reaches the log end), not the defaults
+// (7 days, unlimited) that segment.Options takes a 0 for. A retention.bytes of 1 keeps the
+// active segment, as in Kafka: the log without it would be below the limit.
+func TestZeroRetentionDeletesEverySegment(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.RetentionCheck = 10 * time.Millisecond
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
-	for _, tc := range []struct{ topic, config string }{{"ms0", "retention.ms"}, {"bytes0", "retention.bytes"}} {
+	for _, tc := range []struct {
+		topic, config, value string
+		keepsActive          bool
+	}{
+		{"ms0", "retention.ms", "0", false},
+		{"bytes0", "retention.bytes", "0", false},
+		{"bytes1", "retention.bytes", "1", true},
+	} {
 		createTopic(t, c, tc.topic, 1, wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("200")},
-			wire.ConfigEntry{Name: tc.config, Value: strPtr("0")})
+			wire.ConfigEntry{Name: tc.config, Value: strPtr(tc.value)})
 		var last int64
 		for i := range 5 {
 			res := produce(t, c, tc.topic, 0, wire.AcksLeader, records(t, strings.Repeat("x", 100)+strconv.Itoa(i)))
@@ -913,13 +981,17 @@ func TestZeroRetentionDeletesClosedSegments(t *testing.T) {
 			}
 			last = res.BaseOffset
 		}
-		time.Sleep(5 * time.Millisecond)
+		want := batch.Offset(last + 1)
+		if tc.keepsActive {
+			want = batch.Offset(last)
+		}
+		l := b.partition(tc.topic, 0).log
 		deadline := time.Now().Add(5 * time.Second)
-		for b.partition(tc.topic, 0).log.StartOffset() != batch.Offset(last) && time.Now().Before(deadline) {
+		for l.StartOffset() != want && time.Now().Before(deadline) {
 			time.Sleep(cfg.RetentionCheck)
 		}
-		if start := b.partition(tc.topic, 0).log.StartOffset(); start != batch.Offset(last) {
-			t.Errorf("%s=0: log start %d, want %d (every closed segment deleted)", tc.config, start, last)
+		if start, end := l.StartOffset(), l.EndOffset(); start != want || end != batch.Offset(last+1) {
+			t.Errorf("%s=%s: log [%d, %d), want [%d, %d)", tc.config, tc.value, start, end, want, last+1)
 		}
 	}
 }

@@ -277,7 +277,7 @@ func (c *Config) Set(key, value string) error {
 	case "log.retention.bytes":
 		// Any negative is unlimited, as in Kafka.
 		return i64(&c.RetentionBytes, bounds{lo: math.MinInt64, hi: math.MaxInt64, topic: "retention.bytes",
-			zero: unset("delete every closed segment", "")})
+			zero: unset("delete every segment, the active one too", "")})
 	case "log.retention.check.interval.ms":
 		return dur(&c.RetentionCheck, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64})
 	case "log.flush.interval.messages":
@@ -345,7 +345,7 @@ const minIndexBytes = max(index.OffsetEntrySize, index.TimeEntrySize)
 // Kafka; Kafka's 0 cannot be told from unset.
 func retentionTime(hi int64, topic string) bounds {
 	return bounds{lo: -1, hi: hi, topic: topic,
-		zero: unset("delete every closed segment", "log.retention.ms=1 is the nearest")}
+		zero: unset("delete every segment, the active one too", "log.retention.ms=1 is the nearest")}
 }
 
 // unset explains the refusal of a 0 to which Kafka gives a meaning, with an alternative.

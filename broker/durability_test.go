@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -91,7 +92,9 @@ func TestAcksAllTimesOutOnStalledDisk(t *testing.T) {
 
 // TestRetentionLoopDeletesExpiredSegments: the broker applies retention.ms on its own every
 // log.retention.check.interval.ms, deleting whole expired segments and advancing the log
-// start offset, and never the active segment.
+// start offset, the active segment too, as Kafka: it rolls a new empty one at the log end
+// first, so the log start reaches the log end, fetches below it are out of range, and the
+// next produce gets the next offset, also after restarts.
 func TestRetentionLoopDeletesExpiredSegments(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.RetentionCheck = 20 * time.Millisecond
@@ -114,28 +117,57 @@ func TestRetentionLoopDeletesExpiredSegments(t *testing.T) {
 			t.Fatalf("produce %d: %v", i, p.ErrorCode)
 		}
 	}
-	earliest := func() int64 {
+	list := func(c *client.Conn, ts int64) int64 {
+		t.Helper()
 		var resp wire.ListOffsetsResponse
 		call(t, c, &wire.ListOffsetsRequest{ReplicaID: -1, Topics: []wire.ListOffsetsRequestTopic{{Topic: "ret",
-			Partitions: []wire.ListOffsetsRequestPartition{{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: wire.EarliestTimestamp}}}}}, &resp)
+			Partitions: []wire.ListOffsetsRequestPartition{{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: ts}}}}}, &resp)
 		return resp.Topics[0].Partitions[0].Offset
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for earliest() < 9 {
+	for list(c, wire.EarliestTimestamp) < 10 {
 		if ctx.Err() != nil {
-			t.Fatalf("log start offset %d after 10 s, want 9 (every segment but the active one deleted)", earliest())
+			t.Fatalf("log start offset %d after 10 s, want 10 (every segment deleted, the active one too)", list(c, wire.EarliestTimestamp))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := earliest(); got != 9 {
-		t.Fatalf("log start offset %d, want 9: the active segment must stay", got)
+	emptiedAt10 := func(c *client.Conn) {
+		t.Helper()
+		if e, l := list(c, wire.EarliestTimestamp), list(c, wire.LatestTimestamp); e != 10 || l != 10 {
+			t.Fatalf("ListOffsets earliest %d, latest %d; want both 10", e, l)
+		}
+		for _, off := range []int64{0, 9} {
+			if p := fetchP(t, c, "ret", 0, off, 0, 1); p.ErrorCode != wire.ErrOffsetOutOfRange || p.LogStartOffset != 10 || p.HighWatermark != 10 {
+				t.Fatalf("fetch at deleted offset %d: %v, log start %d, high watermark %d", off, p.ErrorCode, p.LogStartOffset, p.HighWatermark)
+			}
+		}
+		if p := fetchP(t, c, "ret", 0, 10, 0, 1); p.ErrorCode != wire.NoError || len(p.Records) != 0 {
+			t.Fatalf("fetch at the log end: %v, %d bytes", p.ErrorCode, len(p.Records))
+		}
 	}
-	if p := fetchP(t, c, "ret", 0, 0, 0, 1); p.ErrorCode != wire.ErrOffsetOutOfRange || p.LogStartOffset != 9 {
-		t.Fatalf("fetch at a deleted offset: %v, log start %d", p.ErrorCode, p.LogStartOffset)
+	emptiedAt10(c)
+
+	// A restart finds the log where retention left it: the empty segment at 10.
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	if p := fetchP(t, c, "ret", 0, 9, 0, 1); p.ErrorCode != wire.NoError || len(p.Records) == 0 {
-		t.Fatalf("fetch of the active segment: %v, %d bytes", p.ErrorCode, len(p.Records))
+	b = startBroker(t, cfg)
+	c = dial(t, b.Addr().String())
+	emptiedAt10(c)
+	if p := produce(t, c, "ret", 0, wire.AcksAll, records(t, "fresh")); p.ErrorCode != wire.NoError || p.BaseOffset != 10 {
+		t.Fatalf("produce after retention emptied the log: %+v, want offset 10", p)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b = startBroker(t, cfg)
+	c = dial(t, b.Addr().String())
+	if e, l := list(c, wire.EarliestTimestamp), list(c, wire.LatestTimestamp); e != 10 || l != 11 {
+		t.Fatalf("after a second restart ListOffsets earliest %d, latest %d; want 10, 11", e, l)
+	}
+	if got := fetchedValues(t, fetchP(t, c, "ret", 0, 10, 0, 1).Records); strings.Join(got, ",") != "fresh" {
+		t.Fatalf("log holds %q, want fresh", got)
 	}
 }
 

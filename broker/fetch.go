@@ -228,7 +228,7 @@ func (f *fetch) try(final bool) bool {
 				f.addSlice(segment.Slice{}, -1)
 				continue
 			}
-			hw := p.log.EndOffset()
+			hw := p.highWatermark()
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = int64(hw), int64(hw), int64(p.log.StartOffset())
 			limit := min(int(rp.PartitionMaxBytes), maxBytes-total)
 			if limit <= 0 && first {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/segment"
 )
@@ -44,6 +45,11 @@ type partition struct {
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
 }
+
+// highWatermark is the offset below which records are committed: what consumers may read,
+// ListOffsets' latest, and the bound below which retention may delete. With no replication
+// yet, every record is committed once appended: it is the log end.
+func (p *partition) highWatermark() batch.Offset { return p.log.EndOffset() }
 
 // park registers wake to be signalled on the next append.
 func (p *partition) park(wake chan struct{}) {
@@ -84,17 +90,19 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 	case cluster.Forever:
 		retention = -1
 	case 0:
-		// Kafka's retention.ms=0: every closed segment whose newest record is in the past
-		// goes. segment.Options takes 0 for unset (7 days); retention compares whole
-		// milliseconds, so 1 ns is the same rule.
+		// Kafka's retention.ms=0: every segment whose newest record is in the past goes, the
+		// active one too (rolled first). segment.Options takes 0 for unset (7 days);
+		// retention compares whole milliseconds, so 1 ns is the same rule.
 		retention = time.Nanosecond
 	}
 	retentionBytes := c.RetentionBytes
-	if retentionBytes == 0 {
-		// Kafka's retention.bytes=0: every closed segment goes. segment.Options takes 0 for
-		// unset (no limit); a limit of 1 byte deletes every closed segment while the active
-		// one holds data, which it does from the append that rolled it.
-		retentionBytes = 1
+	switch {
+	case retentionBytes == 0:
+		// Kafka's retention.bytes=0: every segment goes, the active one too (rolled first).
+		// segment.Options takes 0 for unset (no limit).
+		retentionBytes = segment.ZeroRetentionBytes
+	case retentionBytes < 0:
+		retentionBytes = -1 // any negative is unlimited, as in Kafka
 	}
 	indexInterval := c.IndexIntervalBytes
 	if indexInterval == 0 {

@@ -78,7 +78,7 @@ func BenchmarkAppend(b *testing.B) {
 					}
 					if i%256 == 255 {
 						b.StopTimer()
-						if _, err := l.DeleteExpired(); err != nil { // bound the disk used
+						if _, err := l.DeleteExpired(l.EndOffset()); err != nil { // bound the disk used
 							b.Fatal(err)
 						}
 						b.StartTimer()

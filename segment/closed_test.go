@@ -30,7 +30,7 @@ func TestOperationsOnDeletedAndClosedLogs(t *testing.T) {
 		}
 		_, err := l.Append(makeBatch(t, "b", 1, 5), 7)
 		check("Append", err)
-		_, err = l.DeleteExpired()
+		_, err = l.DeleteExpired(l.EndOffset())
 		check("DeleteExpired", err)
 		check("TruncateTo", l.TruncateTo(1))
 		read := make(chan error, 1)

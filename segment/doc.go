@@ -35,6 +35,13 @@
 //     are written: a reader never sees a partially written batch.
 //   - Every batch that Append has returned for passed its CRC check; every batch that recovery
 //     keeps passed it again. The log is truncated at the first batch that does not.
+//   - The segment list is never empty and its last segment is the active one. Retention
+//     (DeleteExpired) deletes only whole segments, each finished by the flusher and wholly
+//     below the high watermark its caller gives; it deletes the active segment, as Kafka
+//     does, only by first rolling a new empty one at the log end, so an emptied log has start
+//     == end and appends go on at the same offset. The new segment is durable, and the
+//     recovery point names it, before the old files are renamed away: a restart finds the
+//     log end there (an empty last segment recovers to its base offset).
 //   - Synced() never passes an offset whose bytes were not fsynced; a disk error stops appends
 //     for good (the Log is failed) and fails every waiter, so nothing unwritten is acknowledged.
 //
@@ -45,5 +52,7 @@
 // Readers take no log lock: they load the segment list, take a reference on a segment, and read
 // below its published size. The flusher goroutine owns syncing; it holds Log.flushMu across an
 // fsync but never appendMu, so an fsync never blocks an append. Operations that rewrite the tail
-// (TruncateTo, Close) take flushMu and then appendMu: that is the lock order.
+// or the head (TruncateTo, DeleteExpired, Close) take flushMu and then appendMu: that is the
+// lock order. DeleteExpired, when it rolls the active segment away, lets go of appendMu (not
+// flushMu) while it syncs the sealed segment.
 package segment

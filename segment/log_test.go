@@ -234,7 +234,7 @@ func TestRetention(t *testing.T) {
 	if err := l.Sync(context.Background()); err != nil { // lets the flusher finish rolled segments
 		t.Fatal(err)
 	}
-	res, err := l.DeleteExpired()
+	res, err := l.DeleteExpired(l.EndOffset())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestRetention(t *testing.T) {
 	o.RetentionMs = -1
 	o.RetentionBytes = 3 * 4096
 	l.Reconfigure(o)
-	res, err = l.DeleteExpired()
+	res, err = l.DeleteExpired(l.EndOffset())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestRetentionWaitsForReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.DeleteExpired(); err != nil {
+	if _, err := l.DeleteExpired(l.EndOffset()); err != nil {
 		t.Fatal(err)
 	}
 	buf, err := s.AppendTo(nil)

@@ -83,12 +83,24 @@ type RetentionResult struct {
 	Segments int
 	Bytes    int64
 	NewStart batch.Offset
+	// Rolled says the active segment was deleted too: a new, empty one was rolled first at
+	// the log end, which is now also the log start.
+	Rolled bool
 }
 
-// DeleteExpired applies retention.ms and retention.bytes: it deletes whole segments, oldest
-// first, never the active one and never one the flusher has not finished, and advances the log
-// start offset. The broker calls it periodically (Kafka's log.retention.check.interval.ms).
-func (l *Log) DeleteExpired() (RetentionResult, error) {
+// DeleteExpired applies retention.ms and retention.bytes as Kafka does: it deletes whole
+// segments, oldest first, while each is expired (its newest record older than retention.ms,
+// or the log without it still at least retention.bytes), and advances the log start offset.
+// The broker calls it periodically (Kafka's log.retention.check.interval.ms).
+//
+// A segment goes only if every offset in it is below highWatermark (the caller's: records not
+// yet committed are never deleted), and only once the flusher has finished it (so a crash that
+// undoes the deletion finds it whole). The active segment goes too when it is expired, holds
+// records and the high watermark has reached the log end: a new, empty segment is first rolled
+// at the log end, so the log start becomes the log end and appends go on at the same offset.
+// The sealed segment is synced and the recovery point moved to the new one before the old
+// files are renamed away, so that a restart finds the new segment and the log end it carries.
+func (l *Log) DeleteExpired(highWatermark batch.Offset) (RetentionResult, error) {
 	l.flushMu.Lock()
 	l.appendMu.Lock()
 	if l.closed {
@@ -97,37 +109,36 @@ func (l *Log) DeleteExpired() (RetentionResult, error) {
 		return RetentionResult{}, l.closedErr()
 	}
 	segs := l.Segments()
-	var total int64
-	for _, s := range segs {
-		total += s.Size()
-	}
-	nowMs := l.opts.Now().UnixMilli()
-	n := 0
-	var res RetentionResult
-	for _, s := range segs[:len(segs)-1] {
-		if !s.finished {
-			break
-		}
-		expiredByTime := l.opts.RetentionMs >= 0 && s.maxTs.Load() >= 0 &&
-			nowMs-s.maxTs.Load() > l.opts.RetentionMs.Milliseconds()
-		expiredBySize := l.opts.RetentionBytes >= 0 && total-s.Size() >= l.opts.RetentionBytes
-		if !expiredByTime && !expiredBySize {
-			break
-		}
-		total -= s.Size()
-		res.Bytes += s.Size()
-		n++
-	}
+	n, bytes := l.expiredLocked(segs, highWatermark)
 	if n == 0 {
 		l.appendMu.Unlock()
 		l.flushMu.Unlock()
 		return RetentionResult{NewStart: l.StartOffset()}, nil
 	}
+	res := RetentionResult{Segments: n, Bytes: bytes, Rolled: n == len(segs)}
+	if res.Rolled {
+		if err := l.rollLocked(batch.Offset(l.end.Load())); err != nil {
+			l.appendMu.Unlock()
+			l.flushMu.Unlock()
+			return RetentionResult{NewStart: l.StartOffset()}, l.fail(fmt.Errorf("roll for retention: %w", err))
+		}
+		l.appendMu.Unlock()
+		// No fsync under appendMu: appends go on into the new segment meanwhile. flushMu,
+		// held throughout, keeps truncations out, so the list only grows at its end.
+		if err := l.finishRolledLocked(); err != nil {
+			l.flushMu.Unlock()
+			return RetentionResult{NewStart: l.StartOffset()}, err
+		}
+		l.appendMu.Lock()
+		segs = l.Segments()
+	}
 	doomed := segs[:n]
 	kept := append([]*Segment(nil), segs[n:]...)
-	l.segments.Store(&kept)
+	// The start first: a reader that loads the new list (before the start) then also sees the
+	// new start, and never looks for an offset below it in segments that do not hold it.
 	l.start.Store(int64(kept[0].base))
-	res.Segments, res.NewStart = n, kept[0].base
+	l.segments.Store(&kept)
+	res.NewStart = kept[0].base
 	l.appendMu.Unlock()
 	l.flushMu.Unlock()
 
@@ -135,8 +146,52 @@ func (l *Log) DeleteExpired() (RetentionResult, error) {
 	for _, s := range doomed {
 		errs = append(errs, s.retire())
 	}
-	l.logger.Info("retention deleted segments", "segments", n, "bytes", res.Bytes, "log_start", res.NewStart)
+	// Make the renames durable: a crash would otherwise bring back records that a consumer
+	// was told are gone (the log start moving back).
+	errs = append(errs, l.opts.FS.SyncDir(l.dir))
+	l.logger.Info("retention deleted segments", "segments", n, "bytes", res.Bytes, "log_start", res.NewStart, "rolled", res.Rolled)
 	return res, errors.Join(errs...)
+}
+
+// expiredLocked returns how many segments, from the oldest, retention deletes, and their
+// bytes: Kafka's deletableSegments with the retention.ms and retention.bytes predicates. n ==
+// len(segs) means the active segment too. Called with flushMu (which owns finished) and
+// appendMu held.
+func (l *Log) expiredLocked(segs []*Segment, highWatermark batch.Offset) (n int, bytes int64) {
+	var total int64
+	for _, s := range segs {
+		total += s.Size()
+	}
+	limit := l.opts.RetentionBytes
+	if limit == ZeroRetentionBytes {
+		limit = 0
+	}
+	nowMs := l.opts.Now().UnixMilli()
+	for i, s := range segs {
+		last := i == len(segs)-1
+		upper := batch.Offset(l.end.Load()) // the offset after the segment's last one
+		if !last {
+			upper = segs[i+1].base
+		}
+		switch {
+		case upper > highWatermark: // holds records not yet committed
+			return n, bytes
+		case last && (s.Size() == 0 || l.Err() != nil): // nothing to delete; no roll on a failed log
+			return n, bytes
+		case !last && !s.finished:
+			return n, bytes
+		}
+		expiredByTime := l.opts.RetentionMs >= 0 && s.maxTs.Load() >= 0 &&
+			nowMs-s.maxTs.Load() > l.opts.RetentionMs.Milliseconds()
+		expiredBySize := limit >= 0 && total-s.Size() >= limit
+		if !expiredByTime && !expiredBySize {
+			return n, bytes
+		}
+		total -= s.Size()
+		bytes += s.Size()
+		n++
+	}
+	return n, bytes
 }
 
 // TruncateTo removes every batch at or after off (whole batches: a batch holding off goes too),

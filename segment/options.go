@@ -21,7 +21,9 @@ type Options struct {
 	IndexIntervalBytes int
 	// SegmentIndexBytes is segment.index.bytes: the preallocated size of each index (10 MiB).
 	SegmentIndexBytes int
-	// RetentionBytes is retention.bytes: the most the log keeps (-1 = no limit, the default).
+	// RetentionBytes is retention.bytes: the most the log keeps (negative = no limit; the
+	// default is -1). Kafka's 0, which the zero value (the default) cannot say, is
+	// ZeroRetentionBytes.
 	RetentionBytes int64
 	// RetentionMs is retention.ms: how long a segment is kept after its newest record (7 days;
 	// negative = forever).
@@ -62,6 +64,12 @@ type Options struct {
 	// Logger receives recovery and truncation reports (slog.Default if nil).
 	Logger *slog.Logger
 }
+
+// ZeroRetentionBytes is Options.RetentionBytes for Kafka's retention.bytes=0: the log keeps no
+// bytes, so retention deletes every segment, the active one too (once it holds records below
+// the high watermark). With any positive limit the active segment stays, as in Kafka: the log
+// without it would hold 0 bytes, less than the limit.
+const ZeroRetentionBytes int64 = math.MinInt64
 
 // Defaults are Kafka's defaults for the settings above.
 var Defaults = Options{

@@ -413,12 +413,13 @@ func TestEmptyTimeIndexOfClosedSegmentIsRebuilt(t *testing.T) {
 	if off, _, ok, err := l.OffsetForTimestamp(80 * time.Hour.Milliseconds()); err != nil || !ok || off != 0 {
 		t.Errorf("OffsetForTimestamp(hour 80) = %d, %v, %v; want offset 0", off, ok, err)
 	}
-	res, err := l.DeleteExpired()
+	res, err := l.DeleteExpired(l.EndOffset())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Segments != 3 || l.StartOffset() != 3 {
-		t.Fatalf("time retention after the restart: %+v, start %d; want 3 segments deleted", res, l.StartOffset())
+	// All four are expired: the three closed ones and the active one (rolled away first).
+	if res.Segments != 4 || !res.Rolled || l.StartOffset() != 4 {
+		t.Fatalf("time retention after the restart: %+v, start %d; want 4 segments deleted", res, l.StartOffset())
 	}
 }
 
@@ -451,7 +452,7 @@ func TestFullTimeIndexKeepsMaxTimestamp(t *testing.T) {
 		t.Errorf("after a restart OffsetForTimestamp(3500) = %d (timestamp %d, %v, %v), want 3 (4000)", off, ts, ok, err)
 	}
 	clock.now = time.UnixMilli(3000 + time.Hour.Milliseconds()) // an hour after 3000, not after 4000
-	res, err := l.DeleteExpired()
+	res, err := l.DeleteExpired(l.EndOffset())
 	if err != nil {
 		t.Fatal(err)
 	}
