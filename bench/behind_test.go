@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,196 @@ func TestSummaryShowsClampedLatencies(t *testing.T) {
 	r.WriteSummary(&sum)
 	if strings.Contains(sum.String(), "more than 60 s") {
 		t.Errorf("summary without clamped latencies mentions them:\n%s", sum.String())
+	}
+}
+
+// TestScheduleDeadline: an open-loop run stops at the end of its schedule plus the grace,
+// whether a Duration or Records bounds it: a run of N records at R records/s is scheduled
+// over N/R. A run without a rate, or with a schedule too long to express, has no deadline.
+func TestScheduleDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want time.Duration // after the start; 0: none
+	}{
+		{"duration", Config{Rate: 1000, Duration: time.Second}, 6 * time.Second},
+		{"records", Config{Rate: 1000, Records: 1000}, 6 * time.Second},
+		{"records, long schedule", Config{Rate: 1000, Records: 100_000}, 110 * time.Second},
+		{"records after a warm-up", Config{Rate: 500, Records: 1000, Warmup: 3 * time.Second}, 10 * time.Second},
+		{"one record", Config{Rate: 1, Records: 1}, 6 * time.Second},
+		{"records flat out", Config{Records: 1000}, 0},
+		{"duration flat out", Config{Duration: time.Second}, 0},
+		{"records beyond a Duration", Config{Rate: 1e-12, Records: 1 << 40}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.Clock = newFakeClock()
+			c, err := tc.c.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := newSchedule(c)
+			var got time.Duration
+			if !sc.deadline.IsZero() {
+				got = sc.deadline.Sub(sc.start)
+			}
+			if got != tc.want {
+				t.Errorf("deadline %v after the start, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPacedRunOfRecordsThatFallsBehindStops: a paced run of --records falls behind as a run
+// of a duration does: 1000 records at 1000 records/s against a system that takes 50 a second
+// stop 5 s (the grace) after the 1 s their schedule lasts, instead of taking 20 s to send
+// them all; the records never sent are reported and fail the run. With several producers
+// sharing the records, the records sent and unsent still add up to the records asked.
+func TestPacedRunOfRecordsThatFallsBehindStops(t *testing.T) {
+	for _, mode := range []string{ModeProduce, ModeE2E} {
+		for _, producers := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d producers", mode, producers), func(t *testing.T) {
+				clock := newFakeClock()
+				d := newMemDriver()
+				slowSends(d, clock, 20*time.Millisecond)
+				run := Produce
+				if mode == ModeE2E {
+					run = E2E
+				}
+				c := Config{Topic: "b", CreateTopic: true, Rate: 1000, Records: 1000, Producers: producers, RecordSize: 64, Clock: clock}
+				r, err := run(context.Background(), d, c)
+				if !errors.Is(err, ErrFellBehind) {
+					t.Fatalf("run of records that fell behind: error %v, want ErrFellBehind", err)
+				}
+				d.mu.Lock()
+				sent := int64(len(d.mu.topics["b"]))
+				d.mu.Unlock()
+				if r.Records != sent || r.Records+r.Unsent != 1000 {
+					t.Errorf("%d records measured, %d sent, %d unsent: want the sent measured and 1000 in all", r.Records, sent, r.Unsent)
+				}
+				// Sends go one after the other on the clock, 20 ms each, until the first one
+				// past the deadline of 6 s.
+				if sent < 300 || sent > 300+int64(producers) {
+					t.Errorf("%d records sent, want the 301 (one per producer past the deadline) 6 s of sends take", sent)
+				}
+				if producers == 1 && (r.Records != 301 || r.Unsent != 699) {
+					t.Errorf("%d records, %d unsent; want 301 and 699", r.Records, r.Unsent)
+				}
+				if !strings.Contains(err.Error(), fmt.Sprintf("%d records due in the run were never sent", r.Unsent)) {
+					t.Errorf("error %q does not say how many records were not sent", err)
+				}
+			})
+		}
+	}
+}
+
+// TestPacedRunOfRecordsBehindWithinGraceCompletes: a paced run of records that falls behind
+// for less than the grace (a 3 s stall) sends them all, with nothing unsent and no error.
+func TestPacedRunOfRecordsBehindWithinGraceCompletes(t *testing.T) {
+	clock := newFakeClock()
+	d := newMemDriver()
+	d.sendHook = func(n int64) {
+		if n == 900 {
+			clock.Advance(3 * time.Second)
+		}
+	}
+	r, err := Produce(context.Background(), d, Config{Rate: 1000, Records: 1000, Producers: 2, RecordSize: 8, Clock: clock})
+	if err != nil || r.Unsent != 0 || r.Records != 1000 {
+		t.Fatalf("run behind by 3 s: %d records, %d unsent, %v; want 1000, 0, nil", r.Records, r.Unsent, err)
+	}
+}
+
+// TestPacedRunOfRecordsAgainstAStallStopsOnTime is the same on the real clock, end to end: a
+// system that takes 20 records a second gets 1000 records at 1000 records/s, which would take
+// it 50 s; the run ends about 5 s in (its 1 s schedule plus the grace), having fallen behind.
+func TestPacedRunOfRecordsAgainstAStallStopsOnTime(t *testing.T) {
+	d := newMemDriver()
+	d.sendHook = func(int64) { time.Sleep(50 * time.Millisecond) } // the system's speed, not a wait for a condition
+	r, err := Produce(context.Background(), d, Config{Rate: 1000, Records: 1000, RecordSize: 8})
+	if !errors.Is(err, ErrFellBehind) || r.Records+r.Unsent != 1000 || r.Unsent < 800 {
+		t.Fatalf("run against a stall: %d records, %d unsent, %v; want ErrFellBehind, about 120 sent and the rest unsent", r.Records, r.Unsent, err)
+	}
+}
+
+// TestPacedRunOfRecordsIsMeasuredOverItsSchedule: 10 records at 10 records/s are due over 1 s,
+// the last at 0.9 s; acknowledged at once, the run still took its second, and delivered 10
+// records/s, not the 11 of its records over 0.9 s (or, for one record, a rate of one over
+// its latency).
+func TestPacedRunOfRecordsIsMeasuredOverItsSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		records int64
+		rate    float64
+	}{
+		{ModeProduce, 10, 10},
+		{ModeProduce, 1, 1},
+		{ModeE2E, 10, 10},
+	} {
+		t.Run(fmt.Sprintf("%s/%d at %v", tc.mode, tc.records, tc.rate), func(t *testing.T) {
+			run := Produce
+			if tc.mode == ModeE2E {
+				run = E2E
+			}
+			c := Config{Topic: "s", CreateTopic: true, Rate: tc.rate, Records: tc.records, RecordSize: 64, Clock: newFakeClock()}
+			r, err := run(context.Background(), newMemDriver(), c)
+			if err != nil || r.Records != tc.records {
+				t.Fatalf("%d records, %v", r.Records, err)
+			}
+			want := float64(tc.records) / tc.rate
+			if r.Seconds != want || r.RecordsPerSec != tc.rate {
+				t.Errorf("%v records/s over %v s, want %v over %v", r.RecordsPerSec, r.Seconds, tc.rate, want)
+			}
+		})
+	}
+}
+
+// TestPacedRunOfRecordsSendsTheFirstDue: the records of a paced run of Records from several
+// producers are the first Records due, whichever producer's they are: 2000 records at 1000
+// records/s from three producers (333 a second each, due in turn) are those due in the
+// run's first 2 s, not 2.3 s of them, with producers claiming records in chunks of 256
+// (768, 768 and 464), and the run's rate is the one it was given.
+func TestPacedRunOfRecordsSendsTheFirstDue(t *testing.T) {
+	const records, rate, producers = 2000, 1000.0, 3
+	c, err := Config{Records: records, Rate: rate, Producers: producers, Clock: newFakeClock()}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newSchedule(c)
+	type prod struct {
+		pacer Pacer
+		q     *quota
+		next  int64 // index of the producer's next record
+		done  bool
+	}
+	var ps []*prod
+	for k := range producers {
+		pacer := NewPacer(sc.start, rate/producers)
+		pacer.Start = pacer.Start.Add(pacer.Interval * time.Duration(k) / producers) // as startProducers
+		ps = append(ps, &prod{pacer: pacer, q: newQuota(sc, pacer)})
+	}
+	// The producers ask for their records in the order they are due, as on a real clock.
+	var sent int64
+	var last time.Time
+	for {
+		var p *prod
+		for _, x := range ps {
+			if !x.done && (p == nil || x.pacer.Due(x.next).Before(p.pacer.Due(p.next))) {
+				p = x
+			}
+		}
+		if p == nil {
+			break
+		}
+		due := p.pacer.Due(p.next)
+		if p.q.stop(due) {
+			p.done = true
+			continue
+		}
+		sent++
+		p.next++
+		last = due
+	}
+	end := sc.start.Add(scheduleLength(records, rate))
+	if sent != records || !last.Before(end) {
+		t.Errorf("%d records sent, the last due %v after the start; want %d, all due before %v", sent, last.Sub(sc.start), records, end.Sub(sc.start))
 	}
 }

@@ -13,11 +13,14 @@
 //     omission). Without a rate, records go out flat out and latency runs from Send to ack,
 //     measured for one record in 16 (Config.FlatOutClockEvery): two clock reads per record
 //     cost a quarter of a 100 B run's throughput on a 2-vCPU VM.
-//   - An open-loop run of a Duration that falls behind stops sending at its end plus a grace
-//     (behindGrace: 5 s, or a tenth of the duration), and counts the records due in it that
-//     were never sent (Result.Unsent); the run then fails with ErrFellBehind. Its throughput
-//     is that of the records sent. Probes of the maximum rate that fall behind are only not
-//     sustained.
+//   - An open-loop run that falls behind stops sending at its end plus a grace (behindGrace:
+//     5 s, or a tenth of the duration), and counts the records due in it that were never sent
+//     (Result.Unsent); the run then fails with ErrFellBehind. Its throughput is that of the
+//     records sent. A run of Records at a Rate ends when its schedule does, Records/Rate after
+//     the warm-up. Probes of the maximum rate that fall behind are only not sustained.
+//   - A consume run in a group commits exactly the records it counted (Rewinder): a run of
+//     Records stops counting in the middle of a poll, and the group's next run starts with
+//     the rest of it.
 //   - The pacer's own lateness is measured too (Result.SendLagMs): a record sent after its due
 //     time carries that lag in its latency. Go's timers fire up to 1 ms late while the process
 //     is idle, so runs of up to 10,000 records/s in all also set a timerfd alarm that wakes the
@@ -26,7 +29,8 @@
 //     that can (TopicDeleter).
 //   - The warm-up (Config.Warmup) runs first; records due during it are sent but not counted.
 //   - Throughput is counted from the end of the warm-up to the last acknowledgement (produce),
-//     or from the first to the last record received (consume).
+//     or from the first to the last record received (consume); a paced run of Records over
+//     its whole schedule at least (Records/Rate), as a run of a Duration is.
 //   - CPU (Result.CPUSeconds) is the process's user and system time over the same window
 //     (within 5 ms of its end, for runs that end with a wait for more records), client,
 //     harness and any in-process broker together, plus a broker process's (BrokerCPUReader:

@@ -154,10 +154,28 @@ func fileReadBytes(consumers []Consumer) int64 {
 }
 
 // Consumer reads records; Poll returns a batch of them (their values may be reused after the
-// next Poll). It returns ctx.Err() when ctx ends.
+// next Poll). It returns ctx.Err() when ctx ends. A consumer in a group (ConsumerOptions.Group)
+// commits on Close what its Polls returned, less what Rewind gave back: a group's next run
+// starts right after the records this one counted.
 type Consumer interface {
 	Poll(ctx context.Context) ([]Message, error)
 	Close() error
+}
+
+// Rewinder is a Consumer that can give back the end of its last Poll. A run of Records stops
+// counting in the middle of a Poll (a Poll brings whole fetches); the harness then calls
+// Rewind(n) with the number of that Poll's records it counted (0 to all but one) and polls
+// no more. The consumer's commit on Close is then, for each partition, one past the last
+// record counted (nothing for a partition none of whose records was counted), and not the
+// records given back, which a group's next run reads first. A group consumer that cannot
+// (the JetStream driver acknowledges each Poll as it returns) is refused for a run of
+// Records: the harness would otherwise silently skip the rest of that Poll in the next run.
+//
+// Rewind is called at most once, after the consumer's last Poll, so that a consumer keeps
+// only its last Poll's records (no per-record bookkeeping on the hot path) and works out the
+// commit when told.
+type Rewinder interface {
+	Rewind(n int)
 }
 
 // Message is one consumed record: the harness needs its size and, for end-to-end latency, the

@@ -139,10 +139,18 @@ func (p *sluiceProducer) Close() error {
 // resumes from its committed offsets). The harness reads each Poll's values before the next
 // Poll, so the consumer reuses its fetch and decompression buffers (ReuseRecordBuffers), as an
 // application that processes records in place would.
+//
+// In a group the client's auto-commit is off and the consumer commits once, as it closes
+// (commit): auto-commit commits every record Poll returned, and a run of Records counts only
+// part of its last Poll (Rewinder). So the consume path does no more than without a group:
+// no periodic commits, no bookkeeping per record.
 func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Consumer, error) {
 	cfg := client.ConsumerConfig{
 		Config: d.config("sluice-bench-consumer"), GroupID: o.Group, AutoOffsetReset: client.OffsetResetEarliest,
 		ReuseRecordBuffers: true,
+	}
+	if o.Group != "" {
+		cfg.EnableAutoCommit = new(false)
 	}
 	if o.FetchBytes > 0 {
 		cfg.MaxPartitionFetchBytes = o.FetchBytes
@@ -155,20 +163,46 @@ func (d *SluiceDriver) NewConsumer(ctx context.Context, o ConsumerOptions) (Cons
 	if err != nil {
 		return nil, err
 	}
+	sc := &sluiceConsumer{c: c, group: o.Group}
 	tps, err := c.PartitionsFor(ctx, o.Topic)
 	if err == nil {
 		err = c.Assign(tps)
+	}
+	if err == nil && o.Group != "" {
+		// Where each partition starts (the group's committed offset, or the log's start), so
+		// that the commit leaves alone the partitions the run read nothing from. The lookup
+		// is the one the first Poll would make.
+		sc.tps, sc.start = tps, make([]int64, len(tps))
+		for i, tp := range tps {
+			if sc.start[i], err = c.Position(ctx, tp); err != nil {
+				err = fmt.Errorf("bench: position of %s in group %s: %w", tp, o.Group, err)
+				break
+			}
+		}
 	}
 	if err != nil {
 		c.Close(context.Background())
 		return nil, err
 	}
-	return &sluiceConsumer{c: c}, nil
+	return sc, nil
 }
 
+// sluiceConsumer is the Sluice driver's Consumer. Owned by the harness's goroutine that polls
+// it.
 type sluiceConsumer struct {
 	c   *client.Consumer
 	out []Message
+	// recs are the last Poll's records, valid until the next Poll or Close (ReuseRecordBuffers):
+	// Rewind finds the partitions and offsets of the records it gives back in them.
+	recs []client.Record
+
+	// With a group: the assigned partitions, the position each started at, and the first
+	// offset given back (Rewind) of each partition of the last Poll that had records given
+	// back, nil if none.
+	group  string
+	tps    []client.TopicPartition
+	start  []int64
+	rewind map[client.TopicPartition]int64
 }
 
 func (c *sluiceConsumer) Poll(ctx context.Context) ([]Message, error) {
@@ -176,6 +210,7 @@ func (c *sluiceConsumer) Poll(ctx context.Context) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.recs = recs
 	c.out = c.out[:0]
 	for i := range recs {
 		c.out = append(c.out, Message{Value: recs[i].Value, Timestamp: recs[i].Timestamp.UnixMilli()})
@@ -183,13 +218,69 @@ func (c *sluiceConsumer) Poll(ctx context.Context) ([]Message, error) {
 	return c.out, nil
 }
 
+var _ Rewinder = (*sluiceConsumer)(nil)
+
+// Rewind implements Rewinder: the records of the last Poll from n on are not committed. Within
+// a partition Poll returns records in offset order, so the first one given back is where the
+// partition's next run starts: one past the last record counted, or, if the run counted none
+// of the partition's records in this Poll, where the Poll began it (after the records counted
+// in earlier Polls and any control records or compaction gaps after them).
+func (c *sluiceConsumer) Rewind(n int) {
+	if c.group == "" || n >= len(c.recs) {
+		return
+	}
+	c.rewind = map[client.TopicPartition]int64{}
+	for i := range c.recs[n:] {
+		r := &c.recs[n+i]
+		tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if _, ok := c.rewind[tp]; !ok {
+			c.rewind[tp] = r.Offset
+		}
+	}
+}
+
+// commit commits, for each assigned partition, the position after the records the run
+// counted (Rewind), or after every record Poll returned, and nothing for a partition whose
+// position has not moved: its group offset (or, with none, its absence) stays as it was.
+func (c *sluiceConsumer) commit(ctx context.Context) error {
+	offsets := map[client.TopicPartition]int64{}
+	var errs []error
+	for i, tp := range c.tps {
+		pos, ok := c.rewind[tp]
+		if !ok {
+			var err error
+			if pos, err = c.c.Position(ctx, tp); err != nil {
+				errs = append(errs, fmt.Errorf("position of %s: %w", tp, err))
+				continue
+			}
+		}
+		if pos != c.start[i] {
+			offsets[tp] = pos
+		}
+	}
+	if len(offsets) > 0 {
+		if err := c.c.CommitOffsets(ctx, offsets); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bench: commit for group %s: %w", c.group, err)
+	}
+	return nil
+}
+
 // FileReadBytes implements FileReadCounter.
 func (c *sluiceConsumer) FileReadBytes() int64 { return c.c.Stats().FileReadBytes }
 
+// Close implements Consumer; in a group, it commits first (commit).
 func (c *sluiceConsumer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return c.c.Close(ctx)
+	var err error
+	if c.group != "" {
+		err = c.commit(ctx)
+	}
+	return errors.Join(err, c.c.Close(ctx))
 }
 
 // Close implements Driver.

@@ -2,10 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/brokertest"
+	"github.com/sluicemq/sluice/client"
 )
 
 // startSluiceDriver is a Sluice driver on an in-process broker, and a deadline for the test;
@@ -102,5 +106,151 @@ func TestSluiceDriverCountsRequests(t *testing.T) {
 	t.Logf("%d produce requests, %d batches", r.ProduceRequests, r.Batches)
 	if r.Batches < n*size/batchSize || r.ProduceRequests < 1 || r.ProduceRequests > r.Batches {
 		t.Fatalf("%d produce requests, %d batches for %d records of %d bytes in batches of %d", r.ProduceRequests, r.Batches, n, size, batchSize)
+	}
+}
+
+// pollSizes is a driver whose consumers note how many records each of their Polls returned.
+type pollSizes struct {
+	Driver
+	mu    sync.Mutex
+	polls []int
+}
+
+func (d *pollSizes) NewConsumer(ctx context.Context, o ConsumerOptions) (Consumer, error) {
+	c, err := d.Driver.NewConsumer(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &pollSizesConsumer{Consumer: c, d: d}, nil
+}
+
+// take returns the sizes noted so far and starts afresh.
+func (d *pollSizes) take() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.polls
+	d.polls = nil
+	return p
+}
+
+type pollSizesConsumer struct {
+	Consumer
+	d *pollSizes
+}
+
+func (c *pollSizesConsumer) Poll(ctx context.Context) ([]Message, error) {
+	msgs, err := c.Consumer.Poll(ctx)
+	if len(msgs) > 0 {
+		c.d.mu.Lock()
+		c.d.polls = append(c.d.polls, len(msgs))
+		c.d.mu.Unlock()
+	}
+	return msgs, err
+}
+
+// Rewind passes the harness's call on: the wrapper must not hide it.
+func (c *pollSizesConsumer) Rewind(n int) { c.Consumer.(Rewinder).Rewind(n) }
+
+// committedOffset is group's committed offset of tp on the broker at addr, or -1 if it has
+// none.
+func committedOffset(ctx context.Context, t *testing.T, addr, group string, tp client.TopicPartition) int64 {
+	t.Helper()
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{addr}}, GroupID: group,
+		EnableAutoCommit: new(false), AutoOffsetReset: client.OffsetResetNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := c.Position(ctx, tp)
+	if errors.Is(err, client.ErrNoOffset) {
+		return -1
+	}
+	if err != nil {
+		t.Fatalf("committed offset of %s for group %s: %v", tp, group, err)
+	}
+	return pos
+}
+
+// TestConsumeGroupCommitsOnlyTheRecordsCounted: a consume run of --records in a group counts
+// 300 of 1000 records, the last of them in the middle of a Poll; the group's offset is then
+// 300, not the end of that Poll, so that the group's next run starts at record 300 and the
+// one after at 600.
+func TestConsumeGroupCommitsOnlyTheRecordsCounted(t *testing.T) {
+	sd, ctx := startSluiceDriver(t)
+	d := &pollSizes{Driver: sd}
+	if _, err := Produce(ctx, d, Config{Topic: "grp", CreateTopic: true, Records: 1000, RecordSize: 100}); err != nil {
+		t.Fatal(err)
+	}
+	tp := client.TopicPartition{Topic: "grp", Partition: 0}
+	for run, want := range []int64{300, 600} {
+		r, err := Consume(ctx, d, Config{Topic: "grp", Records: 300, Group: "g", IdleTimeout: 10 * time.Second})
+		if err != nil || r.Records != 300 {
+			t.Fatalf("run %d: %d records, %v; want 300", run+1, r.Records, err)
+		}
+		polls := d.take()
+		sum := 0
+		for _, n := range polls {
+			sum += n
+		}
+		if sum <= 300 {
+			t.Fatalf("run %d: polls of %v records: none brought more than the run wanted, so the test proves nothing", run+1, polls)
+		}
+		if got := committedOffset(ctx, t, sd.addr, "g", tp); got != want {
+			t.Errorf("run %d (polls of %v records): group offset %d, want %d", run+1, polls, got, want)
+		}
+	}
+	// A consumer of the group starts with record 600.
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{sd.addr}}, GroupID: "g",
+		EnableAutoCommit: new(false), AutoOffsetReset: client.OffsetResetNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	recs, err := c.Poll(pctx)
+	if err != nil || len(recs) == 0 || recs[0].Offset != 600 {
+		t.Fatalf("the group's next consumer: %d records, %v; want the first at offset 600", len(recs), err)
+	}
+}
+
+// TestConsumeGroupCommitsNothingForPartitionsNotCounted: a run of 10 records of a topic whose
+// partitions 0 and 1 hold 1000 records each and partition 2 none counts its records from one
+// partition's first Poll; the group commits 10 for that partition and nothing at all for the
+// others, not the rest of the Poll nor where they started.
+func TestConsumeGroupCommitsNothingForPartitionsNotCounted(t *testing.T) {
+	d, ctx := startSluiceDriver(t)
+	if err := d.CreateTopic(ctx, "parts", 3); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{d.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part := range int32(2) {
+		for i := range 1000 {
+			p.Send(ctx, &client.Record{Topic: "parts", Partition: part, Value: fmt.Appendf(nil, "p%d-%04d", part, i)}, nil)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Consume(ctx, d, Config{Topic: "parts", Records: 10, Group: "g2", IdleTimeout: 10 * time.Second})
+	if err != nil || r.Records != 10 {
+		t.Fatalf("%d records, %v; want 10", r.Records, err)
+	}
+	var got [3]int64
+	for part := range int32(3) {
+		got[part] = committedOffset(ctx, t, d.addr, "g2", client.TopicPartition{Topic: "parts", Partition: part})
+	}
+	// One Poll (max.poll.records 500) brings records of one partition only.
+	if got != [3]int64{10, -1, -1} && got != [3]int64{-1, 10, -1} {
+		t.Errorf("group offsets of partitions 0, 1, 2: %v (-1: none); want 10 for one of 0 and 1, none for the others", got)
 	}
 }

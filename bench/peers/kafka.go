@@ -232,7 +232,8 @@ func (p *kafkaProducer) Close() error {
 }
 
 // NewConsumer implements bench.Driver: a kgo client consuming every partition of the topic from
-// the start; with opts.Group, as a member of that consumer group (kgo's autocommit).
+// the start; with opts.Group, as a member of that consumer group, which commits as it closes
+// what the run counted (bench.Rewinder; kgo's autocommit would commit every record polled).
 func (d *KafkaDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOptions) (bench.Consumer, error) {
 	if opts.Topic == "" {
 		return nil, errors.New("kafka driver: consumer without topic")
@@ -243,7 +244,7 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOption
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	}
 	if opts.Group != "" {
-		co = append(co, kgo.ConsumerGroup(opts.Group))
+		co = append(co, kgo.ConsumerGroup(opts.Group), kgo.AutoCommitMarks())
 	}
 	if opts.FetchBytes > 0 {
 		// kgo refuses a fetch.max.bytes above what it reads from a broker at once (100 MiB by
@@ -257,13 +258,70 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, opts bench.ConsumerOption
 	if err != nil {
 		return nil, fmt.Errorf("%s: consumer: %w", d.name, err)
 	}
-	return &kafkaConsumer{cl: cl, name: d.name}, nil
+	return &kafkaConsumer{cl: cl, name: d.name, group: opts.Group}, nil
 }
 
+// kafkaConsumer is the Kafka driver's bench.Consumer. Owned by the goroutine that polls it.
 type kafkaConsumer struct {
 	cl   *kgo.Client
 	name string
 	msgs []bench.Message
+	// With a group: the last Poll's fetches (for Rewind), and the offsets Rewind gave back
+	// from, by topic and partition (nil if none).
+	group  string
+	last   kgo.Fetches
+	rewind map[string]map[int32]kgo.EpochOffset
+}
+
+var _ bench.Rewinder = (*kafkaConsumer)(nil)
+
+// Rewind implements bench.Rewinder: the records of the last Poll from n on are not committed.
+// The first given back of each partition is where its next run starts.
+func (c *kafkaConsumer) Rewind(n int) {
+	if c.group == "" {
+		return
+	}
+	i := 0
+	c.last.EachRecord(func(r *kgo.Record) { // Poll's order
+		if i++; i <= n {
+			return
+		}
+		if c.rewind == nil {
+			c.rewind = map[string]map[int32]kgo.EpochOffset{}
+		}
+		if c.rewind[r.Topic] == nil {
+			c.rewind[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		if _, ok := c.rewind[r.Topic][r.Partition]; !ok {
+			c.rewind[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		}
+	})
+}
+
+// commit commits what the Polls returned less what Rewind gave back. A partition given back
+// from where its group offset already was is left alone. The offsets go through kgo's marks
+// (AutoCommitMarks: the periodic autocommit commits only marked offsets, and none are until
+// now), which commit exactly what is marked.
+func (c *kafkaConsumer) commit(ctx context.Context) error {
+	offsets := c.cl.UncommittedOffsets() // the head of every partition polled
+	committed := c.cl.CommittedOffsets()
+	for t, ps := range c.rewind {
+		for p, eo := range ps {
+			if cur, ok := committed[t][p]; ok && cur.Offset == eo.Offset {
+				delete(offsets[t], p)
+				continue
+			}
+			if offsets[t] == nil {
+				offsets[t] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[t][p] = eo
+		}
+	}
+	c.cl.MarkCommitOffsets(offsets)
+	if err := c.cl.CommitMarkedOffsets(ctx); err != nil {
+		return fmt.Errorf("%s: commit for group %s: %w", c.name, c.group, err)
+	}
+	return nil
 }
 
 // Poll returns the records of one PollFetches. Retriable partition errors (a topic still being
@@ -289,6 +347,7 @@ func (c *kafkaConsumer) Poll(ctx context.Context) ([]bench.Message, error) {
 			c.msgs = append(c.msgs, bench.Message{Value: r.Value, Timestamp: r.Timestamp.UnixMilli()})
 		})
 		if len(c.msgs) > 0 {
+			c.last = fs
 			return c.msgs, nil
 		}
 		if ferr != nil {
@@ -297,9 +356,16 @@ func (c *kafkaConsumer) Poll(ctx context.Context) ([]bench.Message, error) {
 	}
 }
 
+// Close implements bench.Consumer; in a group it commits first (commit), then leaves it.
 func (c *kafkaConsumer) Close() error {
-	c.cl.Close() // leaves the group, committing what autocommit marked
-	return nil
+	var err error
+	if c.group != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.commit(ctx)
+		cancel()
+	}
+	c.cl.Close()
+	return err
 }
 
 // Close implements bench.Driver, stopping the kfake cluster when this driver started it.

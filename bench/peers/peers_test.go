@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -275,5 +276,77 @@ func TestKafkaProducerOptsErrors(t *testing.T) {
 func TestStreamName(t *testing.T) {
 	if got := StreamName("a.b*c>d/e f"); got != "a_b_c_d_e_f" {
 		t.Fatalf("StreamName = %q", got)
+	}
+}
+
+// TestKfakeGroupCommitsOnlyTheRecordsCounted: a consume run of 300 of 1000 records in a group
+// commits the 300 it counted, not the whole of its last Poll: the group's next consumer starts
+// with record 300.
+func TestKfakeGroupCommitsOnlyTheRecordsCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := StartKfake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.CreateTopic(ctx, "counted", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewProducer(ctx, bench.ProducerOptions{Topic: "counted", Acks: 1, Compression: "none", BatchSize: 16 << 10, LingerMs: 1,
+		Ack: func(_ time.Time, _ int, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nRecords {
+		p.Send(ctx, nil, record(i), time.Now())
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bench.Consume(ctx, d, bench.Config{Topic: "counted", Records: 300, Group: "gc", IdleTimeout: 10 * time.Second})
+	if err != nil || r.Records != 300 {
+		t.Fatalf("consume 300 in a group: %d records, %v", r.Records, err)
+	}
+	c, err := d.NewConsumer(ctx, bench.ConsumerOptions{Topic: "counted", Group: "gc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pctx, cancelPoll := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelPoll()
+	msgs, err := c.Poll(pctx)
+	if err != nil {
+		t.Fatalf("the group's next consumer: %v (nothing left after what the group committed?)", err)
+	}
+	if want := record(300); !bytes.Equal(msgs[0].Value, want) {
+		t.Fatalf("the group's next consumer starts with %q, want %q", msgs[0].Value, want)
+	}
+}
+
+// TestJetStreamRefusesGroupRecords: the JetStream driver acknowledges each Poll as it returns,
+// so it cannot leave the end of a run's last Poll to the group's next run: a consume run of
+// records in a group is refused rather than silently skipping records.
+func TestJetStreamRefusesGroupRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := StartJetStream(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.CreateTopic(ctx, "js-grp", 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bench.Consume(ctx, d, bench.Config{Topic: "js-grp", Records: 10, Group: "g", IdleTimeout: time.Second})
+	if !errors.Is(err, bench.ErrGroupRecords) {
+		t.Fatalf("consume of records in a group: %v, want ErrGroupRecords", err)
 	}
 }

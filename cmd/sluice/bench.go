@@ -95,9 +95,9 @@ and --transport says how the client reaches it; otherwise --broker names a runni
 With --rate a run is open-loop: records are due at fixed intervals and latency is measured
 from when each was due, so stalls are not hidden (no coordinated omission); how late the
 harness itself sent is reported too (send lag, included in the latency). A run of --rate
-and --duration that falls behind stops sending at its duration plus a grace (5 s, or a tenth
-of the duration if longer), reports the records due that were never sent ("fell behind" in
-the summary, unsent in the JSON) and exits non-zero. Progress goes to
+that falls behind stops sending at its duration plus a grace (5 s, or a tenth of the duration
+if longer), reports the records due that were never sent ("fell behind" in the summary,
+unsent in the JSON) and exits non-zero; a run of --records N at --rate R lasts N/R. Progress goes to
 stderr each second; with --json one JSON object goes to stdout at the end and the summary to
 stderr. MB/s is 10^6 bytes/s; the limits' gbps figures are GB/s (10^9 bytes/s).`,
 	}
@@ -601,8 +601,10 @@ func benchConsumeCmd() *cobra.Command {
 		Short: "Read --records records (or all there are) from a topic and report throughput",
 		Long: `Read --records records (or, without it, everything until nothing arrives for
 --idle-timeout) from every partition of --topic, from the beginning (or from --group's
-committed offsets). With --embedded the fresh broker's topic is first filled with --records
-records (default 100000) of --record-size bytes by a producer, reported on stderr.`,
+committed offsets; the run then commits exactly the records it counted, so that the group's
+next run starts right after them). With --embedded the fresh broker's topic is first filled
+with --records records (default 100000) of --record-size bytes by a producer, reported on
+stderr.`,
 		Args:    cobra.NoArgs,
 		PreRunE: o.checkFlags,
 		RunE: benchRunE(&o, func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error) {
@@ -618,7 +620,7 @@ records (default 100000) of --record-size bytes by a producer, reported on stder
 	}
 	addConnFlags(cmd, &o)
 	addRunFlags(cmd, &o)
-	cmd.Flags().StringVar(&o.group, "group", "", "consumer group (resume from and commit to its offsets)")
+	cmd.Flags().StringVar(&o.group, "group", "", "consumer group: resume from its committed offsets, and commit at the end exactly the records the run counted")
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Second, "stop (all records) or fail (--records) when nothing arrives for this long")
 	addFetchFlag(cmd, &o)
 	return cmd
