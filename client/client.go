@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -61,6 +62,29 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// retryBackoff is KIP-580's exponential backoff, shared by the consumer and the producer: the
+// wait before retrying after failures failures in a row (at least one) is base
+// (retry.backoff.ms) doubled per failure after the first, at most ceiling
+// (retry.backoff.max.ms), times 0.8 + 0.4*jitter for a jitter in [0, 1): ±20 %, so that the
+// clients of a broker that went away do not come back in step. A base of 0 is no wait, after
+// any number of failures.
+func retryBackoff(base, ceiling time.Duration, failures int, jitter float64) time.Duration {
+	d := base
+	for i := 1; i < failures && d > 0 && d < ceiling; i++ {
+		if d > ceiling/2 {
+			d = ceiling // and no overflow
+		} else {
+			d *= 2
+		}
+	}
+	d = min(d, ceiling)
+	j := float64(d) * (0.8 + 0.4*jitter)
+	if j >= math.MaxInt64 {
+		return math.MaxInt64 // a ceiling near the largest Duration: no wrap to a negative wait
+	}
+	return time.Duration(j)
 }
 
 // Errors of the cluster client.

@@ -581,15 +581,10 @@ func (c *Consumer) Position(ctx context.Context, tp TopicPartition) (int64, erro
 }
 
 // retryDelay is the wait before retrying after failures failures in a row (at least one):
-// RetryBackoff doubled per failure after the first, at most RetryBackoffMax, times a jitter of
-// ±20 % so that many consumers of a broker that went away do not come back in step.
+// RetryBackoff doubled per failure after the first, at most RetryBackoffMax, with ±20 %
+// jitter (retryBackoff).
 func (cfg *ConsumerConfig) retryDelay(failures int) time.Duration {
-	d := cfg.RetryBackoff
-	for i := 1; i < failures && d < cfg.RetryBackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, cfg.RetryBackoffMax)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return retryBackoff(cfg.RetryBackoff, cfg.RetryBackoffMax, failures, rand.Float64())
 }
 
 func (c *Consumer) backoff(ctx context.Context) error {

@@ -80,8 +80,9 @@ func (f *fetcher) canReadFiles(ctx context.Context, conn *Conn) bool {
 
 // spanPause is how long a fetcher whose spans kept failing (files deleted or replaced before
 // it opened them, or shorter than named: retention racing a consumer at the log's start)
-// fetches through the socket before it asks for spans again.
-const spanPause = 10 * time.Second
+// fetches through the socket before it asks for spans again. A variable only so that a test
+// can wait out a shorter pause (set before the consumer is made).
+var spanPause = 10 * time.Second
 
 // fileReadsOn reports whether the fetcher asks for spans now.
 func (f *fetcher) fileReadsOn() bool {
@@ -172,6 +173,11 @@ var (
 // after it, and opened non-blocking: whatever a broker names, a FIFO (whose open waits for a
 // writer, for ever) or a device (whose open may act on it) is not opened.
 func openSpan(sp *wire.FileSpan) (*os.File, error) {
+	if hook := testHookSpanOpen.Load(); hook != nil {
+		if err := (*hook)(sp); err != nil {
+			return nil, err
+		}
+	}
 	if sp.Pos < 0 || sp.Len <= 0 || sp.Pos > math.MaxInt64-int64(sp.Len) || !filepath.IsAbs(sp.Path) {
 		return nil, errBadSpan
 	}
@@ -415,6 +421,10 @@ func (f *fetcher) readSpan() bool {
 // testHookSpanRead, if set, runs as readSpan starts reading a piece: the partition's
 // in-flight mark is held, Consumer.mu is not (atomic: tests set it while fetchers run).
 var testHookSpanRead atomic.Pointer[func()]
+
+// testHookSpanOpen, if set, runs as openSpan starts; an error it returns is the open's (tests
+// run as root, whom no permission stops, and need the errors a consumer meets elsewhere).
+var testHookSpanOpen atomic.Pointer[func(*wire.FileSpan) error]
 
 // errUnlinked: a span's file lost its name before the span was read to its end.
 var errUnlinked = errors.New("client: the span's file was deleted or replaced")

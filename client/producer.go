@@ -13,7 +13,8 @@ package client
 //	        one sender goroutine per broker: the ready batches of the partitions it leads go
 //	        into one Produce request (up to max.request.size); up to max.in.flight requests
 //	        outstanding on the broker connection ─> one receiver goroutine per broker matches
-//	        responses, runs callbacks, or requeues retriable failures after retry.backoff.ms
+//	        responses, runs callbacks, or requeues retriable failures after a backoff
+//	        (retry.backoff.ms, doubled per failed attempt up to retry.backoff.max.ms)
 //
 // A request carries every batch of a partition that is ready to go, in order, not only the
 // oldest (Kafka's producer sends one batch per partition per request): while the in-flight
@@ -28,10 +29,14 @@ package client
 // for sending; a retry resends the same bytes.
 //
 // Delivery: a retriable failure (a wire error code whose Retriable() is true, a connection
-// failure, no response within request.timeout.ms) sends the batch again after retry.backoff.ms,
-// refreshing metadata first when the error says the leader moved (NOT_LEADER_OR_FOLLOWER,
-// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE) or the connection failed. It stops when the
-// batch succeeds, fails with a non-retriable error, has been retried `retries` times, or when
+// failure, no response within request.timeout.ms) sends the batch again after a backoff that
+// grows with the batch's failed attempts as Kafka's since KIP-580: retry.backoff.ms doubled
+// per attempt after the first, at most retry.backoff.max.ms, ±20 % jitter (so that a broker
+// that keeps refusing, with a full disk say, gets a retry a second, not ten). Metadata is
+// refreshed first when the error says the leader moved (NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE) or the connection failed; refreshes that
+// keep failing or finding nothing new back off the same way. Retrying stops when the batch
+// succeeds, fails with a non-retriable error, has been retried `retries` times, or when
 // delivery.timeout.ms has passed since the batch was opened: its callbacks then get an error
 // wrapping ErrDeliveryTimeout and the last error.
 //
@@ -143,7 +148,7 @@ func (a Acks) wire() int16 {
 
 // ProducerConfig configures a Producer. Field comments give the Kafka property and its
 // default. A zero field takes the default; where zero is a meaningful Kafka value (Linger,
-// Retries, RetryBackoff) a negative value selects it.
+// Retries, RetryBackoff, RetryBackoffMax) a negative value selects it.
 type ProducerConfig struct {
 	Config
 
@@ -169,9 +174,16 @@ type ProducerConfig struct {
 	// Retries is retries (MaxInt32): how many times a batch is resent after a retriable error;
 	// delivery.timeout.ms usually ends retrying first. Negative: no retries.
 	Retries int
-	// RetryBackoff is retry.backoff.ms (100 ms): the wait before resending a failed batch and
-	// between metadata refreshes. Negative: no wait.
+	// RetryBackoff is retry.backoff.ms (100 ms): the wait before resending a failed batch the
+	// first time, and between metadata refreshes. Negative: no wait.
 	RetryBackoff time.Duration
+	// RetryBackoffMax is retry.backoff.max.ms (1 s): a batch that keeps failing waits
+	// RetryBackoff doubled per failed attempt, up to this, with ±20 % jitter (KIP-580); so do
+	// metadata refreshes that keep failing or finding nothing new (a partition still without
+	// a leader), and the lookups of a topic Send waits for. A value below RetryBackoff counts
+	// as RetryBackoff, as in ConsumerConfig (Kafka would back off by it, fixed); negative
+	// selects 0, so that every retry waits RetryBackoff, as before KIP-580.
+	RetryBackoffMax time.Duration
 	// DeliveryTimeout is delivery.timeout.ms (120 s, or Linger + RequestTimeout if that is
 	// longer): the bound on the time from Send to the callback, counted from the opening of
 	// the record's batch. Set, it must exceed Linger.
@@ -218,6 +230,13 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	case c.RetryBackoff < 0:
 		c.RetryBackoff = 0
 	}
+	switch {
+	case c.RetryBackoffMax == 0:
+		c.RetryBackoffMax = time.Second
+	case c.RetryBackoffMax < 0:
+		c.RetryBackoffMax = 0
+	}
+	c.RetryBackoffMax = max(c.RetryBackoffMax, c.RetryBackoff) // as ConsumerConfig
 	if c.DeliveryTimeout <= 0 {
 		// As Kafka, the default leaves room for the linger and one request.
 		c.DeliveryTimeout = max(120*time.Second, c.Linger+c.RequestTimeout)
@@ -248,6 +267,13 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 		return c, fmt.Errorf("%w: linger.ms %v must be less than delivery.timeout.ms %v", ErrProducerConfig, c.Linger, c.DeliveryTimeout)
 	}
 	return c, nil
+}
+
+// retryDelay is the wait before the next try after failures failed ones in a row (at least
+// one): RetryBackoff doubled per failure after the first, at most RetryBackoffMax, with a
+// jitter in [0, 1) for ±20 % (retryBackoff, as the consumer).
+func (c *ProducerConfig) retryDelay(failures int, jitter float64) time.Duration {
+	return retryBackoff(c.RetryBackoff, c.RetryBackoffMax, failures, jitter)
 }
 
 // RecordMetadata is what the broker said about a record.
@@ -538,7 +564,7 @@ func (p *Producer) addTopic(ctx context.Context, name string, budget *blockBudge
 	}
 	deadline := budget.until(p)
 	var last error
-	for {
+	for tries := 1; ; tries++ {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		tm, err := p.client.Topic(wctx, name)
 		cancel()
@@ -554,7 +580,10 @@ func (p *Producer) addTopic(ctx context.Context, name string, budget *blockBudge
 			return nil, fmt.Errorf("%w: topic %s not in metadata after max.block.ms %v: %w: %w",
 				ErrUnknownTopic, name, p.cfg.MaxBlock, context.DeadlineExceeded, last)
 		}
-		timer := time.NewTimer(min(wait, max(p.cfg.RetryBackoff, time.Millisecond)))
+		// Each lookup of a topic the metadata lacks is a Metadata request: they back off as
+		// retries do (a Send to a topic that is never created makes a few dozen over
+		// max.block.ms, not one per retry.backoff.ms).
+		timer := time.NewTimer(min(wait, max(p.cfg.retryDelay(tries, rand.Float64()), time.Millisecond)))
 		select {
 		case <-timer.C:
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -27,6 +28,29 @@ func TestRetryDelay(t *testing.T) {
 		}
 		if len(seen) < 10 {
 			t.Errorf("%d failures: %d distinct waits in 200, want jitter", tc.failures, len(seen))
+		}
+	}
+}
+
+// retryBackoff's edges: no base is no wait however many failures (at once: the doubling
+// stops), and the largest ceilings neither overflow into a negative wait nor loop.
+func TestRetryBackoffEdges(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		base, ceiling time.Duration
+		failures      int
+		jitter        float64
+		lo, hi        time.Duration
+	}{
+		{"no base", 0, time.Second, math.MaxInt32, 0.5, 0, 0},
+		{"no base, no ceiling", 0, 0, math.MaxInt, 0.999, 0, 0},
+		{"ceiling below base", time.Second, 100 * time.Millisecond, 1, 0.5, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"largest ceiling", time.Nanosecond, math.MaxInt64, math.MaxInt, 0.999, math.MaxInt64 / 2, math.MaxInt64},
+		{"odd ceiling", 3, 1001, math.MaxInt, 0.5, 1001, 1001},
+		{"first failure", 100 * time.Millisecond, time.Second, 1, 0.5, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		if d := retryBackoff(tc.base, tc.ceiling, tc.failures, tc.jitter); d < tc.lo || d > tc.hi {
+			t.Errorf("%s: %v, want %v to %v", tc.name, d, tc.lo, tc.hi)
 		}
 	}
 }

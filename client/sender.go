@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -508,14 +509,14 @@ func (s *brokerSender) receive() {
 
 func (s *brokerSender) handleResponse(req *produceRequest) {
 	p := s.p
-	now := time.Now()
+	now, jitter := time.Now(), rand.Float64()
 	var base int64 // offset of batch i's first record, when it shares its partition's result
 	for i, b := range req.batches {
 		res := req.result(i)
 		shared := (i > 0 && req.pos[i] == req.pos[i-1]) || (i+1 < len(req.batches) && req.pos[i+1] == req.pos[i])
 		switch {
 		case res == nil:
-			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)}, now)
+			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)}, now, jitter)
 		case res.ErrorCode == wire.NoError:
 			// A partition's batches were appended together, in order: the result's base
 			// offset is the first one's, and each next one starts where the last ended.
@@ -545,7 +546,7 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			} else {
 				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
 			}
-			p.retryOrFail(b, err, now)
+			p.retryOrFail(b, err, now, jitter)
 		}
 	}
 }
@@ -564,9 +565,9 @@ func perBatchError(code wire.ErrorCode) bool {
 // reused for other records first changes its guard word, which makes such a broker refuse the
 // old request (SharedRegion.renew).
 func (s *brokerSender) failRequest(req *produceRequest, err error) {
-	now := time.Now()
+	now, jitter := time.Now(), rand.Float64()
 	for _, b := range req.batches {
-		s.p.retryOrFail(b, err, now)
+		s.p.retryOrFail(b, err, now, jitter)
 	}
 }
 
@@ -673,9 +674,13 @@ func (p *Producer) requeueAlone(b *accBatch) {
 }
 
 // retryOrFail handles an in-flight batch that failed at now: back to its partition's ready
-// queue after retry.backoff.ms, or completed with the error (or a delivery timeout). Batches
-// that failed together get the same now, so that they are sent again together.
-func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time) {
+// queue after its backoff, or completed with the error (or a delivery timeout). The backoff
+// grows with the batch's failed attempts (ProducerConfig.retryDelay): a fixed one made a
+// producer whose broker kept refusing (a full disk: KAFKA_STORAGE_ERROR, retriable) retry
+// ten times a second per partition until delivery.timeout.ms, about 1,200 times. Batches that
+// failed together get the same now and jitter, so that those with as many attempts behind
+// them are sent again together.
+func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time, jitter float64) {
 	b.attempts++
 	b.lastErr = err
 	if staleMetadata(err) {
@@ -687,7 +692,7 @@ func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time) {
 		ap := b.part
 		ap.mu.Lock()
 		ap.mu.inflight--
-		b.retryAt = now.Add(p.cfg.RetryBackoff)
+		b.retryAt = now.Add(p.cfg.retryDelay(b.attempts, jitter))
 		ap.requeueLocked(b)
 		owner := ap.owner.Load()
 		ap.mu.Unlock()
@@ -703,7 +708,8 @@ func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time) {
 	p.complete(b, -1, -1, err, true)
 }
 
-// requestMetadata asks the housekeeper for a refresh (at most one per retry.backoff.ms).
+// requestMetadata asks the housekeeper for a refresh (at most one per retry.backoff.ms, or
+// more apart while refreshes bring nothing new: refreshSchedule).
 func (p *Producer) requestMetadata() {
 	select {
 	case p.metaWake <- struct{}{}:
@@ -712,8 +718,9 @@ func (p *Producer) requestMetadata() {
 }
 
 // housekeep is the housekeeper goroutine: metadata refreshes (on request, every
-// metadata.max.age.ms, and every retry.backoff.ms while some partition has no leader), and the
-// limbo's partitions (moved to their sender once a leader is known, expired otherwise).
+// metadata.max.age.ms, and while some partition has no leader), spaced by a refreshSchedule,
+// and the limbo's partitions (moved to their sender once a leader is known, expired
+// otherwise).
 func (p *Producer) housekeep() {
 	defer p.wg.Done()
 	s := p.limbo
@@ -721,14 +728,15 @@ func (p *Producer) housekeep() {
 	defer maxAge.Stop()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	lastRefresh := time.Now() // NewClient has just loaded it
+	sched := newRefreshSchedule(&p.cfg, time.Now()) // NewClient has just loaded the metadata
 	want := false
 	for {
 		now := time.Now()
-		if want && now.Sub(lastRefresh) >= p.cfg.RetryBackoff {
-			p.refreshMetadata()
-			lastRefresh, want = time.Now(), false
-			now = lastRefresh
+		if want && !now.Before(sched.next()) {
+			news := p.refreshMetadata()
+			end := time.Now()
+			sched.refreshed(now, end, news, rand.Float64())
+			want, now = false, end
 		}
 		_, next := s.drain(now, false)
 		s.failExpired()
@@ -736,7 +744,7 @@ func (p *Producer) housekeep() {
 			want = true // keep looking for their leaders
 		}
 		if want {
-			next = earliest(next, lastRefresh.Add(p.cfg.RetryBackoff))
+			next = earliest(next, sched.next())
 		}
 		if !next.IsZero() {
 			timer.Reset(time.Until(next))
@@ -756,16 +764,83 @@ func (p *Producer) housekeep() {
 	}
 }
 
-func (p *Producer) refreshMetadata() {
+// refreshSchedule spaces the housekeeper's metadata refreshes; it is pure (the caller gives
+// the times and the jitter), and owned by the housekeeper.
+//
+// Refreshes back off as batch retries do (KIP-580; Kafka's producer spaces its metadata
+// requests the same way): at least retry.backoff.ms apart, and after each refresh in a row
+// that failed or brought nothing new (no partition the producer writes to changed leader or
+// leader epoch: the leader is still unknown, or still the broker that is down) the next one
+// waits twice as long, up to retry.backoff.max.ms, ±20 %. With a fixed wait, a partition
+// without a leader cost ten Metadata requests a second until its batches expired. A refresh
+// that finds a leader moved starts the run over, and so does the first after a quiet spell
+// (none for twice retry.backoff.max.ms, longer than any wait of a run: the trouble that made
+// the last run is over).
+type refreshSchedule struct {
+	base, ceiling time.Duration // retry.backoff.ms, retry.backoff.max.ms
+	last          time.Time     // when the last refresh ended
+	gap           time.Duration // from last to the next refresh
+	stale         int           // refreshes in a row that brought nothing new
+}
+
+// newRefreshSchedule starts a schedule whose last refresh ended at now.
+func newRefreshSchedule(cfg *ProducerConfig, now time.Time) refreshSchedule {
+	return refreshSchedule{base: cfg.RetryBackoff, ceiling: cfg.RetryBackoffMax, last: now, gap: cfg.RetryBackoff}
+}
+
+// next is the earliest time the next refresh may start.
+func (r *refreshSchedule) next() time.Time { return r.last.Add(r.gap) }
+
+// refreshed records a refresh that started at start and ended at end, and whether it brought
+// news (refreshMetadata); jitter in [0, 1) places the next gap within its ±20 %.
+func (r *refreshSchedule) refreshed(start, end time.Time, news bool, jitter float64) {
+	if start.Sub(r.last)/2 >= r.ceiling {
+		r.stale = 0 // after a quiet spell: a new run
+	}
+	if news {
+		r.stale = 0
+	} else {
+		r.stale++
+	}
+	r.gap = retryBackoff(r.base, r.ceiling, max(r.stale, 1), jitter)
+	r.last = end
+}
+
+// refreshMetadata reloads the metadata and has the senders route their partitions by it. It
+// reports whether the refresh brought news: a partition of a topic the producer writes to has
+// another leader or leader epoch than before (or the topic changed its partitions, or came or
+// went). A failed refresh brings none.
+func (p *Producer) refreshMetadata() bool {
+	before := p.client.meta.Load()
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
 	err := p.client.RefreshMetadata(ctx)
 	cancel()
 	if err != nil {
 		p.cfg.Logger.Debug("producer: metadata refresh failed", "err", err)
-		return
+		return false
 	}
 	p.syncTopics()
 	for _, s := range *p.senders.Load() {
 		s.signal() // re-route on the new metadata
 	}
+	return p.leadersMoved(before, p.client.meta.Load())
+}
+
+// leadersMoved reports whether a topic the producer writes to is known in one of old and md
+// and not the other, or has another partition count, or a partition with another leader or
+// leader epoch.
+func (p *Producer) leadersMoved(old, md *metadata) bool {
+	for name := range *p.topics.Load() {
+		was, okWas := old.topics[name]
+		is, okIs := md.topics[name]
+		if okWas != okIs || len(was.Partitions) != len(is.Partitions) {
+			return true
+		}
+		for i := range is.Partitions {
+			if was.Partitions[i].Leader != is.Partitions[i].Leader || was.Partitions[i].LeaderEpoch != is.Partitions[i].LeaderEpoch {
+				return true
+			}
+		}
+	}
+	return false
 }
