@@ -438,6 +438,9 @@ func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
 	if unlinked(sp.file) {
 		return buf[:0], errUnlinked
 	}
+	// A piece must hold a batch header to tell a batch's size: with a max.partition.fetch.bytes
+	// below that, the first batch is read whole, as a fetch returns it.
+	n = int(min(max(int64(n), batch.HeaderSize), sp.end-sp.pos))
 	for {
 		if cap(buf) < n {
 			buf = make([]byte, n)

@@ -91,7 +91,8 @@ func byPartition(recs []client.Record) map[int32][]client.Record {
 // pieces of max.partition.fetch.bytes that end in the middle of batches, with compressed
 // batches and a batch larger than a piece among them, and delivers exactly the log: the same
 // records as a consumer that fetches them (FileReads off), which reads nothing from the files.
-// A small partition beside it comes inline.
+// A small partition beside it comes inline. A max.partition.fetch.bytes smaller than a batch
+// header still reads the first batch whole, as a fetch returns it.
 func TestFileReadsDeliverTheLog(t *testing.T) {
 	for _, mode := range consumerModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -106,11 +107,15 @@ func TestFileReadsDeliverTheLog(t *testing.T) {
 			n1 := fillForFileReads(f, topic, 1, 3, 3)
 			tps := []client.TopicPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}}
 
-			for _, reads := range []bool{true, false} {
+			for _, run := range []struct {
+				reads bool
+				piece int
+			}{{true, 64 << 10}, {false, 64 << 10}, {true, 1}} { // 1: a piece too short for a batch header
+				reads := run.reads
 				c := f.consumer(client.ConsumerConfig{
 					Config:                 client.Config{Brokers: []string{f.unix()}},
 					AutoOffsetReset:        client.OffsetResetEarliest,
-					MaxPartitionFetchBytes: 64 << 10,
+					MaxPartitionFetchBytes: run.piece,
 					ReuseRecordBuffers:     mode.reuse,
 					FileReads:              &reads,
 				}, tps...)
