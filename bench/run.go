@@ -150,6 +150,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("bench: record size %d: must be positive", c.RecordSize)
 	case !validRate(c.Rate):
 		return c, fmt.Errorf("bench: rate %v: want a finite number, not negative", c.Rate)
+	case c.Rate > maxPacedRate*float64(c.Producers):
+		// Each pacer's interval would round to 0 ns: the run would go flat out while
+		// claiming a target.
+		return c, fmt.Errorf("bench: rate %v: above %g records/s per producer (%d), which a pacer cannot time; leave the rate out to run flat out", c.Rate, maxPacedRate, c.Producers)
 	case !validFraction(c.RateOfMax):
 		return c, fmt.Errorf("bench: rate of max %v: want a fraction in (0, 1]", c.RateOfMax)
 	case c.RateOfMax > 0 && c.Rate > 0:
@@ -172,6 +176,9 @@ func (c Config) checkProducers() error {
 	}
 	return nil
 }
+
+// maxPacedRate is the highest rate one producer's pacer can time: one record a nanosecond.
+const maxPacedRate = 1e9
 
 // validRate reports whether r is a rate a run can keep: finite and not negative (0: none).
 // Written so that NaN fails too: it compares false with everything, and a NaN rate would run

@@ -616,14 +616,17 @@ func TestProbeDurationDefault(t *testing.T) {
 	}
 }
 
-// Rates that compare false with everything (NaN) or have no interval (infinity) are refused,
-// as pflag parses --rate NaN and --rate Inf without complaint.
+// Rates that compare false with everything (NaN) or have no interval (infinity, or above a
+// record a nanosecond per producer) are refused, as pflag parses --rate NaN and --rate Inf
+// without complaint.
 func TestConfigRefusesRatesThatAreNotNumbers(t *testing.T) {
 	for _, c := range []Config{
 		{Topic: "r", Rate: math.NaN()},
 		{Topic: "r", Rate: math.Inf(1)},
 		{Topic: "r", RateOfMax: math.NaN()},
 		{Topic: "r", RateOfMax: math.Inf(1)},
+		{Topic: "r", Rate: 2e9},               // one producer's interval would be 0
+		{Topic: "r", Rate: 5e9, Producers: 4}, // 1.25e9 each
 	} {
 		if _, err := c.withDefaults(); err == nil {
 			t.Errorf("rate %v, rate of max %v: accepted", c.Rate, c.RateOfMax)
