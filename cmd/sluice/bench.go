@@ -620,7 +620,7 @@ stderr.`,
 	}
 	addConnFlags(cmd, &o)
 	addRunFlags(cmd, &o)
-	cmd.Flags().StringVar(&o.group, "group", "", "consumer group: resume from its committed offsets, and commit at the end exactly the records the run counted")
+	cmd.Flags().StringVar(&o.group, "group", "", "consumer group: resume from its committed offsets, and commit at the end exactly the records the run counted (with --embedded every run has a fresh broker, so nothing carries over between runs)")
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Second, "stop (all records) or fail (--records) when nothing arrives for this long")
 	addFetchFlag(cmd, &o)
 	return cmd
