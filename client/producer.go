@@ -38,7 +38,10 @@ package client
 // keep failing or finding nothing new back off the same way. Retrying stops when the batch
 // succeeds, fails with a non-retriable error, has been retried `retries` times, or when
 // delivery.timeout.ms has passed since the batch was opened: its callbacks then get an error
-// wrapping ErrDeliveryTimeout and the last error.
+// wrapping ErrDeliveryTimeout and the last error. Batches waiting to go expire on time even
+// while every in-flight slot is held by a request the broker does not answer (the sender
+// looks for them while it waits for a slot); a batch in flight completes when its request is
+// answered or reaches request.timeout.ms.
 //
 // Ordering: records of one partition are appended to batches in Send order and batches are
 // sent in order, but the producer is not idempotent, so with MaxInFlight > 1 a batch that
@@ -186,7 +189,8 @@ type ProducerConfig struct {
 	RetryBackoffMax time.Duration
 	// DeliveryTimeout is delivery.timeout.ms (120 s, or Linger + RequestTimeout if that is
 	// longer): the bound on the time from Send to the callback, counted from the opening of
-	// the record's batch. Set, it must exceed Linger.
+	// the record's batch, except for a batch in flight, which waits for its request's answer
+	// or request.timeout.ms. Set, it must exceed Linger.
 	DeliveryTimeout time.Duration
 	// MaxInFlight is max.in.flight.requests.per.connection (5): outstanding Produce requests
 	// per broker. 1 keeps each partition's records in order across retries.

@@ -134,9 +134,7 @@ func (s *brokerSender) run() {
 	for {
 		// Take the slot before draining: with max.in.flight = 1 a failed batch is back at the
 		// head of its partition before the next batch can be drained.
-		select {
-		case s.slots <- struct{}{}:
-		case <-s.p.stop:
+		if !s.takeSlot(timer) {
 			return
 		}
 		req, next := s.drain(time.Now(), true)
@@ -157,6 +155,50 @@ func (s *brokerSender) run() {
 			return
 		}
 		timer.Stop()
+	}
+}
+
+// takeSlot takes an in-flight slot for the sender goroutine, and reports false if the
+// producer stops first. While every slot is held by a request in flight, which a broker that
+// stopped answering (paused, a hung disk) holds until request.timeout.ms, it goes on expiring
+// the batches waiting to go at delivery.timeout.ms (drain without sending): their callbacks
+// must not wait for the requests ahead of them. timer is run's, stopped on return.
+func (s *brokerSender) takeSlot(timer *time.Timer) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-s.p.stop:
+		return false
+	default:
+	}
+	var next time.Time // when the oldest batch waiting to go expires; zero: none waits
+	for look := true; ; {
+		if look {
+			_, next = s.drain(time.Now(), false)
+			s.failExpired()
+			if !next.IsZero() {
+				timer.Reset(time.Until(next))
+			}
+		}
+		select {
+		case s.slots <- struct{}{}:
+			timer.Stop()
+			return true
+		case <-s.wake:
+			// A batch was opened or filled, or the metadata changed. A batch opened since
+			// the last look expires after the ones it found, so the timer stands; a look is
+			// needed only if it found none. (This runs per batch while a producer outruns
+			// its window: no pass over the partitions, and no lock, for each.) A retried
+			// batch is requeued as its request's slot frees, which ends the wait; older
+			// batches of a partition moved here (its leader changed) expire at the next
+			// look at the latest.
+			look = next.IsZero()
+		case <-timer.C:
+			look = true
+		case <-s.p.stop:
+			timer.Stop()
+			return false
+		}
 	}
 }
 
