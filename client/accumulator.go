@@ -115,8 +115,12 @@ type accBatch struct {
 	created  time.Time // linger.ms and delivery.timeout.ms count from here
 	reserved int64     // bytes of buffer.memory held
 	attempts int       // failed sends so far
-	retryAt  time.Time // not before this (retry.backoff.ms)
+	retryAt  time.Time // not before this (its backoff), while its leader stays (leaderMoved)
 	lastErr  error
+	// failedLeader and failedEpoch are the partition's leader (the broker the batch failed on)
+	// and its leader epoch (as the metadata had it then, -1 if unknown) at the batch's last
+	// failure: its backoff was for that leader.
+	failedLeader, failedEpoch int32
 	// alone: send it as its partition's only batch in a request. Set when it failed together
 	// with other batches of its partition in one append, with an error that may be any one
 	// batch's (too large, corrupt): alone, each batch gets its own verdict.

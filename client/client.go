@@ -118,6 +118,15 @@ type metadata struct {
 	topics  map[string]TopicMetadata
 }
 
+// partition returns a partition's metadata, and false if the snapshot does not know it.
+func (md *metadata) partition(topic string, partition int32) (PartitionMetadata, bool) {
+	tm, ok := md.topics[topic]
+	if !ok || partition < 0 || int(partition) >= len(tm.Partitions) {
+		return PartitionMetadata{}, false
+	}
+	return tm.Partitions[partition], true
+}
+
 // Client is a connection pool and metadata cache over a cluster; Producer, Consumer and Admin
 // use it. It is safe for concurrent use.
 //
@@ -388,11 +397,14 @@ func (c *Client) Leader(ctx context.Context, topic string, partition int32) (int
 }
 
 // InvalidateMetadata makes the next lookup refresh: a broker answered NOT_LEADER_OR_FOLLOWER or
-// UNKNOWN_TOPIC_OR_PARTITION, or a connection failed.
+// UNKNOWN_TOPIC_OR_PARTITION, or a connection failed. It marks the snapshot it loaded, and
+// only if that is still the current one: a refresh stored since is newer than the failure,
+// and putting the old snapshot back would undo it (the leaders it found, lost until the next
+// refresh).
 func (c *Client) InvalidateMetadata() {
 	if md := c.meta.Load(); md != nil {
 		stale := *md
 		stale.fetched = time.Time{}
-		c.meta.Store(&stale)
+		c.meta.CompareAndSwap(md, &stale)
 	}
 }

@@ -35,7 +35,12 @@ package client
 // that keeps refusing, with a full disk say, gets a retry a second, not ten). Metadata is
 // refreshed first when the error says the leader moved (NOT_LEADER_OR_FOLLOWER,
 // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE) or the connection failed; refreshes that
-// keep failing or finding nothing new back off the same way. Retrying stops when the batch
+// keep failing or finding nothing new back off the same way. A batch's backoff holds only
+// while the metadata names no newer leader for its partition than the one it failed on (a
+// newer leader epoch; another broker where epochs are unknown): once a refresh finds the
+// leader moved, the batch goes to the new one at once (KIP-951), so a failover costs at most
+// one refresh wait (retry.backoff.max.ms + 20 % once they have backed off), not that plus the
+// batch's own. Retrying stops when the batch
 // succeeds, fails with a non-retriable error, has been retried `retries` times, or when
 // delivery.timeout.ms has passed since the batch was opened: its callbacks then get an error
 // wrapping ErrDeliveryTimeout and the last error. Batches waiting to go expire on time even

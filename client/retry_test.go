@@ -2,8 +2,12 @@ package client
 
 import (
 	"math"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 // retryDelay doubles RetryBackoff per failure after the first, stops at RetryBackoffMax, and
@@ -51,6 +55,45 @@ func TestRetryBackoffEdges(t *testing.T) {
 	} {
 		if d := retryBackoff(tc.base, tc.ceiling, tc.failures, tc.jitter); d < tc.lo || d > tc.hi {
 			t.Errorf("%s: %v, want %v to %v", tc.name, d, tc.lo, tc.hi)
+		}
+	}
+}
+
+// InvalidateMetadata (after a failed produce) never puts back metadata older than a refresh
+// stored after it loaded the snapshot it invalidates: that would undo the refresh (the
+// senders route batches to the old leaders again, and the producer's refresh, comparing
+// before and after, sees no leader moved and backs the next one off). A stress test: each
+// refresh here stores metadata marked with its number while invalidations race it, and the
+// marker must still be there after each of them. It cannot fail with the compare-and-swap;
+// without it, it failed within the first few dozen refreshes on two cores.
+func TestInvalidateMetadataKeepsLaterRefresh(t *testing.T) {
+	c := &Client{}
+	c.meta.Store(&metadata{brokers: map[int32]wire.MetadataBroker{}})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				c.InvalidateMetadata()
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := range int32(20_000) {
+		c.meta.Store(&metadata{fetched: time.Now(), brokers: map[int32]wire.MetadataBroker{i: {NodeID: i}}}) // as RefreshMetadata
+		for range 3 {
+			runtime.Gosched() // let invalidations that loaded the previous snapshot store it
+			if _, ok := c.meta.Load().brokers[i]; !ok {
+				t.Fatalf("refresh %d undone by an invalidation of the metadata before it", i)
+			}
 		}
 	}
 }

@@ -255,7 +255,7 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 			}
 			switch {
 			case !send:
-			case b.retryAt.After(now):
+			case b.retryAt.After(now) && !b.leaderMoved(md):
 				next = earliest(next, b.retryAt)
 			case taken > 0 && b.alone:
 				// Its own request (the next one: run loops while drain returns one).
@@ -558,7 +558,7 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 		shared := (i > 0 && req.pos[i] == req.pos[i-1]) || (i+1 < len(req.batches) && req.pos[i+1] == req.pos[i])
 		switch {
 		case res == nil:
-			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)}, now, jitter)
+			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)}, s.id, now, jitter)
 		case res.ErrorCode == wire.NoError:
 			// A partition's batches were appended together, in order: the result's base
 			// offset is the first one's, and each next one starts where the last ended.
@@ -588,7 +588,7 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			} else {
 				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
 			}
-			p.retryOrFail(b, err, now, jitter)
+			p.retryOrFail(b, err, s.id, now, jitter)
 		}
 	}
 }
@@ -609,7 +609,7 @@ func perBatchError(code wire.ErrorCode) bool {
 func (s *brokerSender) failRequest(req *produceRequest, err error) {
 	now, jitter := time.Now(), rand.Float64()
 	for _, b := range req.batches {
-		s.p.retryOrFail(b, err, now, jitter)
+		s.p.retryOrFail(b, err, s.id, now, jitter)
 	}
 }
 
@@ -715,14 +715,15 @@ func (p *Producer) requeueAlone(b *accBatch) {
 	owner.signal()
 }
 
-// retryOrFail handles an in-flight batch that failed at now: back to its partition's ready
-// queue after its backoff, or completed with the error (or a delivery timeout). The backoff
-// grows with the batch's failed attempts (ProducerConfig.retryDelay): a fixed one made a
-// producer whose broker kept refusing (a full disk: KAFKA_STORAGE_ERROR, retriable) retry
-// ten times a second per partition until delivery.timeout.ms, about 1,200 times. Batches that
-// failed together get the same now and jitter, so that those with as many attempts behind
-// them are sent again together.
-func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time, jitter float64) {
+// retryOrFail handles an in-flight batch that failed at now on broker from: back to its
+// partition's ready queue after its backoff, or completed with the error (or a delivery
+// timeout). The backoff grows with the batch's failed attempts (ProducerConfig.retryDelay): a
+// fixed one made a producer whose broker kept refusing (a full disk: KAFKA_STORAGE_ERROR,
+// retriable) retry ten times a second per partition until delivery.timeout.ms, about 1,200
+// times. It holds only while the partition's leader stays the one the batch failed on
+// (accBatch.leaderMoved). Batches that failed together get the same now and jitter, so that
+// those with as many attempts behind them are sent again together.
+func (p *Producer) retryOrFail(b *accBatch, err error, from int32, now time.Time, jitter float64) {
 	b.attempts++
 	b.lastErr = err
 	if staleMetadata(err) {
@@ -731,6 +732,10 @@ func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time, jitter flo
 	}
 	deadline := b.created.Add(p.cfg.DeliveryTimeout)
 	if retriable(err) && b.attempts <= p.cfg.Retries && now.Before(deadline) && !p.stopping() {
+		b.failedLeader, b.failedEpoch = from, -1 // -1: the epoch it failed at is unknown
+		if pm, ok := p.client.meta.Load().partition(b.part.topic.name, b.part.partition); ok && pm.Leader == from {
+			b.failedEpoch = pm.LeaderEpoch
+		}
 		ap := b.part
 		ap.mu.Lock()
 		ap.mu.inflight--
@@ -748,6 +753,26 @@ func (p *Producer) retryOrFail(b *accBatch, err error, now time.Time, jitter flo
 		err = fmt.Errorf("%w before delivery: %w", ErrProducerClosed, err)
 	}
 	p.complete(b, -1, -1, err, true)
+}
+
+// leaderMoved reports whether md names a newer leader for the batch's partition than the one
+// it last failed on: a newer leader epoch, or, where either epoch is unknown, another broker.
+// Its backoff is then over, as in Kafka's producer since 3.7 (KIP-951): the wait was for the
+// old leader to recover, and a backoff grown to retry.backoff.max.ms would otherwise be added
+// to every failover, after the refresh that found the new leader. Epochs, not broker ids,
+// where known: brokers whose metadata disagree (each naming the other leader, at one epoch)
+// must not make a batch bounce between them without a backoff. Called with the partition's
+// lock held (which orders it after retryOrFail's writes).
+func (b *accBatch) leaderMoved(md *metadata) bool {
+	pm, ok := md.partition(b.part.topic.name, b.part.partition)
+	switch {
+	case !ok || pm.Leader < 0:
+		return false
+	case b.failedEpoch >= 0 && pm.LeaderEpoch >= 0:
+		return pm.LeaderEpoch > b.failedEpoch
+	default:
+		return pm.Leader != b.failedLeader
+	}
 }
 
 // requestMetadata asks the housekeeper for a refresh (at most one per retry.backoff.ms, or
