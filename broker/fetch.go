@@ -228,8 +228,11 @@ func (f *fetch) try(final bool) bool {
 				f.addSlice(segment.Slice{}, -1)
 				continue
 			}
+			// The start first: retention can move it up to the log end between the two reads,
+			// and a response must never say start > high watermark.
+			start := p.log.StartOffset()
 			hw := p.highWatermark()
-			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = int64(hw), int64(hw), int64(p.log.StartOffset())
+			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = int64(hw), int64(hw), int64(start)
 			limit := min(int(rp.PartitionMaxBytes), maxBytes-total)
 			if limit <= 0 && first {
 				limit = 1 // KIP-74: the first batch comes back whole whatever the limits

@@ -45,7 +45,7 @@ func SetSlice(d time.Duration) (int, error) {
 			return len(done), nil
 		}
 	}
-	return len(done), nil
+	return len(done), fmt.Errorf("sched: threads still appearing after %d scans: some may keep the default slice", maxScans)
 }
 
 // Slice returns the calling thread's slice: the custom one if set, else the kernel's default.
