@@ -322,3 +322,35 @@ func TestRetentionRacesAppends(t *testing.T) {
 		})
 	}
 }
+
+// A segment whose files cannot be renamed away (the rename fails) has them removed instead:
+// left under their names, they would be segments again at the next start, and the records
+// retention deleted would come back below a log start that moved back.
+func TestRetentionRemovesFilesItCannotRename(t *testing.T) {
+	m := newMem(t)
+	efs := &vfs.ErrorFS{FS: m, Inject: func(op vfs.Op, path string) error {
+		if op == vfs.OpRename && strings.HasSuffix(path, deletedSuffix) {
+			return vfs.EIO
+		}
+		return nil
+	}}
+	l := retentionLog(t, efs, "/p", false, Options{RetentionMs: 10 * time.Hour})
+	end := l.EndOffset()
+	res, err := l.DeleteExpired(end)
+	if err != nil {
+		t.Fatalf("retention with renames failing: %v (the files could be removed)", err)
+	}
+	if res.NewStart != end {
+		t.Fatalf("retention moved the start to %d, want the log end %d", res.NewStart, end)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := l.opts
+	o.FS = m
+	l2 := mustOpen(t, "/p", o)
+	defer l2.Close()
+	if l2.StartOffset() != end || l2.EndOffset() != end {
+		t.Fatalf("reopened: log [%d, %d), want [%d, %d): deleted segments came back", l2.StartOffset(), l2.EndOffset(), end, end)
+	}
+}

@@ -451,7 +451,12 @@ func (s *Segment) retire() error {
 	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		old := segmentPath(s.dir, s.base, suffix)
 		if err := s.fs.Rename(old, old+deletedSuffix); err != nil && !errors.Is(err, errNotExist) {
-			errs = append(errs, err)
+			// Left under its name, the file would be a segment again at the next start, and
+			// the records the log start has passed would come back: remove it now instead
+			// (readers holding it open still read it).
+			if rerr := s.fs.Remove(old); rerr != nil && !errors.Is(rerr, errNotExist) {
+				errs = append(errs, err, rerr)
+			}
 		}
 	}
 	s.retired.Store(true)
