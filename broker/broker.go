@@ -269,6 +269,9 @@ func (b *Broker) retentionLoop() {
 			return
 		case <-t.C:
 			for _, p := range b.partitionList() {
+				if b.ctx.Err() != nil {
+					return // shutting down: the rest waits for the next start
+				}
 				if p.tp.topic == OffsetsTopic {
 					// Not compacted (yet): deleting a segment would delete the only record of
 					// the offsets committed in it, which a restart would then not find.
