@@ -52,7 +52,7 @@ exit, including Ctrl-C and SIGTERM.
 --group stores and resumes offsets only: there is no group membership or rebalancing, so two
 consumers with the same --group each read every record of the partitions they consume (and
 commit over each other). To share a topic's partitions, give each one its own --partition.`,
-		Args: cobra.NoArgs,
+		Args: noArgs("the topic goes in --topic"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

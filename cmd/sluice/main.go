@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -69,4 +70,21 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 		msg += "; did you mean " + strings.Join(s, " or ") + "?"
 	}
 	return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
+}
+
+// noArgs is cobra.NoArgs with a message that says what was wrong: cobra's calls the first
+// argument an unknown command (`sluice consume orders`: unknown command "orders" for "sluice
+// consume"), which sends a user looking for a subcommand. hint, if any, says where the
+// argument may belong.
+func noArgs(hint string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("%s takes no arguments, got %q", cmd.CommandPath(), strings.Join(args, " "))
+		if hint != "" {
+			msg += ": " + hint
+		}
+		return errors.New(msg)
+	}
 }

@@ -243,8 +243,14 @@ func TestTopicCommands(t *testing.T) {
 		{[]string{"topic", "create", "norf", "--replication-factor", "0"}, "", "--replication-factor 0"},
 		{[]string{"topic", "alter", "events", "--config", "retention.ms=5", "--delete-config", "retention.ms"}, "", "retention.ms is both set"},
 		{[]string{"topic", "list"}, "events", ""},
+		// Removing what is not an override is refused, as by kafka-configs.sh: a typo must
+		// not read as success.
+		{[]string{"topic", "alter", "events", "--delete-config", "retention.m"}, "", "--delete-config retention.m: no such topic config (topic events's overrides: retention.ms)"},
+		{[]string{"topic", "alter", "events", "--delete-config", "write.caching"}, "", "--delete-config write.caching: topic events does not override it (it has the default value"},
 		{[]string{"topic", "alter", "events", "--config", "write.caching=true"}, "Altered topic events.", ""},
 		{[]string{"topic", "describe", "events"}, "write.caching=true", ""},
+		{[]string{"topic", "alter", "events", "--delete-config", "write.caching"}, "Altered topic events.", ""},
+		{[]string{"topic", "describe", "events"}, "write.caching=false", ""},
 		{[]string{"topic", "describe", "events"}, "retention.ms=60000", ""},
 		{[]string{"topic", "delete", "events"}, "Deleted topic events.", ""},
 		{[]string{"topic", "describe", "events"}, "", "UNKNOWN_TOPIC_OR_PARTITION"},
@@ -324,6 +330,32 @@ func TestGroupCommandsNeedASubcommand(t *testing.T) {
 			t.Errorf("sluice %v failed, yet wrote to stdout: %q", c.args, stdout.String())
 		case strings.HasPrefix(c.wantErr, "missing") && !strings.Contains(stderr.String(), "Available Commands:"):
 			t.Errorf("sluice %v: stderr %q, want the usage", c.args, stderr.String())
+		}
+	}
+}
+
+// A command that takes no arguments says so, and where the argument may belong, instead of
+// cobra's "unknown command", which sends a user looking for a subcommand.
+func TestLeafCommandsRefuseArguments(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"consume", "orders"}, `sluice consume takes no arguments, got "orders": the topic goes in --topic`},
+		{[]string{"produce", "--topic", "orders", "k:v"}, `sluice produce takes no arguments, got "k:v": the topic goes in --topic, the input on stdin or in --file`},
+		{[]string{"topic", "list", "orders", "x"}, `sluice topic list takes no arguments, got "orders x": to see one topic, use describe NAME`},
+	} {
+		root := rootCmd()
+		var stdout, stderr bytes.Buffer
+		root.SetOut(&stdout)
+		root.SetErr(&stderr)
+		root.SetArgs(append(c.args, "--broker", "unix:///nonexistent/s.sock"))
+		err := root.Execute()
+		if err == nil || err.Error() != c.wantErr {
+			t.Errorf("sluice %v: error %v, want %q", c.args, err, c.wantErr)
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("sluice %v failed, yet wrote to stdout: %q", c.args, stdout.String())
 		}
 	}
 }

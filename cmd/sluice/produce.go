@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 type produceOptions struct {
@@ -47,10 +48,14 @@ With --key-separator, the text before the first separator is the record's key an
 value; a line without the separator is an error (and is not sent). Without it records have no
 key and go to partitions by sticky partitioning, as with Kafka's default partitioner.
 
+A topic that does not exist (it is waited for up to --max-block-ms) or whose name is not valid
+fails the first line and stops there: the later lines are not read, and the exit status is
+non-zero.
+
 At the end (end of input, or Ctrl-C / SIGTERM, which stop the reading: later lines are not
 sent) the producer is flushed and a summary (records and bytes acknowledged, errors) is printed
 on stderr. The exit status is non-zero if any record failed.`,
-		Args:         cobra.NoArgs,
+		Args:         noArgs("the topic goes in --topic, the input on stdin or in --file"),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -86,7 +91,31 @@ type produceStats struct {
 	records, bytes, errors atomic.Int64
 	mu                     sync.Mutex
 	printed                int
+	topicErr               error // the first failure that every later line would repeat; guarded by mu
 	stderr                 io.Writer
+}
+
+// failTopic records err, a failure of the topic itself, if it is the first.
+func (s *produceStats) failTopic(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.topicErr == nil {
+		s.topicErr = err
+	}
+}
+
+// topicFailed returns the failure recorded by failTopic, if any.
+func (s *produceStats) topicFailed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topicErr
+}
+
+// topicFailure reports whether err says that the topic cannot be produced to at all: it does
+// not exist (Send waited max.block.ms for it) or its name is one no topic can have. Every
+// later line would fail the same way, each after the same wait.
+func topicFailure(err error) bool {
+	return errors.Is(err, client.ErrUnknownTopic) || errors.Is(err, wire.ErrInvalidTopicException)
 }
 
 func (s *produceStats) fail(format string, args ...any) {
@@ -199,6 +228,11 @@ func produceLines(ctx context.Context, p *client.Producer, o produceOptions, in 
 			}
 			produceLine(ctx, p, o, trimEOL(line), lineNo, stats)
 			gate.leave()
+			if terr := stats.topicFailed(); terr != nil {
+				// Without this, each line waits max.block.ms (a minute) for the topic
+				// in its turn: a long input would take hours to fail line by line.
+				return fmt.Errorf("%w; stopped there: the lines after it were not sent", terr)
+			}
 		}
 		if err == io.EOF {
 			return nil
@@ -224,6 +258,12 @@ func produceLine(ctx context.Context, p *client.Producer, o produceOptions, line
 	p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			return // the interrupt ended Send's wait for buffer space or metadata: not sent, not failed
+		}
+		if err != nil && topicFailure(err) {
+			// Counted, and printed once as the command's error, which ends the input.
+			stats.errors.Add(1)
+			stats.failTopic(fmt.Errorf("line %d: %w", lineNo, err))
+			return
 		}
 		if err != nil {
 			stats.fail("line %d: %v", lineNo, err)

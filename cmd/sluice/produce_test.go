@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -157,9 +158,28 @@ func TestProduceCommandFailures(t *testing.T) {
 	if _, err := runProduceCmd(t, "x\n", "--topic", "t", "--broker", addr, "--compression", "brotli"); err == nil {
 		t.Fatal("--compression brotli accepted")
 	}
-	stderr, err := runProduceCmd(t, "x\ny\n", "--topic", "missing", "--broker", addr, "--max-block-ms", "100")
-	if err == nil || !strings.Contains(stderr, "0 records, 0 bytes, 2 errors") || !strings.Contains(stderr, "unknown topic") {
-		t.Fatalf("unknown topic: %v\n%s", err, stderr)
+}
+
+// A topic that cannot be produced to (missing, or a name no topic can have) fails the first
+// line and stops the input there: each later line would wait max.block.ms for it in turn.
+func TestProduceStopsAtTopicFailure(t *testing.T) {
+	addr := produceTestBroker(t)
+	for _, tc := range []struct {
+		topic string
+		want  error
+	}{
+		{"missing", client.ErrUnknownTopic},
+		{"no/such", wire.ErrInvalidTopicException},
+	} {
+		t.Run(tc.topic, func(t *testing.T) {
+			stderr, err := runProduceCmd(t, "x\ny\nz\n", "--topic", tc.topic, "--broker", addr, "--max-block-ms", "100")
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "were not sent") {
+				t.Fatalf("error %v, want line 1's %v and the input stopped", err, tc.want)
+			}
+			if !strings.Contains(stderr, "0 records, 0 bytes, 1 errors") || strings.Contains(stderr, "line 2") {
+				t.Fatalf("stderr, want one error, for line 1:\n%s", stderr)
+			}
+		})
 	}
 }
 

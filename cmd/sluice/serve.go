@@ -59,7 +59,9 @@ the file.`,
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return err
+				// slog's own message ("slog: level string ...") names neither the flag nor
+				// the choices.
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			if err := applySchedSlice(schedSlice); err != nil {

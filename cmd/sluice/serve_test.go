@@ -101,3 +101,21 @@ func TestServeSchedSlice(t *testing.T) {
 		t.Fatal("the broker opened despite a slice out of range")
 	}
 }
+
+// A --log-level that is not one of slog's names is refused before anything opens, with a
+// message naming the flag and the choices.
+func TestServeBadLogLevel(t *testing.T) {
+	openBroker = func(broker.Config) (*broker.Broker, error) {
+		t.Fatal("the broker opened despite a bad --log-level")
+		return nil, nil
+	}
+	t.Cleanup(func() { openBroker = broker.Open })
+	cmd := rootCmd()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--log-level", "loud"})
+	const want = `--log-level "loud": want debug, info, warn or error`
+	if err := cmd.Execute(); err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}

@@ -67,7 +67,7 @@ func topicCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List topics",
-		Args:  cobra.NoArgs,
+		Args:  noArgs("to see one topic, use describe NAME"),
 		RunE: func(*cobra.Command, []string) error {
 			return withAdmin(func(ctx context.Context, a *client.Admin) error {
 				topics, err := a.ListTopics(ctx)
@@ -144,6 +144,9 @@ func topicCmd() *cobra.Command {
 				}
 			}
 			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				if err := checkDeleteConfigs(ctx, a, args[0], deleteConfigs); err != nil {
+					return err
+				}
 				if err := a.AlterTopicConfigs(ctx, args[0], set, deleteConfigs); err != nil {
 					return err
 				}
@@ -153,10 +156,45 @@ func topicCmd() *cobra.Command {
 		},
 	}
 	alter.Flags().StringArrayVar(&alterConfigs, "config", nil, "config override key=value (repeatable)")
-	alter.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "config override to remove (repeatable)")
+	alter.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "config override to remove (repeatable): one the topic has, shown as (topic) by describe")
 
 	cmd.AddCommand(create, list, describe, deleteCmd, alter)
 	return cmd
+}
+
+// checkDeleteConfigs refuses to remove what is not one of the topic's overrides, as
+// kafka-configs.sh does: removing nothing would report success, and a typo (retention.m) or a
+// config left at its default would look removed.
+func checkDeleteConfigs(ctx context.Context, a *client.Admin, topic string, del []string) error {
+	if len(del) == 0 {
+		return nil
+	}
+	_, cfgs, err := a.DescribeTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	known := map[string]wire.ConfigSource{}
+	var overrides []string
+	for _, c := range cfgs {
+		known[c.Name] = c.Source
+		if c.Source == wire.ConfigSourceDynamicTopic {
+			overrides = append(overrides, c.Name)
+		}
+	}
+	set := "none"
+	if len(overrides) > 0 {
+		set = strings.Join(overrides, ", ")
+	}
+	for _, k := range del {
+		src, ok := known[k]
+		switch {
+		case !ok:
+			return fmt.Errorf("--delete-config %s: no such topic config (topic %s's overrides: %s)", k, topic, set)
+		case src != wire.ConfigSourceDynamicTopic:
+			return fmt.Errorf("--delete-config %s: topic %s does not override it (it has the %s value; overrides: %s)", k, topic, sourceName(src), set)
+		}
+	}
+	return nil
 }
 
 func parseConfigs(kvs []string) (map[string]string, error) {
