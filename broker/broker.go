@@ -70,6 +70,8 @@ func Open(cfg Config) (*Broker, error) {
 		if err := os.Remove(marker); err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
+	} else if _, err := os.Stat(filepath.Join(cfg.DataDir, "meta")); err != nil {
+		b.logger.Info("new data directory", "dir", cfg.DataDir)
 	} else {
 		b.logger.Info("no clean-shutdown marker: logs recover from their recovery points")
 	}

@@ -53,7 +53,8 @@ fails the first line and stops there: the later lines are not read, and the exit
 non-zero.
 
 At the end (end of input, or Ctrl-C / SIGTERM, which stop the reading: later lines are not
-sent) the producer is flushed and a summary (records and bytes acknowledged, errors) is printed
+sent) the producer is flushed and a summary (records and bytes delivered: acknowledged, or
+with --acks 0 written to the socket; errors) is printed
 on stderr. The exit status is non-zero if any record failed.`,
 		Args:         noArgs("the topic goes in --topic, the input on stdin or in --file"),
 		SilenceUsage: true,
@@ -67,6 +68,10 @@ on stderr. The exit status is non-zero if any record failed.`,
 					return err
 				}
 				defer f.Close()
+				// Refused before connecting: a directory opens, and only its first read fails.
+				if fi, err := f.Stat(); err == nil && fi.IsDir() {
+					return fmt.Errorf("--file %s: is a directory", o.file)
+				}
 				in = f
 			}
 			return runProduce(ctx, stop, o, in, cmd.ErrOrStderr())
@@ -137,7 +142,7 @@ func runProduce(ctx context.Context, stop func(), o produceOptions, in io.Reader
 	}
 	codec, err := batch.ParseCodec(o.compression)
 	if err != nil {
-		return err
+		return fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", o.compression)
 	}
 	if o.lingerMs < 0 || o.batchSize <= 0 || o.maxBlockMs <= 0 {
 		return errors.New("--linger-ms cannot be negative; --batch-size and --max-block-ms must be positive")
@@ -166,6 +171,7 @@ func runProduce(ctx context.Context, stop func(), o produceOptions, in io.Reader
 	case readErr = <-read:
 	case <-ctx.Done():
 		stop()
+		fmt.Fprintln(stderr, "interrupted: delivering the records already read (interrupt again to quit at once)")
 		// Stop the reader before Close, which fails every later Send as "producer closed".
 		gate.close()
 		readErr = fmt.Errorf("interrupted: %w", context.Cause(ctx))

@@ -155,8 +155,14 @@ func TestProduceCommandFailures(t *testing.T) {
 	if _, err := runProduceCmd(t, "x\n", "--topic", "t", "--broker", addr, "--acks", "2"); err == nil {
 		t.Fatal("--acks 2 accepted")
 	}
-	if _, err := runProduceCmd(t, "x\n", "--topic", "t", "--broker", addr, "--compression", "brotli"); err == nil {
-		t.Fatal("--compression brotli accepted")
+	if _, err := runProduceCmd(t, "x\n", "--topic", "t", "--broker", addr, "--compression", "brotli"); err == nil ||
+		!strings.Contains(err.Error(), "--compression") || !strings.Contains(err.Error(), "zstd") {
+		t.Fatalf("--compression brotli: %v, want the flag and its choices named", err)
+	}
+	// A directory as --file is refused before anything is sent or summed up.
+	stderr, err := runProduceCmd(t, "", "--topic", "t", "--broker", addr, "--file", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "is a directory") || strings.Contains(stderr, "records") {
+		t.Fatalf("--file DIR: %v, stderr %q; want it refused before any summary", err, stderr)
 	}
 }
 

@@ -148,7 +148,7 @@ func topicCmd() *cobra.Command {
 					return err
 				}
 				if err := a.AlterTopicConfigs(ctx, args[0], set, deleteConfigs); err != nil {
-					return err
+					return fmt.Errorf("topic %s: %w", args[0], err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Altered topic %s.\n", args[0])
 				return nil
