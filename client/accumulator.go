@@ -125,7 +125,12 @@ type accBatch struct {
 	// with other batches of its partition in one append, with an error that may be any one
 	// batch's (too large, corrupt): alone, each batch gets its own verdict.
 	alone bool
-	built batch.Batch // Build's result, set when drained
+	// expired: its delivery.timeout.ms passed while it was in flight (expireInFlight). Its
+	// callbacks have run and Flush no longer waits for it, but its request still holds it,
+	// with its memory and its slot, until the request ends (a response, which is ignored for
+	// it, or request.timeout.ms): endExpired. Owned by the receiver, as the batch is then.
+	expired bool
+	built   batch.Batch // Build's result, set when drained
 	// slot is the batch's buffer in the producer's shared-memory region, or nil: the builder
 	// builds in it, and the batch goes to the broker as a pointer into it (SharedRegion). Its
 	// guard word is renewed before each new batch is built in it (newBatch).
@@ -342,7 +347,7 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 		p.dropSlot(b)
 	}
 	b.recs, b.recsFrom = b.recs[:0], 0
-	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built, b.alone = reserved, 0, time.Time{}, nil, nil, false
+	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built, b.alone, b.expired = reserved, 0, time.Time{}, nil, nil, false, false
 	return b
 }
 
@@ -409,6 +414,58 @@ func (p *Producer) recycleBatch(b *accBatch) {
 // its memory. wasInflight says whether b is counted in its partition's inflight.
 func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasInflight bool) {
 	ap := b.part
+	b.callback(base, appendTime, err)
+	ap.mu.Lock()
+	if wasInflight {
+		ap.mu.inflight--
+	}
+	ap.removeIncompleteLocked(b.seq)
+	owner := ap.owner.Load()
+	ap.mu.Unlock()
+	if wasInflight && p.cfg.MaxInFlight == 1 {
+		owner.signal() // the partition's next batch may go
+	}
+	p.mem.release(b.reserved)
+	p.recycleBatch(b)
+	p.batchCompleted()
+}
+
+// expireInFlight completes b, in flight past its delivery deadline, with err (as Kafka's
+// producer does, Sender.getExpiredInflightBatches): its callbacks run and Flush stops waiting
+// for it. Its request still holds it: the batch stays counted in its partition's inflight and
+// keeps its memory (buffer.memory, and the bytes the request points to, which a broker may
+// still read) until the request ends, when the receiver calls endExpired instead of handling
+// the batch's result. Called by the receiver, which owns b.
+func (p *Producer) expireInFlight(b *accBatch, err error) {
+	ap := b.part
+	b.expired = true
+	b.callback(-1, -1, err)
+	clear(b.recs) // ran: nothing may call them again
+	b.recs = b.recs[:0]
+	ap.mu.Lock()
+	ap.removeIncompleteLocked(b.seq)
+	ap.mu.Unlock()
+	p.batchCompleted()
+}
+
+// endExpired lets go of a batch that expireInFlight completed, once its request has ended:
+// whatever the request's outcome, it changes nothing for the batch's records.
+func (p *Producer) endExpired(b *accBatch) {
+	ap := b.part
+	ap.mu.Lock()
+	ap.mu.inflight--
+	owner := ap.owner.Load()
+	ap.mu.Unlock()
+	if p.cfg.MaxInFlight == 1 {
+		owner.signal() // the partition's next batch may go
+	}
+	p.mem.release(b.reserved)
+	p.recycleBatch(b)
+}
+
+// callback runs b's callbacks with the outcome (see complete).
+func (b *accBatch) callback(base, appendTime int64, err error) {
+	ap := b.part
 	md := RecordMetadata{Topic: ap.topic.name, Partition: ap.partition, Offset: -1}
 	for i := range b.recs {
 		rec := &b.recs[i]
@@ -426,19 +483,20 @@ func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasI
 		md.KeySize, md.ValueSize = int(rec.keySize), int(rec.valueSize)
 		rec.cb(md, err)
 	}
-	ap.mu.Lock()
-	if wasInflight {
-		ap.mu.inflight--
+}
+
+// inFlightTimeoutErr is the error of a batch whose delivery.timeout.ms passed while it was in
+// flight to broker, in a request sent at sentAt.
+func (p *Producer) inFlightTimeoutErr(b *accBatch, broker int32, sentAt, now time.Time) error {
+	ap := b.part
+	if b.lastErr != nil {
+		return fmt.Errorf("%w: %s-%d: %d records in flight to broker %d for %v (attempt %d), not acknowledged within delivery.timeout.ms %v: %w; last error: %w",
+			ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), broker, now.Sub(sentAt).Round(time.Millisecond), b.attempts+1,
+			p.cfg.DeliveryTimeout, context.DeadlineExceeded, b.lastErr)
 	}
-	ap.removeIncompleteLocked(b.seq)
-	owner := ap.owner.Load()
-	ap.mu.Unlock()
-	if wasInflight && p.cfg.MaxInFlight == 1 {
-		owner.signal() // the partition's next batch may go
-	}
-	p.mem.release(b.reserved)
-	p.recycleBatch(b)
-	p.batchCompleted()
+	return fmt.Errorf("%w: %s-%d: %d records in flight to broker %d for %v, not acknowledged within delivery.timeout.ms %v: %w",
+		ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), broker, now.Sub(sentAt).Round(time.Millisecond),
+		p.cfg.DeliveryTimeout, context.DeadlineExceeded)
 }
 
 // deliveryTimeoutErr is the error of a batch that outlived delivery.timeout.ms.

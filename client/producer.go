@@ -45,8 +45,11 @@ package client
 // delivery.timeout.ms has passed since the batch was opened: its callbacks then get an error
 // wrapping ErrDeliveryTimeout and the last error. Batches waiting to go expire on time even
 // while every in-flight slot is held by a request the broker does not answer (the sender
-// looks for them while it waits for a slot); a batch in flight completes when its request is
-// answered or reaches request.timeout.ms.
+// looks for them while it waits for a slot), and so do batches in flight, as in Kafka (the
+// receiver, which holds every request in flight, times their deadlines): their callbacks run
+// and Flush stops waiting for them, but their request keeps them, with their memory (and
+// their shared-memory buffer, which the broker may still read), until it is answered (the
+// answer is then ignored for them) or reaches request.timeout.ms.
 //
 // Ordering: records of one partition are appended to batches in Send order and batches are
 // sent in order, but the producer is not idempotent, so with MaxInFlight > 1 a batch that
@@ -194,8 +197,10 @@ type ProducerConfig struct {
 	RetryBackoffMax time.Duration
 	// DeliveryTimeout is delivery.timeout.ms (120 s, or Linger + RequestTimeout if that is
 	// longer): the bound on the time from Send to the callback, counted from the opening of
-	// the record's batch, except for a batch in flight, which waits for its request's answer
-	// or request.timeout.ms. Set, it must exceed Linger.
+	// the record's batch, whether the batch is waiting to be sent or in flight (as in Kafka: a
+	// batch whose request is not answered in time fails then, and the late answer is
+	// ignored; the request keeps the batch's memory until it ends). Set, it must exceed
+	// Linger.
 	DeliveryTimeout time.Duration
 	// MaxInFlight is max.in.flight.requests.per.connection (5): outstanding Produce requests
 	// per broker. 1 keeps each partition's records in order across retries.
@@ -739,6 +744,11 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.sendersMu.Lock() // senderFor starts no goroutine once stop is closed
 	close(p.stop)
 	p.sendersMu.Unlock()
+	// A flush that succeeded can leave requests in flight whose batches all expired there
+	// (delivery.timeout.ms, expireInFlight): nobody wants their answers, and a broker that
+	// does not answer would hold their receivers until request.timeout.ms. Closing the
+	// connections ends them (the sender sends nothing more: every batch has completed).
+	_ = p.client.Close()
 	p.wg.Wait()
 	p.cancel()
 	p.sweep(err)

@@ -38,7 +38,10 @@ type fakeBroker struct {
 	// handler returns the response body to req, or nil to leave it unanswered (a parked
 	// long poll). Calls are serialised.
 	handler func(h wire.RequestHeader, req wire.Request) []byte
-	hmu     sync.Mutex
+	// connHandler, if set, is called instead of handler, with the request's connection, on
+	// which it may reply later (fakeConn.reply).
+	connHandler func(c *fakeConn, h wire.RequestHeader, req wire.Request) []byte
+	hmu         sync.Mutex
 
 	wg    sync.WaitGroup
 	mu    sync.Mutex
@@ -72,7 +75,33 @@ func startFakeBroker(t testing.TB, dir string, handler func(wire.RequestHeader, 
 	return b
 }
 
+// startFakeBrokerConn is startFakeBroker with a handler that is given the request's
+// connection, so that it can leave a request unanswered and answer it later.
+func startFakeBrokerConn(t testing.TB, dir string, handler func(c *fakeConn, h wire.RequestHeader, req wire.Request) []byte) *fakeBroker {
+	b := startFakeBroker(t, dir, nil)
+	b.hmu.Lock()
+	b.connHandler = handler
+	b.hmu.Unlock()
+	return b
+}
+
 func (b *fakeBroker) addr() string { return "unix://" + b.path }
+
+// fakeConn is one connection to a fakeBroker; its responses go out whole, one at a time.
+type fakeConn struct {
+	nc net.Conn
+	mu sync.Mutex
+}
+
+// reply writes a response with body resp to the request with correlation id id.
+func (c *fakeConn) reply(id int32, resp []byte) error {
+	out := binary.BigEndian.AppendUint32(nil, uint32(wire.ResponseHeaderLen+len(resp)))
+	out = binary.BigEndian.AppendUint32(out, uint32(id))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.nc.Write(append(out, resp...))
+	return err
+}
 
 // locked runs f under the handler's lock: the test's own use of what the handler uses (the
 // fuzzer's bytes, what it served) must not race with it.
@@ -85,6 +114,7 @@ func (b *fakeBroker) locked(f func()) {
 func (b *fakeBroker) serve(nc net.Conn) {
 	defer b.wg.Done()
 	defer nc.Close()
+	fc := &fakeConn{nc: nc}
 	for {
 		var size [wire.FrameSizeLen]byte
 		if _, err := io.ReadFull(nc, size[:]); err != nil {
@@ -121,15 +151,17 @@ func (b *fakeBroker) serve(nc net.Conn) {
 			resp = (&wire.APIVersionsResponse{APIKeys: keys}).AppendTo(nil)
 		} else {
 			b.hmu.Lock()
-			resp = b.handler(h, req)
+			if b.connHandler != nil {
+				resp = b.connHandler(fc, h, req)
+			} else {
+				resp = b.handler(h, req)
+			}
 			b.hmu.Unlock()
 		}
 		if resp == nil {
 			continue
 		}
-		out := binary.BigEndian.AppendUint32(nil, uint32(wire.ResponseHeaderLen+len(resp)))
-		out = binary.BigEndian.AppendUint32(out, uint32(h.CorrelationID))
-		if _, err := nc.Write(append(out, resp...)); err != nil {
+		if err := fc.reply(h.CorrelationID, resp); err != nil {
 			return
 		}
 	}
