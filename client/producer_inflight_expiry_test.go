@@ -283,3 +283,49 @@ func TestProducerCloseWithExpiredRequestInFlight(t *testing.T) {
 		t.Fatalf("the callback ran %d times, want once", n)
 	}
 }
+
+// A batch retried into a later request while an earlier request (of a younger batch) is in
+// flight expires at its own delivery deadline, not at the younger one's: the receiver, which
+// set its timer for the head request, learns of the later request's earlier deadline when it
+// goes out (expiryPoke). Here the old record fails about 2 s before the young one.
+func TestProducerInFlightExpiryOfALaterRequestComesFirst(t *testing.T) {
+	pb := startParkingBroker(t)
+	ctx := context.Background()
+	const deliveryTimeout = 3 * time.Second
+	p, err := NewProducer(ctx, ProducerConfig{
+		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
+		Linger: -1, DeliveryTimeout: deliveryTimeout, RetryBackoff: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		_ = p.Close(done)
+	})
+
+	old, young := newCountingCallback(), newCountingCallback()
+	var oldAt, youngAt atomic.Int64
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("old")}, func(m RecordMetadata, err error) {
+		oldAt.Store(time.Now().UnixNano())
+		old.cb(m, err)
+	})
+	first := pb.waitParked(t, 1)[0]
+	time.Sleep(2 * time.Second) // the young record's deadline comes 2 s after the old one's
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("young")}, func(m RecordMetadata, err error) {
+		youngAt.Store(time.Now().UnixNano())
+		young.cb(m, err)
+	})
+	pb.waitParked(t, 2)
+	// The old batch's request fails (retriable, the leader unchanged): it is sent again, in a
+	// request behind the young one's.
+	_ = first.c.reply(first.id, produceAnswer(wire.ErrNotEnoughReplicas, 0))
+	pb.waitParked(t, 3)
+
+	checkInFlightExpiry(t, "old record", old.wait(t, "old record"))
+	checkInFlightExpiry(t, "young record", young.wait(t, "young record"))
+	if gap := time.Duration(youngAt.Load() - oldAt.Load()); gap < time.Second {
+		t.Fatalf("the old record failed %v before the young one; its deadline is 2 s earlier (it waited for the young request's)", gap)
+	}
+}
