@@ -315,6 +315,10 @@ type Producer struct {
 	region      *SharedRegion // batch buffers shared with brokers on this host, or nil
 	builderOpts batch.BuilderOptions
 	mem         bufferMemory
+	// lastRetryWarn (Unix ns) rate-limits the warning a failed batch that will be retried logs
+	// (retryOrFail): without it a producer whose broker went away said nothing until its
+	// records timed out, two minutes later; with one per batch it would flood the log.
+	lastRetryWarn atomic.Int64
 
 	// topics maps a topic name to its accumulator state; copy on write under topicsMu, so the
 	// Send path reads it with one atomic load. Invariant: topics and their partition slices only
@@ -588,7 +592,11 @@ func (p *Producer) addTopic(ctx context.Context, name string, budget *blockBudge
 		if err == nil {
 			err = fmt.Errorf("%w: %s has no partitions", ErrUnknownTopic, name)
 		}
-		last = err
+		if last == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			// A lookup cut off by max.block.ms says nothing about the topic: the error
+			// reported stays the last one that did (unknown topic, a broker refusing).
+			last = err
+		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			return nil, fmt.Errorf("%w: topic %s not in metadata after max.block.ms %v: %w: %w",

@@ -12,6 +12,8 @@ package client
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -478,5 +480,55 @@ func TestBatchLeaderMoved(t *testing.T) {
 		if got := b.leaderMoved(tc.md); got != tc.want {
 			t.Errorf("%s: leaderMoved %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// levelCounter is a slog.Handler that counts the records of one message by level.
+type levelCounter struct {
+	msg string
+	mu  sync.Mutex
+	n   map[slog.Level]int
+}
+
+func (h *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levelCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Message == h.msg {
+		h.n[r.Level]++
+	}
+	return nil
+}
+func (h *levelCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *levelCounter) WithGroup(string) slog.Handler      { return h }
+
+// A producer whose batches keep failing says so once (a warning), not once per retry, and not
+// only when the records time out: a broker that went away fails every batch, again and again.
+func TestProducerWarnsOnceWhileRetrying(t *testing.T) {
+	const refusals = 6
+	rb := startRetryBroker(t, 1, func(n int) wire.ErrorCode {
+		if n < refusals {
+			return wire.ErrKafkaStorageError
+		}
+		return wire.NoError
+	})
+	logs := &levelCounter{msg: "sluice producer: produce failed, retrying", n: map[slog.Level]int{}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := NewProducer(ctx, ProducerConfig{
+		Config: Config{Brokers: []string{rb.addr()}, SharedMemoryBytes: -1, Logger: slog.New(logs)},
+		Linger: -1, RetryBackoff: time.Millisecond, RetryBackoffMax: 4 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if _, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}); err != nil {
+		t.Fatalf("SendSync after %d refusals: %v", refusals, err)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if logs.n[slog.LevelWarn] != 1 || logs.n[slog.LevelDebug] != refusals-1 {
+		t.Fatalf("retry logs by level %v, want one warning and %d debug records for %d refusals", logs.n, refusals-1, refusals)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -869,6 +870,7 @@ func (p *Producer) retryOrFail(b *accBatch, err error, from int32, now time.Time
 		if pm, ok := p.client.meta.Load().partition(b.part.topic.name, b.part.partition); ok && pm.Leader == from {
 			b.failedEpoch = pm.LeaderEpoch
 		}
+		p.logRetry(b, err, from, now)
 		ap := b.part
 		ap.mu.Lock()
 		ap.mu.inflight--
@@ -906,6 +908,21 @@ func (b *accBatch) leaderMoved(md *metadata) bool {
 	default:
 		return pm.Leader != b.failedLeader
 	}
+}
+
+// retryWarnEvery is the least time between two of the producer's retry warnings.
+const retryWarnEvery = 10 * time.Second
+
+// logRetry logs a failed batch that will be retried: a warning at most every retryWarnEvery
+// for the whole producer (a broker that went away fails every partition's batches at once,
+// and again at each retry), debug otherwise.
+func (p *Producer) logRetry(b *accBatch, err error, from int32, now time.Time) {
+	level := slog.LevelDebug
+	if last := p.lastRetryWarn.Load(); now.UnixNano()-last >= int64(retryWarnEvery) && p.lastRetryWarn.CompareAndSwap(last, now.UnixNano()) {
+		level = slog.LevelWarn
+	}
+	p.cfg.Logger.Log(p.ctx, level, "sluice producer: produce failed, retrying", "broker", from,
+		"partition", fmt.Sprintf("%s-%d", b.part.topic.name, b.part.partition), "attempt", b.attempts, "err", err)
 }
 
 // requestMetadata asks the housekeeper for a refresh (at most one per retry.backoff.ms, or

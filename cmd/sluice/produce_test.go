@@ -182,6 +182,9 @@ func TestProduceStopsAtTopicFailure(t *testing.T) {
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "were not sent") {
 				t.Fatalf("error %v, want line 1's %v and the input stopped", err, tc.want)
 			}
+			if tc.want == client.ErrUnknownTopic && strings.Count(err.Error(), "unknown topic or partition") < 2 {
+				t.Fatalf("error %v: want the broker's answer as the cause, not the lookup cut off by max.block.ms", err)
+			}
 			if !strings.Contains(stderr, "0 records, 0 bytes, 1 errors") || strings.Contains(stderr, "line 2") {
 				t.Fatalf("stderr, want one error, for line 1:\n%s", stderr)
 			}
