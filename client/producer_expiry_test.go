@@ -40,20 +40,12 @@ func TestProducerDeliveryTimeoutWhileRequestsHang(t *testing.T) {
 
 	const deliveryTimeout = 200 * time.Millisecond
 	ctx := context.Background()
-	p, err := NewProducer(ctx, ProducerConfig{
+	p := newClosedAtEndProducer(t, ProducerConfig{
 		// The in-flight request holds its slot for the whole test.
 		Config:          Config{Brokers: []string{fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
 		MaxInFlight:     1,
 		Linger:          -1,
 		DeliveryTimeout: deliveryTimeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		done, cancel := context.WithCancel(ctx)
-		cancel()
-		_ = p.Close(done)
 	})
 	firstDone := make(chan error, 1)
 	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("in flight")}, func(_ RecordMetadata, err error) {

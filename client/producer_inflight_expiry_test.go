@@ -88,6 +88,22 @@ func (pb *parkingBroker) waitParked(t *testing.T, n int) []parkedRequest {
 	}
 }
 
+// newClosedAtEndProducer returns a producer that the test's end closes at once: the records it
+// still holds fail, and nothing waits for requests a fake broker leaves unanswered.
+func newClosedAtEndProducer(t *testing.T, cfg ProducerConfig) *Producer {
+	t.Helper()
+	p, err := NewProducer(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = p.Close(done)
+	})
+	return p
+}
+
 // countingCallback records a record's outcomes: there must be exactly one.
 type countingCallback struct {
 	calls atomic.Int32
@@ -174,18 +190,10 @@ func TestProducerDeliveryTimeoutInFlight(t *testing.T) {
 			pb := startParkingBroker(t)
 			const batchSize = 1024
 			ctx := context.Background()
-			p, err := NewProducer(ctx, ProducerConfig{
+			p := newClosedAtEndProducer(t, ProducerConfig{
 				Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
 				Linger: -1, DeliveryTimeout: time.Second, BatchSize: batchSize, BufferMemory: 2 * batchSize,
 				RetryBackoff: time.Millisecond,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				done, cancel := context.WithCancel(ctx)
-				cancel()
-				_ = p.Close(done)
 			})
 
 			// Two batches, each in a request of its own (linger 0: the first goes at once).
@@ -198,7 +206,7 @@ func TestProducerDeliveryTimeoutInFlight(t *testing.T) {
 			checkInFlightExpiry(t, "first record", first.wait(t, "first record"))
 			checkInFlightExpiry(t, "second record", second.wait(t, "second record"))
 			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err = p.Flush(fctx)
+			err := p.Flush(fctx)
 			cancel()
 			if err != nil {
 				t.Fatalf("Flush with both batches expired in flight: %v", err)
@@ -255,13 +263,10 @@ func TestProducerDeliveryTimeoutInFlight(t *testing.T) {
 func TestProducerCloseWithExpiredRequestInFlight(t *testing.T) {
 	pb := startParkingBroker(t)
 	ctx := context.Background()
-	p, err := NewProducer(ctx, ProducerConfig{
+	p := newClosedAtEndProducer(t, ProducerConfig{
 		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
 		Linger: -1, DeliveryTimeout: time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newCountingCallback()
 	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}, rec.cb)
 	pb.waitParked(t, 1)
@@ -292,17 +297,9 @@ func TestProducerInFlightExpiryOfALaterRequestComesFirst(t *testing.T) {
 	pb := startParkingBroker(t)
 	ctx := context.Background()
 	const deliveryTimeout = 3 * time.Second
-	p, err := NewProducer(ctx, ProducerConfig{
+	p := newClosedAtEndProducer(t, ProducerConfig{
 		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
 		Linger: -1, DeliveryTimeout: deliveryTimeout, RetryBackoff: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		done, cancel := context.WithCancel(ctx)
-		cancel()
-		_ = p.Close(done)
 	})
 
 	old, young := newCountingCallback(), newCountingCallback()

@@ -105,18 +105,7 @@ func (rb *retryBroker) waitFor(t *testing.T, what string, cond func(metadata, pr
 func newRetryProducer(t *testing.T, rb *retryBroker, cfg ProducerConfig) *Producer {
 	t.Helper()
 	cfg.Config = Config{Brokers: []string{rb.addr()}, SharedMemoryBytes: -1, Logger: fzDiscardLogger()}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := NewProducer(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		done, cancel := context.WithCancel(context.Background())
-		cancel() // records still held fail at once
-		_ = p.Close(done)
-	})
-	return p
+	return newClosedAtEndProducer(t, cfg)
 }
 
 // minBackoff is the shortest wait retryBackoff may give after failures failures in a row:

@@ -24,15 +24,7 @@ func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 	}
 	cfg.SharedMemoryBytes = slotStride(slotSize(cfg)) // one buffer in the region
 	ctx := context.Background()
-	p, err := NewProducer(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		done, cancel := context.WithCancel(ctx)
-		cancel()
-		_ = p.Close(done)
-	})
+	p := newClosedAtEndProducer(t, cfg)
 	if p.region == nil {
 		t.Skip("no shared-memory region on this system")
 	}
@@ -62,7 +54,7 @@ func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 
 	checkInFlightExpiry(t, "first record", first.wait(t, "first record"))
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = p.Flush(fctx)
+	err := p.Flush(fctx)
 	cancel()
 	if err != nil {
 		t.Fatalf("Flush with the batch expired in flight: %v", err)
