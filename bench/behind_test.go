@@ -69,10 +69,7 @@ func TestPacedRunThatFallsBehindStops(t *testing.T) {
 			clock := newFakeClock()
 			d := newMemDriver()
 			slowSends(d, clock, 20*time.Millisecond)
-			run := Produce
-			if mode == ModeE2E {
-				run = E2E
-			}
+			run := runFor(mode)
 			c := Config{Topic: "b", CreateTopic: true, Rate: 1000, Duration: time.Second, RecordSize: 64, Clock: clock}
 			r, err := run(context.Background(), d, c)
 			if !errors.Is(err, ErrFellBehind) {
@@ -253,10 +250,7 @@ func TestPacedRunOfRecordsThatFallsBehindStops(t *testing.T) {
 				clock := newFakeClock()
 				d := newMemDriver()
 				slowSends(d, clock, 20*time.Millisecond)
-				run := Produce
-				if mode == ModeE2E {
-					run = E2E
-				}
+				run := runFor(mode)
 				c := Config{Topic: "b", CreateTopic: true, Rate: 1000, Records: 1000, Producers: producers, RecordSize: 64, Clock: clock}
 				r, err := run(context.Background(), d, c)
 				if !errors.Is(err, ErrFellBehind) {
@@ -327,10 +321,7 @@ func TestPacedRunOfRecordsIsMeasuredOverItsSchedule(t *testing.T) {
 		{ModeE2E, 10, 10},
 	} {
 		t.Run(fmt.Sprintf("%s/%d at %v", tc.mode, tc.records, tc.rate), func(t *testing.T) {
-			run := Produce
-			if tc.mode == ModeE2E {
-				run = E2E
-			}
+			run := runFor(tc.mode)
 			c := Config{Topic: "s", CreateTopic: true, Rate: tc.rate, Records: tc.records, RecordSize: 64, Clock: newFakeClock()}
 			r, err := run(context.Background(), newMemDriver(), c)
 			if err != nil || r.Records != tc.records {
@@ -394,4 +385,12 @@ func TestPacedRunOfRecordsSendsTheFirstDue(t *testing.T) {
 	if sent != records || !last.Before(end) {
 		t.Errorf("%d records sent, the last due %v after the start; want %d, all due before %v", sent, last.Sub(sc.start), records, end.Sub(sc.start))
 	}
+}
+
+// runFor is the run of a produce or an e2e mode.
+func runFor(mode string) func(context.Context, Driver, Config) (Result, error) {
+	if mode == ModeE2E {
+		return E2E
+	}
+	return Produce
 }

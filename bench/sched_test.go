@@ -450,10 +450,7 @@ func TestRateOfMax(t *testing.T) {
 				d.mu.Unlock()
 				return nil
 			}
-			run := Produce
-			if mode == ModeE2E {
-				run = E2E
-			}
+			run := runFor(mode)
 			// Wrapped as an embedded system's driver is (WithClose): the probes' topics must
 			// still be deleted through it.
 			r, err := run(context.Background(), WithClose(d, func() error { return nil }), c)

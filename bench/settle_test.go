@@ -19,10 +19,7 @@ func TestSettleErrorEndsTheRun(t *testing.T) {
 			c := Config{Topic: "r", CreateTopic: true, RecordSize: 64, RateOfMax: 0.5,
 				ProbeDuration: 100 * time.Millisecond, Duration: 100 * time.Millisecond,
 				Settle: func(context.Context) error { settles++; return errSettle }}
-			run := Produce
-			if mode == ModeE2E {
-				run = E2E
-			}
+			run := runFor(mode)
 			_, err := run(context.Background(), d, c)
 			if !errors.Is(err, errSettle) {
 				t.Fatalf("%s returned %v, want the settle's error", mode, err)

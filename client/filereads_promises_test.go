@@ -205,13 +205,7 @@ func TestFileReadsSeekDuringSpanReadKeepsTheFetch(t *testing.T) {
 	request := fe.reqCtx
 	c.mu.Unlock()
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	hook := func() {
-		close(entered)
-		<-release
-	}
-	testHookSpanRead.Store(&hook)
-	t.Cleanup(func() { testHookSpanRead.Store(nil) })
+	entered, release := holdSpanReads(t)
 	read := make(chan bool)
 	go func() {
 		c.pollMu.Lock()

@@ -88,12 +88,7 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 	c.mu.Lock()
 	c.mu.parts[tp].spanAhead = 100
 	c.mu.Unlock()
-	entered, release := make(chan struct{}), make(chan struct{})
-	hook := func() {
-		close(entered)
-		<-release
-	}
-	testHookSpanRead.Store(&hook)
+	entered, release := holdSpanReads(t)
 	read := make(chan bool)
 	go func() {
 		c.pollMu.Lock()
@@ -121,4 +116,18 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Offset != 7 {
 		t.Fatalf("poll after the seek: %d records, %v; want the record at offset 7", len(recs), err)
 	}
+}
+
+// holdSpanReads makes the next span read wait in readSpan's hook: entered is closed when it
+// starts, and it goes on once release is closed. The hook is removed at the test's end.
+func holdSpanReads(t *testing.T) (entered, release chan struct{}) {
+	t.Helper()
+	entered, release = make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(entered)
+		<-release
+	}
+	testHookSpanRead.Store(&hook)
+	t.Cleanup(func() { testHookSpanRead.Store(nil) })
+	return entered, release
 }

@@ -922,7 +922,7 @@ func (p *Producer) logRetry(b *accBatch, err error, from int32, now time.Time) {
 		level = slog.LevelWarn
 	}
 	p.cfg.Logger.Log(p.ctx, level, "sluice producer: produce failed, retrying", "broker", from,
-		"partition", fmt.Sprintf("%s-%d", b.part.topic.name, b.part.partition), "attempt", b.attempts, "err", err)
+		"topic", b.part.topic.name, "partition", b.part.partition, "attempt", b.attempts, "err", err)
 }
 
 // requestMetadata asks the housekeeper for a refresh (at most one per retry.backoff.ms, or
