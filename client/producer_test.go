@@ -598,8 +598,16 @@ func TestProducerUnknownTopicAndBadRecords(t *testing.T) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := prodGoroutines(); n != 0 {
-		t.Fatalf("%d producer goroutines left after Close", n)
+	// Close waits for the loops' WaitGroup, and each loop's deferred Done runs just before the
+	// goroutine ends: for a moment it can still be in the stack dump.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		n := prodGoroutines()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d producer goroutines left 5 s after Close", n)
+		}
 	}
 	if _, err := p.SendSync(ctx, &client.Record{Topic: "two"}); !errors.Is(err, client.ErrProducerClosed) {
 		t.Fatalf("Send after Close: %v", err)
