@@ -305,6 +305,7 @@ func (b *Broker) effectiveConfigs(t cluster.TopicMeta) map[string]string {
 	d := b.topicDefaults
 	out["segment.bytes"] = strconv.FormatInt(d.SegmentBytes, 10)
 	out["segment.ms"] = ms(d.SegmentTime, maxLong)
+	out["segment.jitter.ms"] = ms(d.SegmentJitter, maxLong)
 	out["retention.ms"] = ms(d.Retention, "-1")
 	out["retention.bytes"] = strconv.FormatInt(d.RetentionBytes, 10)
 	out["max.message.bytes"] = strconv.FormatInt(d.MaxMessageBytes, 10)

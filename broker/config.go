@@ -36,6 +36,7 @@ type Config struct {
 
 	SegmentBytes       int64         // log.segment.bytes: 1 GiB
 	SegmentMs          time.Duration // log.roll.ms / log.roll.hours: 7 days
+	SegmentJitter      time.Duration // log.roll.jitter.ms / log.roll.jitter.hours: 0
 	RetentionMs        time.Duration // log.retention.ms / .minutes / .hours: 7 days
 	RetentionBytes     int64         // log.retention.bytes: -1
 	RetentionCheck     time.Duration // log.retention.check.interval.ms: 5 min
@@ -110,6 +111,7 @@ func (c Config) topicDefaults() cluster.TopicConfig {
 	d := cluster.DefaultTopicConfig()
 	d.SegmentBytes = c.SegmentBytes
 	d.SegmentTime = c.SegmentMs
+	d.SegmentJitter = c.SegmentJitter
 	d.Retention = c.RetentionMs
 	d.RetentionBytes = c.RetentionBytes
 	d.FlushMessages = c.FlushMessages
@@ -268,6 +270,10 @@ func (c *Config) Set(key, value string) error {
 		return dur(&c.SegmentMs, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64, topic: "segment.ms"})
 	case "log.roll.hours":
 		return dur(&c.SegmentMs, time.Hour, bounds{lo: 1, hi: math.MaxInt32})
+	case "log.roll.jitter.ms":
+		return dur(&c.SegmentJitter, time.Millisecond, bounds{lo: 0, hi: math.MaxInt64, topic: "segment.jitter.ms"})
+	case "log.roll.jitter.hours":
+		return dur(&c.SegmentJitter, time.Hour, bounds{lo: 0, hi: math.MaxInt32})
 	case "log.retention.ms":
 		return dur(&c.RetentionMs, time.Millisecond, retentionTime(math.MaxInt64, "retention.ms"))
 	case "log.retention.minutes":

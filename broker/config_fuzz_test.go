@@ -38,7 +38,7 @@ func FuzzParseProperties(f *testing.F) {
 		"log.segment.bytes=14\nlog.index.size.max.bytes=12\nlog.index.interval.bytes=1\nmessage.max.bytes=1\n",
 		"log.retention.check.interval.ms=1\nlog.roll.ms=1\nlog.flush.interval.messages=1\nconnections.max.idle.ms=-1\n",
 		"log.retention.bytes=-9223372036854775808\nshared.memory.max.bytes=-1\nlog.preallocate.bytes=1\n",
-		"log.segment.bytes=13", "log.index.size.max.bytes=11", "log.retention.ms=0", "log.retention.bytes=0",
+		"log.segment.bytes=13", "log.index.size.max.bytes=11", "log.roll.jitter.ms=-1", "log.roll.jitter.hours=3", "log.retention.ms=0", "log.retention.bytes=0",
 		"connections.max.idle.ms=0", "log.writeback.bytes=0", "message.max.bytes=-1", "log.retention.hours=-2",
 	} {
 		f.Add(s)
@@ -53,7 +53,7 @@ func FuzzParseProperties(f *testing.F) {
 		}
 		// Durations: dur turns -1 or an overflowing count into cluster.Forever.
 		for name, d := range map[string]time.Duration{
-			"log.roll": c.SegmentMs, "log.retention": c.RetentionMs, "log.retention.check.interval.ms": c.RetentionCheck,
+			"log.roll": c.SegmentMs, "log.roll.jitter": c.SegmentJitter, "log.retention": c.RetentionMs, "log.retention.check.interval.ms": c.RetentionCheck,
 			"log.flush.interval.ms": c.FlushMs, "connections.max.idle.ms": c.IdleTimeout,
 		} {
 			if d < 0 {
@@ -88,6 +88,7 @@ func FuzzParseProperties(f *testing.F) {
 			"index.interval.bytes": strconv.FormatInt(td.IndexIntervalBytes, 10), "segment.index.bytes": strconv.FormatInt(td.SegmentIndexBytes, 10),
 			"flush.messages": strconv.FormatInt(td.FlushMessages, 10), "retention.bytes": strconv.FormatInt(td.RetentionBytes, 10),
 			"retention.ms": ms(td.Retention, "-1"), "segment.ms": ms(td.SegmentTime, maxLong), "flush.ms": ms(td.FlushInterval, maxLong),
+			"segment.jitter.ms": ms(td.SegmentJitter, maxLong),
 		}); err != nil {
 			t.Fatalf("broker-wide topic defaults %+v: %v", td, err)
 		}

@@ -111,6 +111,7 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 	return segment.Options{
 		SegmentBytes:       c.SegmentBytes,
 		SegmentMs:          c.SegmentTime,
+		SegmentJitter:      c.SegmentJitter,
 		IndexIntervalBytes: int(indexInterval),
 		SegmentIndexBytes:  int(c.SegmentIndexBytes),
 		RetentionBytes:     retentionBytes,

@@ -312,9 +312,9 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	return info, nil
 }
 
-// shouldRollLocked applies segment.bytes, segment.ms (measured, as Kafka, between the incoming
-// batches' max timestamp and the segment's first batch), index capacity, and the 32-bit
-// relative offset limit.
+// shouldRollLocked applies segment.bytes, segment.ms less the segment's jitter (measured, as
+// Kafka, between the incoming batches' max timestamp and the segment's first batch), index
+// capacity, and the 32-bit relative offset limit.
 func (l *Log) shouldRollLocked(s *Segment, n int, info AppendInfo) bool {
 	size := s.size.Load()
 	if size == 0 {
@@ -326,10 +326,11 @@ func (l *Log) shouldRollLocked(s *Segment, n int, info AppendInfo) bool {
 	if info.LastOffset-s.base > batch.Offset(^uint32(0)) {
 		return true
 	}
+	rollAfter := l.opts.SegmentMs - s.rollJitter // below zero after segment.ms was lowered: roll
 	if s.firstTs >= 0 {
-		return info.MaxTimestamp-s.firstTs > l.opts.SegmentMs.Milliseconds()
+		return info.MaxTimestamp-s.firstTs > rollAfter.Milliseconds()
 	}
-	return l.opts.Now().Sub(s.openedAt) > l.opts.SegmentMs
+	return l.opts.Now().Sub(s.openedAt) > rollAfter
 }
 
 // rollLocked closes the active segment for appends and starts a new one at base. The flusher
@@ -489,6 +490,7 @@ func (l *Log) Reconfigure(o Options) {
 	l.appendMu.Lock()
 	l.opts.SegmentBytes = n.SegmentBytes
 	l.opts.SegmentMs = n.SegmentMs
+	l.opts.SegmentJitter = n.SegmentJitter // drawn by the segments created or opened from now on
 	l.opts.IndexIntervalBytes = n.IndexIntervalBytes
 	l.opts.SegmentIndexBytes = n.SegmentIndexBytes // read by createSegment and activate, under appendMu
 	l.opts.RetentionBytes = n.RetentionBytes

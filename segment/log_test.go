@@ -218,6 +218,55 @@ func TestRollBySegmentMs(t *testing.T) {
 	}
 }
 
+// TestRollBySegmentJitter: with segment.jitter.ms each segment rolls a random amount before
+// segment.ms, drawn per segment and never past segment.ms; without it every segment rolls at
+// segment.ms exactly.
+func TestRollBySegmentJitter(t *testing.T) {
+	minute := time.Minute.Milliseconds()
+	// rollAges appends a batch a minute apart until the log has rolled segments times, and
+	// returns the age in minutes of each segment's first batch when the next one rolled it.
+	rollAges := func(jitter time.Duration, segments int) []int64 {
+		o := testOptions(newMem(t))
+		o.SegmentMs = time.Hour
+		o.SegmentJitter = jitter
+		l := mustOpen(t, "/p", o)
+		defer l.Close()
+		var ages []int64
+		first, ts := int64(0), int64(0)
+		mustAppend(t, l, makeBatch(t, "x", 1, ts))
+		for len(ages) < segments {
+			ts += minute
+			n := len(l.Segments())
+			mustAppend(t, l, makeBatch(t, "x", 1, ts))
+			if len(l.Segments()) > n {
+				ages = append(ages, (ts-first)/minute)
+				first = ts
+			}
+			if ts-first > 2*time.Hour.Milliseconds() {
+				t.Fatalf("jitter %v: no roll 2 h after a segment's first batch", jitter)
+			}
+		}
+		return ages
+	}
+	for _, age := range rollAges(0, 5) {
+		if age != 61 {
+			t.Fatalf("no jitter: a segment rolled at %d min, want 61 (the first batch past segment.ms)", age)
+		}
+	}
+	// A jitter larger than segment.ms is capped at it, as in Kafka.
+	ages := rollAges(10*time.Hour, 50)
+	distinct := map[int64]bool{}
+	for _, age := range ages {
+		if age < 1 || age > 61 {
+			t.Fatalf("jitter: a segment rolled at %d min, want within (0, 61]", age)
+		}
+		distinct[age] = true
+	}
+	if len(distinct) < 10 {
+		t.Fatalf("jitter: 50 segments rolled at only %d different ages (%v): not drawn per segment", len(distinct), ages)
+	}
+}
+
 func TestRetention(t *testing.T) {
 	clock := &fakeClock{now: time.UnixMilli(100 * time.Hour.Milliseconds())}
 	m := newMem(t)

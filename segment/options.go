@@ -3,6 +3,7 @@ package segment
 import (
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
@@ -17,6 +18,12 @@ type Options struct {
 	SegmentBytes int64
 	// SegmentMs is segment.ms: a segment rolls once its first batch is this old (7 days).
 	SegmentMs time.Duration
+	// SegmentJitter is segment.jitter.ms: each segment rolls a random amount earlier than
+	// SegmentMs, drawn when the segment is created or opened, uniform below
+	// min(SegmentJitter, SegmentMs), so that the partitions of topics created together do not
+	// all roll (and later all expire) in the same moment. 0, the default, rolls every segment
+	// at SegmentMs exactly.
+	SegmentJitter time.Duration
 	// IndexIntervalBytes is index.interval.bytes: bytes between offset index entries (4096).
 	IndexIntervalBytes int
 	// SegmentIndexBytes is segment.index.bytes: the preallocated size of each index (10 MiB).
@@ -98,6 +105,7 @@ func (o Options) withDefaults() Options {
 	if o.SegmentMs <= 0 {
 		o.SegmentMs = d.SegmentMs
 	}
+	o.SegmentJitter = max(o.SegmentJitter, 0)
 	if o.IndexIntervalBytes <= 0 {
 		o.IndexIntervalBytes = d.IndexIntervalBytes
 	}
@@ -132,4 +140,14 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// rollJitter draws a segment's share of SegmentJitter (Kafka's randomSegmentJitter): how much
+// earlier than SegmentMs it rolls.
+func (o *Options) rollJitter() time.Duration {
+	j := min(o.SegmentJitter, o.SegmentMs)
+	if j <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(j)))
 }

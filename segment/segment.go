@@ -53,8 +53,9 @@ type Segment struct {
 	nextOffset     batch.Offset
 	lastIndexedPos int64
 	lastBatchBase  batch.Offset
-	firstTs        int64     // max timestamp of the first batch, for segment.ms; -1 if unknown
-	openedAt       time.Time // fallback for segment.ms when firstTs is unknown
+	firstTs        int64         // max timestamp of the first batch, for segment.ms; -1 if unknown
+	openedAt       time.Time     // fallback for segment.ms when firstTs is unknown
+	rollJitter     time.Duration // this segment rolls this much before segment.ms (segment.jitter.ms)
 
 	// flusher state
 	syncedSize int64
@@ -155,7 +156,7 @@ func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile) (
 			return nil, fmt.Errorf("create segment %d: %w", base, err)
 		}
 	}
-	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now()}
+	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now(), rollJitter: o.rollJitter()}
 	s.refs.Store(1)
 	s.maxTs.Store(-1)
 	// On a failure the new files go: a restart would otherwise find an empty segment (with a
@@ -186,7 +187,7 @@ func openSegment(o *Options, dir string, base batch.Offset) (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}
-	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now()}
+	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now(), rollJitter: o.rollJitter()}
 	s.refs.Store(1)
 	s.maxTs.Store(-1)
 	return s, nil
