@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/segment"
 )
 
 // Broker is one broker process: it hosts partitions, serves the protocol over TCP and a unix
@@ -274,16 +275,24 @@ func (b *Broker) retentionLoop() {
 				if b.ctx.Err() != nil {
 					return // shutting down: the rest waits for the next start
 				}
-				if p.tp.topic == OffsetsTopic {
-					// Not compacted (yet): deleting a segment would delete the only record of
-					// the offsets committed in it, which a restart would then not find.
-					continue
-				}
-				if _, err := p.log.DeleteExpired(p.highWatermark()); err != nil {
-					b.logger.Warn("retention", "partition", p.tp.String(), "err", err)
-				}
+				b.applyRetention(p)
 			}
 		}
+	}
+}
+
+// applyRetention deletes p's expired segments (retentionLoop).
+func (b *Broker) applyRetention(p *partition) {
+	if p.tp.topic == OffsetsTopic {
+		// Not compacted (yet): deleting a segment would delete the only record of the offsets
+		// committed in it, which a restart would then not find.
+		return
+	}
+	_, err := p.log.DeleteExpired(p.highWatermark())
+	if err != nil && !errors.Is(err, segment.ErrClosed) {
+		// A closed log is a partition deleted or moved away since the pass listed it, or the
+		// broker shutting down: nothing to report.
+		b.logger.Warn("retention", "partition", p.tp.String(), "err", err)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/index"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/segment"
 )
 
 func testConfig(t testing.TB, dir string) Config {
@@ -1065,3 +1066,42 @@ func TestProduceTimestampBounds(t *testing.T) {
 		t.Errorf("deflt holds %d records, want the 2 accepted", end)
 	}
 }
+
+// A retention pass that listed a partition before its topic was deleted finds the partition's
+// log closed: that is the deletion, not a failure worth a warning.
+func TestRetentionOfADeletedPartitionSaysNothing(t *testing.T) {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "gone", 1, wire.ConfigEntry{Name: "retention.ms", Value: strPtr("1")})
+	p := b.partition("gone", 0)
+	if p == nil {
+		t.Fatal("no partition gone-0 after its topic was created")
+	}
+	var dr wire.DeleteTopicsResponse
+	call(t, c, &wire.DeleteTopicsRequest{Topics: []string{"gone"}, TimeoutMs: 5000}, &dr)
+	if dr.Topics[0].ErrorCode != wire.NoError {
+		t.Fatalf("delete: %v", dr.Topics[0].ErrorCode)
+	}
+	if _, err := p.log.DeleteExpired(p.highWatermark()); !errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("the deleted partition's log: %v, want it closed", err)
+	}
+	b.applyRetention(p)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "retention") {
+		t.Fatalf("retention of a deleted partition logged:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
