@@ -22,7 +22,7 @@ type TopicConfig struct {
 	CleanupPolicy      string        // cleanup.policy; only "delete" is supported
 	CompressionType    string        // compression.type; only "producer" (bytes in, bytes out)
 	DeleteRetention    time.Duration // delete.retention.ms (compaction; stored, unused)
-	FileDeleteDelay    time.Duration // file.delete.delay.ms
+	FileDeleteDelay    time.Duration // file.delete.delay.ms (stored, unused: files go when their last reader is done)
 	FlushMessages      int64         // flush.messages
 	FlushInterval      time.Duration // flush.ms
 	IndexIntervalBytes int64         // index.interval.bytes
@@ -34,14 +34,14 @@ type TopicConfig struct {
 	MinCleanableRatio  float64       // min.cleanable.dirty.ratio (compaction; stored, unused)
 	MinCompactionLag   time.Duration // min.compaction.lag.ms (compaction; stored, unused)
 	MinInsyncReplicas  int64         // min.insync.replicas
-	Preallocate        bool          // preallocate
+	Preallocate        bool          // preallocate (stored, unused: the broker's log.preallocate.bytes reserves blocks)
 	RetentionBytes     int64         // retention.bytes; < 0 unlimited
 	Retention          time.Duration // retention.ms; < 0 unlimited
 	SegmentBytes       int64         // segment.bytes
 	SegmentIndexBytes  int64         // segment.index.bytes
 	SegmentJitter      time.Duration // segment.jitter.ms
 	SegmentTime        time.Duration // segment.ms
-	UncleanLeaderElect bool          // unclean.leader.election.enable
+	UncleanLeaderElect bool          // unclean.leader.election.enable (stored, unused: no replication yet)
 	WriteCaching       bool          // write.caching (Redpanda): false = fsync before acks=all answers
 }
 
@@ -106,24 +106,34 @@ var topicConfigDefs = []TopicConfigDef{
 			return fmt.Errorf("must be producer")
 		}},
 	{Name: "delete.retention.ms", Type: ConfigLong, Default: "86400000",
+		Doc: "compaction: how long delete markers are kept (stored; Sluice does not compact yet)",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.DeleteRetention })},
 	{Name: "file.delete.delay.ms", Type: ConfigLong, Default: "60000",
+		Doc: "stored, not applied: a deleted segment's files go once its last reader is done",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.FileDeleteDelay })},
 	{Name: "flush.messages", Type: ConfigLong, Default: "9223372036854775807",
+		Doc: "fsync once this many records are unsynced",
 		set: longField(1, math.MaxInt64, func(c *TopicConfig) *int64 { return &c.FlushMessages })},
 	{Name: "flush.ms", Type: ConfigLong, Default: "9223372036854775807",
+		Doc: "fsync once data has been unsynced this long",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.FlushInterval })},
 	{Name: "index.interval.bytes", Type: ConfigInt, Default: "4096",
+		Doc: "bytes between offset index entries",
 		set: longField(0, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.IndexIntervalBytes })},
 	{Name: "max.compaction.lag.ms", Type: ConfigLong, Default: "9223372036854775807",
+		Doc: "compaction (stored; Sluice does not compact yet)",
 		set: msField(1, func(c *TopicConfig) *time.Duration { return &c.MaxCompactionLag })},
 	{Name: "max.message.bytes", Type: ConfigInt, Default: "1048588",
+		Doc: "largest record batch the topic accepts",
 		set: longField(0, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.MaxMessageBytes })},
 	{Name: "message.timestamp.after.max.ms", Type: ConfigLong, Default: "3600000",
+		Doc: "refuse a batch whose CreateTime is this far ahead of the broker's clock",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.TimestampAfterMax })},
 	{Name: "message.timestamp.before.max.ms", Type: ConfigLong, Default: "9223372036854775807",
+		Doc: "refuse a batch whose CreateTime is this far behind the broker's clock",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.TimestampBeforeMax })},
 	{Name: "message.timestamp.type", Type: ConfigString, Default: "CreateTime",
+		Doc: "CreateTime (the producer's) or LogAppendTime (the broker's, at append)",
 		set: func(c *TopicConfig, v string) error {
 			if v != "CreateTime" && v != "LogAppendTime" {
 				return fmt.Errorf("must be CreateTime or LogAppendTime")
@@ -132,6 +142,7 @@ var topicConfigDefs = []TopicConfigDef{
 			return nil
 		}},
 	{Name: "min.cleanable.dirty.ratio", Type: ConfigDouble, Default: "0.5",
+		Doc: "compaction (stored; Sluice does not compact yet)",
 		set: func(c *TopicConfig, v string) error {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil || !(f >= 0 && f <= 1) {
@@ -141,27 +152,37 @@ var topicConfigDefs = []TopicConfigDef{
 			return nil
 		}},
 	{Name: "min.compaction.lag.ms", Type: ConfigLong, Default: "0",
+		Doc: "compaction (stored; Sluice does not compact yet)",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.MinCompactionLag })},
 	{Name: "min.insync.replicas", Type: ConfigInt, Default: "1",
+		Doc: "acks=all is refused while fewer replicas are in sync",
 		set: longField(1, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.MinInsyncReplicas })},
 	{Name: "preallocate", Type: ConfigBoolean, Default: "false",
+		Doc: "stored, not applied: disk blocks are always reserved ahead (log.preallocate.bytes)",
 		set: boolField(func(c *TopicConfig) *bool { return &c.Preallocate })},
 	{Name: "retention.bytes", Type: ConfigLong, Default: "-1",
+		Doc: "most bytes a partition keeps before its oldest segments go; -1 no limit",
 		set: longField(math.MinInt64, math.MaxInt64, func(c *TopicConfig) *int64 { return &c.RetentionBytes })},
 	{Name: "retention.ms", Type: ConfigLong, Default: "604800000",
+		Doc: "how long a segment is kept after its newest record; -1 forever",
 		set: msField(-1, func(c *TopicConfig) *time.Duration { return &c.Retention })},
 	// Kafka 3.x's minimum (a record overhead); small segments keep tests cheap.
 	{Name: "segment.bytes", Type: ConfigInt, Default: "1073741824",
+		Doc: "a segment file rolls before it would grow past this",
 		set: longField(14, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.SegmentBytes })},
 	{Name: "segment.index.bytes", Type: ConfigInt, Default: "10485760",
+		Doc: "size of each segment's offset and time index files",
 		// Kafka's minimum is 4, but a segment's indexes must each hold one entry, or no broker
 		// can open the topic's partitions: 12 bytes is the time index's entry (index.TimeEntrySize).
 		set: longField(12, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.SegmentIndexBytes })},
 	{Name: "segment.jitter.ms", Type: ConfigLong, Default: "0",
+		Doc: "each segment rolls a random amount up to this before segment.ms",
 		set: msField(0, func(c *TopicConfig) *time.Duration { return &c.SegmentJitter })},
 	{Name: "segment.ms", Type: ConfigLong, Default: "604800000",
+		Doc: "a segment rolls once its first record is this old",
 		set: msField(1, func(c *TopicConfig) *time.Duration { return &c.SegmentTime })},
 	{Name: "unclean.leader.election.enable", Type: ConfigBoolean, Default: "false",
+		Doc: "stored; there is no replication yet, so no election to make",
 		set: boolField(func(c *TopicConfig) *bool { return &c.UncleanLeaderElect })},
 	{Name: "write.caching", Type: ConfigBoolean, Default: "false",
 		Doc: "Redpanda's name: false = acks=all is answered only after fsync",

@@ -117,3 +117,12 @@ func TestResolveTopicConfig(t *testing.T) {
 		t.Errorf("min > max compaction lag: %v", err)
 	}
 }
+
+// Every known key says what it does: the CLI's help lists them (sluice topic create --help).
+func TestTopicConfigDefsAreDocumented(t *testing.T) {
+	for _, d := range TopicConfigDefs() {
+		if strings.TrimSpace(d.Doc) == "" {
+			t.Errorf("topic config %s has no Doc", d.Name)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -392,6 +393,24 @@ func TestServePropertiesArgument(t *testing.T) {
 			t.Errorf("serve %v: still running after 10 s, the argument ignored\n%s", c.args, out)
 		case err == nil || !strings.Contains(string(out), c.wantErr):
 			t.Errorf("serve %v: %v, output %q, want %q", c.args, err, out, c.wantErr)
+		}
+	}
+}
+
+// topic create and alter --help list every topic config the broker knows, with what it does.
+func TestTopicHelpListsEveryConfig(t *testing.T) {
+	for _, sub := range []string{"create", "alter"} {
+		root := rootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs([]string{"topic", sub, "--help"})
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range cluster.TopicConfigDefs() {
+			if !strings.Contains(out.String(), "  "+d.Name+" ") || !strings.Contains(out.String(), d.Doc) {
+				t.Fatalf("topic %s --help does not list %s with its doc %q:\n%s", sub, d.Name, d.Doc, out.String())
+			}
 		}
 	}
 }

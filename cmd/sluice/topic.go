@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -37,6 +38,7 @@ func topicCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a topic",
+		Long:  "Create a topic.\n\n" + topicConfigsHelp(),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			// 0 (the flag's default) means the broker's default; given explicitly, 0 or a
@@ -129,6 +131,7 @@ func topicCmd() *cobra.Command {
 	alter := &cobra.Command{
 		Use:   "alter NAME",
 		Short: "Set or remove topic config overrides",
+		Long:  "Set or remove topic config overrides.\n\n" + topicConfigsHelp(),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			set, err := parseConfigs(alterConfigs)
@@ -219,4 +222,22 @@ func sourceName(s wire.ConfigSource) string {
 		return "default"
 	}
 	return "unknown"
+}
+
+// topicConfigsHelp lists the configs a topic's --config may set, from the broker's own registry
+// (cluster.TopicConfigDefs), so that the list cannot miss a key the broker knows.
+func topicConfigsHelp() string {
+	var b strings.Builder
+	b.WriteString("Topic configs (Kafka's names and defaults; a broker's log.* properties change some defaults,\n" +
+		"and `topic describe` shows a topic's values):\n")
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, d := range cluster.TopicConfigDefs() {
+		def := d.Default
+		if def == "9223372036854775807" { // Long.MAX_VALUE, Kafka's "never"
+			def = "never"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", d.Name, def, d.Doc)
+	}
+	_ = w.Flush()
+	return b.String()
 }
