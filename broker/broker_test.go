@@ -1105,3 +1105,50 @@ func TestRetentionOfADeletedPartitionSaysNothing(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// The broker says at start which of three states its data directory was in: new, shut down
+// cleanly, or not (the logs recover from their recovery points).
+func TestOpenSaysHowTheDataDirectoryWasLeft(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Broker, string) {
+		t.Helper()
+		var mu sync.Mutex
+		var logs bytes.Buffer // the broker's goroutines go on logging after Open
+		cfg := testConfig(t, dir)
+		cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))
+		b, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return b, logs.String()
+	}
+	b, logs := open()
+	if !strings.Contains(logs, "new data directory") {
+		t.Fatalf("first start:\n%s", logs)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, logs = open()
+	if !strings.Contains(logs, "previous shutdown was clean") || strings.Contains(logs, "new data directory") {
+		t.Fatalf("start after a clean shutdown:\n%s", logs)
+	}
+	// A crash: the marker a clean Close writes is missing at the next start.
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+		t.Fatal(err)
+	}
+	b, logs = open()
+	defer b.Close(context.Background())
+	if !strings.Contains(logs, "no clean-shutdown marker") || strings.Contains(logs, "new data directory") {
+		t.Fatalf("start after a crash:\n%s", logs)
+	}
+}
