@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,7 @@ func (hp *holdingProxy) forward(nc, up *net.UnixConn, releases chan<- func() boo
 			frame := pending[:4+size]
 			if key := wire.APIKey(int16(frame[4])<<8 | int16(frame[5])); key == wire.ProduceShared && hp.holding.CompareAndSwap(false, true) {
 				held := slices.Clone(frame)
+				closeRights(oob) // the held frame goes without them
 				close(hp.held)
 				releases <- func() bool {
 					io.Copy(io.Discard, nc) // the client gives up and closes
@@ -185,21 +187,45 @@ func (hp *holdingProxy) forward(nc, up *net.UnixConn, releases chan<- func() boo
 				}
 				return
 			}
-			if _, _, err := up.WriteMsgUnix(frame, oob, nil); err != nil {
+			_, _, err := up.WriteMsgUnix(frame, oob, nil)
+			closeRights(oob) // the broker has its own copies now
+			oob = nil
+			if err != nil {
 				nc.Close()
 				up.Close()
 				return
 			}
-			oob = nil
 			pending = pending[4+size:]
 		}
 		n, oobn, _, _, err := nc.ReadMsgUnix(buf, oobBuf)
 		if err != nil {
+			closeRights(oob)
 			nc.Close()
 			up.Close()
 			return
 		}
 		pending = append(pending, buf[:n]...)
 		oob = append(oob, oobBuf[:oobn]...)
+	}
+}
+
+// closeRights closes the descriptors that control messages read by ReadMsgUnix put in this
+// process (SCM_RIGHTS): forwarding a message passes copies, so the proxy's own must be closed.
+// Left open, they are the test process's descriptors of the producer's region for good, and a
+// later test that counts the region's descriptors (TestProduceSharedLandsInTheLog, run again
+// by -count) finds them.
+func closeRights(oob []byte) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for i := range msgs {
+		fds, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			_ = syscall.Close(fd)
+		}
 	}
 }

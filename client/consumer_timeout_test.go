@@ -224,8 +224,10 @@ func TestConsumerFetchTimesOut(t *testing.T) {
 			tp := client.TopicPartition{Topic: topic}
 
 			// maxWait is also the slack of the lower bound on the frozen connection's life
-			// below (the timer starts before the proxy sees the connection).
-			const requestTimeout, maxWait = time.Second, 250 * time.Millisecond
+			// below (the timer starts before the proxy sees the connection). requestTimeout
+			// is also what every answered fetch has beyond its long poll, and the test fails
+			// if one of them times out: 2 s for a loaded machine.
+			const requestTimeout, maxWait = 2 * time.Second, 250 * time.Millisecond
 			var failures atomic.Int64
 			cfg := client.ConsumerConfig{
 				Config:             client.Config{Brokers: []string{"unix://" + advertised}, RequestTimeout: requestTimeout, Logger: client.FetchFailureLogger(&failures)},

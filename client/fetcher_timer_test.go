@@ -93,7 +93,11 @@ func TestFetcherTimerRacesSeeks(t *testing.T) {
 				if err := c.Seek(tp, want); err != nil {
 					t.Fatal(err)
 				}
-				pctx, pcancel = context.WithTimeout(ctx, 5*time.Second)
+				// Every fetch has 2 ms beyond its long poll before its timer fires: a loaded
+				// machine may miss that many times in a row before one gets through, and each
+				// miss costs a new connection. The Poll only has to come back with the seek's
+				// records at last.
+				pctx, pcancel = context.WithTimeout(ctx, 30*time.Second)
 				recs, err := c.Poll(pctx)
 				pcancel()
 				if err != nil {

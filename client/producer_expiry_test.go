@@ -38,7 +38,7 @@ func TestProducerDeliveryTimeoutWhileRequestsHang(t *testing.T) {
 	})
 	t.Cleanup(fb.close)
 
-	const deliveryTimeout = 200 * time.Millisecond
+	const deliveryTimeout = inFlightExpiry // the first batch must be in flight before it
 	ctx := context.Background()
 	p := newClosedAtEndProducer(t, ProducerConfig{
 		// The in-flight request holds its slot for the whole test.
@@ -74,7 +74,7 @@ func TestProducerDeliveryTimeoutWhileRequestsHang(t *testing.T) {
 				strings.Contains(err.Error(), "in flight") != r.inFlight {
 				t.Fatalf("the %s record failed with %v, want a delivery timeout", r.name, err)
 			}
-		case <-time.After(30 * time.Second): // 150 times delivery.timeout.ms; the request waits an hour
+		case <-time.After(30 * time.Second): // 15 times delivery.timeout.ms; the request waits an hour
 			t.Fatalf("the %s record did not fail within 30 s (delivery.timeout.ms %v)", r.name, deliveryTimeout)
 		}
 	}

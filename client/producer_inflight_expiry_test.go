@@ -136,6 +136,12 @@ func (c *countingCallback) wait(t *testing.T, what string) error {
 	return c.errs[0]
 }
 
+// inFlightExpiry is the delivery.timeout.ms of the tests whose batches must expire in flight:
+// each batch has to reach the broker before its deadline, or it expires unsent (another error,
+// which fails the test), so this is the time a loaded machine has to send it. 2 s, not less:
+// the sender is a goroutine woken by Send, and under -race on a busy machine a wake-up can wait.
+const inFlightExpiry = 2 * time.Second
+
 // checkInFlightExpiry fails unless err is the error of a batch that expired in flight.
 func checkInFlightExpiry(t *testing.T, what string, err error) {
 	t.Helper()
@@ -192,7 +198,7 @@ func TestProducerDeliveryTimeoutInFlight(t *testing.T) {
 			ctx := context.Background()
 			p := newClosedAtEndProducer(t, ProducerConfig{
 				Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
-				Linger: -1, DeliveryTimeout: time.Second, BatchSize: batchSize, BufferMemory: 2 * batchSize,
+				Linger: -1, DeliveryTimeout: inFlightExpiry, BatchSize: batchSize, BufferMemory: 2 * batchSize,
 				RetryBackoff: time.Millisecond,
 			})
 
@@ -265,7 +271,7 @@ func TestProducerCloseWithExpiredRequestInFlight(t *testing.T) {
 	ctx := context.Background()
 	p := newClosedAtEndProducer(t, ProducerConfig{
 		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
-		Linger: -1, DeliveryTimeout: time.Second,
+		Linger: -1, DeliveryTimeout: inFlightExpiry,
 	})
 	rec := newCountingCallback()
 	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}, rec.cb)
@@ -292,11 +298,15 @@ func TestProducerCloseWithExpiredRequestInFlight(t *testing.T) {
 // A batch retried into a later request while an earlier request (of a younger batch) is in
 // flight expires at its own delivery deadline, not at the younger one's: the receiver, which
 // set its timer for the head request, learns of the later request's earlier deadline when it
-// goes out (expiryPoke). Here the old record fails about 2 s before the young one.
+// goes out (expiryPoke). Here the old record's deadline is 3 s before the young one's; with the
+// bug both fail at the young one's. The margins are for a loaded machine: the old batch's retry
+// has inFlightExpiry to go out before its deadline, and the old record may fail up to 2 s late
+// and still be told apart.
 func TestProducerInFlightExpiryOfALaterRequestComesFirst(t *testing.T) {
 	pb := startParkingBroker(t)
 	ctx := context.Background()
-	const deliveryTimeout = 3 * time.Second
+	const spread = 3 * time.Second // from the old record's Send to the young one's
+	const deliveryTimeout = spread + inFlightExpiry
 	p := newClosedAtEndProducer(t, ProducerConfig{
 		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, SharedMemoryBytes: -1, Logger: fzDiscardLogger()},
 		Linger: -1, DeliveryTimeout: deliveryTimeout, RetryBackoff: time.Millisecond,
@@ -309,7 +319,7 @@ func TestProducerInFlightExpiryOfALaterRequestComesFirst(t *testing.T) {
 		old.cb(m, err)
 	})
 	first := pb.waitParked(t, 1)[0]
-	time.Sleep(2 * time.Second) // the young record's deadline comes 2 s after the old one's
+	time.Sleep(spread) // the young record's deadline comes spread after the old one's
 	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("young")}, func(m RecordMetadata, err error) {
 		youngAt.Store(time.Now().UnixNano())
 		young.cb(m, err)
@@ -322,7 +332,7 @@ func TestProducerInFlightExpiryOfALaterRequestComesFirst(t *testing.T) {
 
 	checkInFlightExpiry(t, "old record", old.wait(t, "old record"))
 	checkInFlightExpiry(t, "young record", young.wait(t, "young record"))
-	if gap := time.Duration(youngAt.Load() - oldAt.Load()); gap < time.Second {
-		t.Fatalf("the old record failed %v before the young one; its deadline is 2 s earlier (it waited for the young request's)", gap)
+	if gap := time.Duration(youngAt.Load() - oldAt.Load()); gap < spread-2*time.Second {
+		t.Fatalf("the old record failed %v before the young one; its deadline is %v earlier (it waited for the young request's)", gap, spread)
 	}
 }

@@ -65,7 +65,10 @@ func TestRetryBackoffEdges(t *testing.T) {
 // before and after, sees no leader moved and backs the next one off). A stress test: each
 // refresh here stores metadata marked with its number while invalidations race it, and the
 // marker must still be there after each of them. It cannot fail with the compare-and-swap;
-// without it, it failed within the first few dozen refreshes on two cores.
+// without it, it failed within the first few dozen refreshes on two cores. The invalidating
+// goroutine yields after each invalidation: with a single P (GOMAXPROCS=1, as -cpu 1 or a
+// one-CPU container sets it) a tight loop gives the P up only to preemption, every 10 ms, and
+// the refreshes' 60,000 yields to it then took ten minutes.
 func TestInvalidateMetadataKeepsLaterRefresh(t *testing.T) {
 	c := &Client{}
 	c.meta.Store(&metadata{brokers: map[int32]wire.MetadataBroker{}})
@@ -80,6 +83,7 @@ func TestInvalidateMetadataKeepsLaterRefresh(t *testing.T) {
 				return
 			default:
 				c.InvalidateMetadata()
+				runtime.Gosched()
 			}
 		}
 	}()

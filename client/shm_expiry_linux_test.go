@@ -20,7 +20,7 @@ func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 	const batchSize = 1024
 	cfg := ProducerConfig{
 		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, Logger: fzDiscardLogger()},
-		Linger: -1, DeliveryTimeout: time.Second, BatchSize: batchSize, BufferMemory: 4 * batchSize,
+		Linger: -1, DeliveryTimeout: inFlightExpiry, BatchSize: batchSize, BufferMemory: 4 * batchSize,
 	}
 	cfg.SharedMemoryBytes = slotStride(slotSize(cfg)) // one buffer in the region
 	ctx := context.Background()

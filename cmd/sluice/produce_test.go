@@ -178,7 +178,11 @@ func TestProduceStopsAtTopicFailure(t *testing.T) {
 		{"no/such", wire.ErrInvalidTopicException},
 	} {
 		t.Run(tc.topic, func(t *testing.T) {
-			stderr, err := runProduceCmd(t, "x\ny\nz\n", "--topic", tc.topic, "--broker", addr, "--max-block-ms", "100")
+			// max.block.ms bounds the missing topic's lookups, and the cause checked below is
+			// the broker's answer to one of them: 2 s leaves a loaded machine room to give one
+			// (100 ms could all go by before the first metadata answer, leaving only the
+			// deadline as the cause).
+			stderr, err := runProduceCmd(t, "x\ny\nz\n", "--topic", tc.topic, "--broker", addr, "--max-block-ms", "2000")
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "were not sent") {
 				t.Fatalf("error %v, want line 1's %v and the input stopped", err, tc.want)
 			}

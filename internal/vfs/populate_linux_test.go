@@ -22,15 +22,19 @@ func threadMinorFaults(t *testing.T) int64 {
 
 // Writes to pages that Populate faulted in take no page fault, and the file's contents and size
 // do not change; without Populate, each page's first write faults (the control, which shows the
-// count can tell).
+// count can tell). The per-thread count now and then includes a fault the runtime takes on the
+// same thread, so a populated run is measured afresh up to three times and the least count
+// kept, as index's leastFaults does: a Populate that did nothing shows one fault per page every
+// time.
 func TestPopulateSparesTheWritersFaults(t *testing.T) {
-	const pages = 16
+	const pages, strayFaults = 16, 1
 	page := unix.Getpagesize()
-	for _, populate := range []bool{false, true} {
+	writeFaults := func(populate bool) int64 {
 		f, err := Default.Create(filepath.Join(t.TempDir(), "idx"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer f.Close()
 		if err := f.Truncate(int64(pages * page)); err != nil {
 			t.Fatal(err)
 		}
@@ -61,16 +65,20 @@ func TestPopulateSparesTheWritersFaults(t *testing.T) {
 		if size, err := f.Size(); err != nil || size != int64(pages*page) {
 			t.Fatalf("size %d (%v), want %d", size, err, pages*page)
 		}
-		switch {
-		case populate && faults > 1: // the runtime may take one on the same thread
-			t.Errorf("%d page faults writing %d populated pages, want 0", faults, pages)
-		case !populate && faults < pages:
-			t.Errorf("control: %d page faults writing %d fresh pages, want at least %d", faults, pages, pages)
-		}
 		if err := m.Unmap(); err != nil {
 			t.Fatal(err)
 		}
-		f.Close()
+		return faults
+	}
+	if faults := writeFaults(false); faults < pages {
+		t.Errorf("control: %d page faults writing %d fresh pages, want at least %d", faults, pages, pages)
+	}
+	least := writeFaults(true)
+	for try := 1; try < 3 && least > strayFaults; try++ {
+		least = min(least, writeFaults(true))
+	}
+	if least > strayFaults {
+		t.Errorf("%d page faults writing %d populated pages (the least of three tries), want 0", least, pages)
 	}
 }
 
