@@ -245,6 +245,12 @@ func (c *Controller) awaitReady(self raft.ServerID, replay bool) error {
 		select {
 		case <-c.raft.LeaderCh():
 		case <-tick.C:
+			if serr := c.store.writeErr(); serr != nil {
+				// Raft steps down when it cannot write its log and tries again at the next
+				// election, which fails the same way on a full or failing disk: say so now
+				// rather than after StartupTimeout.
+				return fmt.Errorf("cluster: no leadership: cannot write the raft log: %w (%w)", serr, ErrNotLeader)
+			}
 		case <-timer.C:
 			if serr := c.store.writeErr(); serr != nil {
 				return fmt.Errorf("cluster: no leadership after %v: cannot write the raft log: %w (%w)", c.cfg.StartupTimeout, serr, ErrNotLeader)

@@ -22,14 +22,32 @@ func TestOpenReportsRaftLogWriteFailure(t *testing.T) {
 	}
 
 	cfg := testConfig(dir)
-	cfg.StartupTimeout = 10 * time.Second // a bound: the failure comes at the first append
+	// The failure is reported as soon as the first append fails, not at the end of the start-up
+	// timeout (raft steps down and keeps trying elections that fail the same way).
+	cfg.StartupTimeout = 10 * time.Minute
 	cfg.storeFault = func(op string) error {
 		if op == "store logs" {
 			return syscall.ENOSPC
 		}
 		return nil
 	}
-	c2, err := Open(cfg)
+	type result struct {
+		c   *Controller
+		err error
+	}
+	opened := make(chan result, 1)
+	go func() {
+		c2, err := Open(cfg)
+		opened <- result{c2, err}
+	}()
+	var c2 *Controller
+	var err error
+	select {
+	case r := <-opened:
+		c2, err = r.c, r.err
+	case <-time.After(time.Minute):
+		t.Fatal("Open with a raft log that cannot be written still waiting after a minute")
+	}
 	if err == nil {
 		_ = c2.Close()
 		t.Fatal("opened with a raft log that cannot be written")
