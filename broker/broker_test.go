@@ -1070,15 +1070,9 @@ func TestProduceTimestampBounds(t *testing.T) {
 // A retention pass that listed a partition before its topic was deleted finds the partition's
 // log closed: that is the deletion, not a failure worth a warning.
 func TestRetentionOfADeletedPartitionSaysNothing(t *testing.T) {
-	var mu sync.Mutex
-	var logs bytes.Buffer
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(p)
-	}), nil))
+	logs := captureLogs(&cfg)
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
 	createTopic(t, c, "gone", 1, wire.ConfigEntry{Name: "retention.ms", Value: strPtr("1")})
@@ -1095,10 +1089,25 @@ func TestRetentionOfADeletedPartitionSaysNothing(t *testing.T) {
 		t.Fatalf("the deleted partition's log: %v, want it closed", err)
 	}
 	b.applyRetention(p)
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Contains(logs.String(), "retention") {
-		t.Fatalf("retention of a deleted partition logged:\n%s", logs.String())
+	if l := logs(); strings.Contains(l, "retention") {
+		t.Fatalf("retention of a deleted partition logged:\n%s", l)
+	}
+}
+
+// captureLogs makes cfg's broker log into a buffer and returns what it has logged so far; the
+// broker's goroutines may go on logging while the test reads.
+func captureLogs(cfg *Config) func() string {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String()
 	}
 }
 
@@ -1112,21 +1121,13 @@ func TestOpenSaysHowTheDataDirectoryWasLeft(t *testing.T) {
 	dir := t.TempDir()
 	open := func() (*Broker, string) {
 		t.Helper()
-		var mu sync.Mutex
-		var logs bytes.Buffer // the broker's goroutines go on logging after Open
 		cfg := testConfig(t, dir)
-		cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return logs.Write(p)
-		}), nil))
+		logs := captureLogs(&cfg)
 		b, err := Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return b, logs.String()
+		return b, logs()
 	}
 	b, logs := open()
 	if !strings.Contains(logs, "new data directory") {
