@@ -808,7 +808,8 @@ func (c *Consumer) nextChunk() bool {
 		case ch.reset:
 			c.setResetLocked(ps, c.cfg.AutoOffsetReset)
 			if ps.err != nil {
-				ps.err = fmt.Errorf("client: fetch %s at offset %d: %w (auto.offset.reset is none)", ch.tp, ch.fetchOffset, wire.ErrOffsetOutOfRange)
+				ps.err = fmt.Errorf("client: fetch %s at offset %d: %w: the log holds offsets [%d, %d) (auto.offset.reset is none)",
+					ch.tp, ch.fetchOffset, wire.ErrOffsetOutOfRange, ch.logStart, ch.highWatermark)
 			}
 			c.signal()
 		case ch.err != nil && len(ch.records) == 0:

@@ -26,6 +26,8 @@ type chunk struct {
 	records     []byte // whole batches, aliasing the response frame
 	err         error  // after the records: a corrupt batch; alone: the partition failed
 	reset       bool   // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
+	// With reset: the log's range as the broker answered, for the error of auto.offset.reset none.
+	logStart, highWatermark int64
 	// buf is the reused response buffer records aliases (ReuseRecordBuffers), else nil.
 	buf *fetchBuf
 
@@ -533,7 +535,7 @@ func (f *fetcher) handle() (retry bool) {
 					ps.fetchOffset = next
 				}
 			case code == wire.ErrOffsetOutOfRange:
-				ch.reset = true
+				ch.reset, ch.logStart, ch.highWatermark = true, p.LogStartOffset, p.HighWatermark
 				c.cfg.Logger.Info("sluice consumer: offset out of range", "partition", tp.String(), "offset", sent.offset,
 					"log_start", p.LogStartOffset, "high_watermark", p.HighWatermark, "auto.offset.reset", c.cfg.AutoOffsetReset)
 			case code.Retriable():

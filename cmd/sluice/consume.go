@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 type consumeOptions struct {
@@ -44,7 +45,9 @@ prints them. --format takes a kcat-like format string instead, printed as is for
   \n newline   \t tab   \r carriage return   \\ backslash
 
 Where to start: --from-beginning (else the end, for records produced from now on), --offset
-(earliest, latest or a number, for every consumed partition), or --group, which resumes from
+(earliest, latest or a number, for every consumed partition: a number outside what a partition
+holds, or one that retention deletes before it is read, is an error that names the offsets the
+partition holds), or --group, which resumes from
 the group's committed offsets (with --from-beginning for partitions the group has not
 committed). With --group, the offsets of the printed records are committed periodically and on
 exit, including Ctrl-C and SIGTERM.
@@ -104,6 +107,13 @@ func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer)
 	if o.fromBeginning {
 		cfg.AutoOffsetReset = client.OffsetResetEarliest
 	}
+	numericOffset := false
+	if _, err := strconv.ParseInt(o.offset, 10, 64); err == nil {
+		// An offset the log does not hold is reported, not replaced by the log's end (Kafka's
+		// console consumer moves there silently, and prints nothing until new records come).
+		numericOffset = true
+		cfg.AutoOffsetReset = client.OffsetResetNone
+	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := client.NewConsumer(setupCtx, cfg)
@@ -117,6 +127,9 @@ func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer)
 		return err
 	}
 	n, err := consumeLoop(ctx, c, o, format, stdout)
+	if numericOffset && errors.Is(err, wire.ErrOffsetOutOfRange) {
+		err = fmt.Errorf("--offset %s: %w", o.offset, err)
+	}
 	if cerr := closeConsumer(c); err == nil {
 		err = cerr
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -184,6 +185,27 @@ func TestConsumeFlagErrors(t *testing.T) {
 		case strings.Contains(stderr.String(), "Processed"):
 			t.Errorf("consume %v failed before consuming, yet printed a summary:\n%s", c.args, stderr.String())
 		}
+	}
+}
+
+// An --offset the partition does not hold is an error naming the offsets it holds, not a
+// silent start at the log's end (where the run would print nothing until new records came).
+func TestConsumeOffsetPastTheEnd(t *testing.T) {
+	e := newConsumeEnv(t)
+	e.topic("short", 1)
+	e.produce("short", 0, 1000, "v0", "v1", "v2")
+	// The end itself is in range: the run waits there for new records.
+	if got := e.run("--topic", "short", "--offset", "3", "--timeout", "500ms"); got != "" {
+		t.Fatalf("--offset 3 (the end) printed %q", got)
+	}
+	cmd := consumeCmd()
+	var stderr bytes.Buffer
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"--broker", e.b.Addr().String(), "--topic", "short", "--offset", "7", "--timeout", "30s"})
+	err := cmd.ExecuteContext(e.ctx)
+	if !errors.Is(err, wire.ErrOffsetOutOfRange) || !strings.Contains(err.Error(), "--offset 7") || !strings.Contains(err.Error(), "[0, 3)") {
+		t.Fatalf("--offset 7 of a partition holding 3 records: %v; stderr:\n%s", err, stderr.String())
 	}
 }
 
