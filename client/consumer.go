@@ -808,8 +808,12 @@ func (c *Consumer) nextChunk() bool {
 		case ch.reset:
 			c.setResetLocked(ps, c.cfg.AutoOffsetReset)
 			if ps.err != nil {
-				ps.err = fmt.Errorf("client: fetch %s at offset %d: %w: the log holds offsets [%d, %d) (auto.offset.reset is none)",
-					ch.tp, ch.fetchOffset, wire.ErrOffsetOutOfRange, ch.logStart, ch.highWatermark)
+				held := fmt.Sprintf("the log holds offsets [%d, %d)", ch.logStart, ch.highWatermark)
+				if ch.logStart == ch.highWatermark {
+					held = fmt.Sprintf("the log is empty, at offset %d", ch.logStart)
+				}
+				ps.err = fmt.Errorf("client: fetch %s at offset %d: %w: %s (auto.offset.reset is none)",
+					ch.tp, ch.fetchOffset, wire.ErrOffsetOutOfRange, held)
 			}
 			c.signal()
 		case ch.err != nil && len(ch.records) == 0:

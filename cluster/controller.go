@@ -220,7 +220,9 @@ func Open(cfg Config) (*Controller, error) {
 // awaitReady waits until this node leads and, if there was a log to replay,
 // its FSM has applied every committed entry (the Barrier), bounded by
 // StartupTimeout. Raft applies the entries after the last snapshot only
-// once the new leader commits its first entry, hence the Barrier.
+// once the new leader commits its first entry, hence the Barrier. It fails
+// sooner when the raft log cannot be written: an append failed, and so did
+// the one of raft's next election.
 //
 // A multi-voter cluster needs a different notion of ready for followers:
 // a known leader and applied index ≥ the commit index seen at startup.
@@ -241,27 +243,38 @@ func (c *Controller) awaitReady(self raft.ServerID, replay bool) error {
 	defer timer.Stop()
 	tick := time.NewTicker(5 * time.Millisecond) // LeaderCh may have fired before we listen
 	defer tick.Stop()
-	for c.raft.State() != raft.Leader {
-		select {
-		case <-c.raft.LeaderCh():
-		case <-tick.C:
-			if serr := c.store.writeErr(); serr != nil {
-				// Raft steps down when it cannot write its log and tries again at the next
-				// election, which fails the same way on a full or failing disk: say so now
-				// rather than after StartupTimeout.
-				return fmt.Errorf("cluster: no leadership: cannot write the raft log: %w (%w)", serr, ErrNotLeader)
+	for {
+		for c.raft.State() != raft.Leader {
+			select {
+			case <-c.raft.LeaderCh():
+			case <-tick.C:
+				if serr := c.store.appendsFailing(); serr != nil {
+					// Raft steps down when it cannot write its log and tries again at the next
+					// election. Once that one has failed the same way (a full or failing disk),
+					// say so rather than wait for StartupTimeout; a single failure may pass.
+					return fmt.Errorf("cluster: no leadership: cannot write the raft log: %w (%w)", serr, ErrNotLeader)
+				}
+			case <-timer.C:
+				if serr := c.store.writeErr(); serr != nil {
+					return fmt.Errorf("cluster: no leadership after %v: cannot write the raft log: %w (%w)", c.cfg.StartupTimeout, serr, ErrNotLeader)
+				}
+				return fmt.Errorf("cluster: no leadership after %v: %w", c.cfg.StartupTimeout, ErrNotLeader)
 			}
-		case <-timer.C:
-			if serr := c.store.writeErr(); serr != nil {
-				return fmt.Errorf("cluster: no leadership after %v: cannot write the raft log: %w (%w)", c.cfg.StartupTimeout, serr, ErrNotLeader)
-			}
-			return fmt.Errorf("cluster: no leadership after %v: %w", c.cfg.StartupTimeout, ErrNotLeader)
 		}
-	}
-	if !replay {
-		return nil
-	}
-	if err := c.raft.Barrier(time.Until(deadline)).Error(); err != nil {
+		if !replay {
+			return nil
+		}
+		// Barrier waits without a bound when given none: a millisecond at least.
+		err := c.raft.Barrier(max(time.Until(deadline), time.Millisecond)).Error()
+		if err == nil {
+			return nil
+		}
+		if (errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader)) &&
+			c.store.appendsFailing() == nil && time.Now().Before(deadline) {
+			// Leadership lost (raft steps down when an append fails): its next election may
+			// get past a failure that does not come back.
+			continue
+		}
 		if serr := c.store.writeErr(); serr != nil {
 			// Raft steps down when it cannot write its log (a full disk): the write's error
 			// says what failed, the leadership lost that followed does not.
@@ -269,7 +282,6 @@ func (c *Controller) awaitReady(self raft.ServerID, replay bool) error {
 		}
 		return fmt.Errorf("cluster: replay log: %w", c.raftErr(err))
 	}
-	return nil
 }
 
 // Metadata returns the current metadata. It is one atomic load: call it on

@@ -19,6 +19,8 @@ type raftStore struct {
 	// "delete logs" or "set".
 	fault  func(op string) error
 	failed atomic.Pointer[error]
+	// appendFailures counts the log appends that failed since the last one that succeeded.
+	appendFailures atomic.Int32
 }
 
 func (s *raftStore) write(op string, do func() error) error {
@@ -33,7 +35,27 @@ func (s *raftStore) write(op string, do func() error) error {
 		werr := fmt.Errorf("raft log %s: %s: %w", s.path, op, err)
 		s.failed.Store(&werr)
 	}
+	if op == opStoreLogs {
+		if err != nil {
+			s.appendFailures.Add(1)
+		} else {
+			s.appendFailures.Store(0)
+		}
+	}
 	return err
+}
+
+// opStoreLogs names a log append in errors (and in fault).
+const opStoreLogs = "store logs"
+
+// appendsFailing is writeErr once a log append failed and raft's next attempt failed too: the
+// raft log cannot be written, and elections will go on failing. A single failure may be a
+// passing one (a disk that something is freeing) that raft's next election gets past.
+func (s *raftStore) appendsFailing() error {
+	if s.appendFailures.Load() < 2 {
+		return nil
+	}
+	return s.writeErr()
 }
 
 // writeErr is the last write to raft.db that failed, or nil.
@@ -45,11 +67,11 @@ func (s *raftStore) writeErr() error {
 }
 
 func (s *raftStore) StoreLog(l *raft.Log) error {
-	return s.write("store logs", func() error { return s.BoltStore.StoreLog(l) })
+	return s.write(opStoreLogs, func() error { return s.BoltStore.StoreLog(l) })
 }
 
 func (s *raftStore) StoreLogs(logs []*raft.Log) error {
-	return s.write("store logs", func() error { return s.BoltStore.StoreLogs(logs) })
+	return s.write(opStoreLogs, func() error { return s.BoltStore.StoreLogs(logs) })
 }
 
 func (s *raftStore) DeleteRange(lo, hi uint64) error {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,11 +23,12 @@ func TestOpenReportsRaftLogWriteFailure(t *testing.T) {
 	}
 
 	cfg := testConfig(dir)
-	// The failure is reported as soon as the first append fails, not at the end of the start-up
-	// timeout (raft steps down and keeps trying elections that fail the same way).
+	// The failure is reported once the append of raft's next election has failed too, not at
+	// the end of the start-up timeout (raft steps down and keeps trying elections that fail the
+	// same way).
 	cfg.StartupTimeout = 10 * time.Minute
 	cfg.storeFault = func(op string) error {
-		if op == "store logs" {
+		if op == opStoreLogs {
 			return syscall.ENOSPC
 		}
 		return nil
@@ -56,4 +58,37 @@ func TestOpenReportsRaftLogWriteFailure(t *testing.T) {
 		!strings.Contains(err.Error(), "no space left on device") {
 		t.Fatalf("Open: %v, want the raft log's write error (raft.db: no space left on device)", err)
 	}
+}
+
+// A raft log append that fails once (a disk briefly full) is not a raft log that cannot be
+// written: raft steps down and its next election appends again. Open waits for that instead of
+// failing at the first failure.
+func TestOpenSurvivesOneFailedRaftLogAppend(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := open(t, testConfig(dir))
+	populate(t, c, "topic", 2)
+	want := c.Metadata()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(dir)
+	cfg.StartupTimeout = time.Minute // a bound for a loaded machine; the retry takes a heartbeat timeout
+	var appends atomic.Int32
+	cfg.storeFault = func(op string) error {
+		if op == opStoreLogs && appends.Add(1) == 1 {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	c2, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open after one failed append: %v", err)
+	}
+	defer c2.Close()
+	if appends.Load() < 2 {
+		t.Fatalf("%d appends: the failing one was not made", appends.Load())
+	}
+	sameState(t, c2.Metadata(), want)
 }

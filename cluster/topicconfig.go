@@ -158,7 +158,7 @@ var topicConfigDefs = []TopicConfigDef{
 		Doc: "acks=all is refused while fewer replicas are in sync",
 		set: longField(1, math.MaxInt32, func(c *TopicConfig) *int64 { return &c.MinInsyncReplicas })},
 	{Name: "preallocate", Type: ConfigBoolean, Default: "false",
-		Doc: "stored, not applied: disk blocks are always reserved ahead (log.preallocate.bytes)",
+		Doc: "stored, not applied: the broker's log.preallocate.bytes reserves disk blocks ahead",
 		set: boolField(func(c *TopicConfig) *bool { return &c.Preallocate })},
 	{Name: "retention.bytes", Type: ConfigLong, Default: "-1",
 		Doc: "most bytes a partition keeps before its oldest segments go; -1 no limit",

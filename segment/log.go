@@ -474,10 +474,13 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 }
 
 // Reconfigure applies new values of the settings that may change while the log is open (a topic
-// config was altered): segment.bytes, segment.ms, index.interval.bytes, segment.index.bytes,
-// retention.bytes, retention.ms, flush.messages and flush.ms. The other options keep the values
-// the log was opened with.
+// config was altered): segment.bytes, segment.ms, segment.jitter.ms, index.interval.bytes,
+// segment.index.bytes, retention.bytes, retention.ms, flush.messages and flush.ms. The other
+// options keep the values the log was opened with.
 //
+// segment.jitter.ms is drawn by the segments the next rolls create: the active segment keeps
+// the jitter it drew (as in Kafka), measured against the new segment.ms, so a segment.ms lowered
+// below it rolls the active segment at the next append.
 // flush.ms takes effect at once: the flusher replaces its ticker (or stops it, for never).
 // segment.index.bytes applies to the index files created from now on: those of the segments
 // the next rolls create (and of an older segment a truncation makes active again). The active

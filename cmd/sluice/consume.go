@@ -45,12 +45,15 @@ prints them. --format takes a kcat-like format string instead, printed as is for
   \n newline   \t tab   \r carriage return   \\ backslash
 
 Where to start: --from-beginning (else the end, for records produced from now on), --offset
-(earliest, latest or a number, for every consumed partition: a number outside what a partition
-holds, or one that retention deletes before it is read, is an error that names the offsets the
-partition holds), or --group, which resumes from
+(earliest, latest or a number, for every consumed partition), or --group, which resumes from
 the group's committed offsets (with --from-beginning for partitions the group has not
 committed). With --group, the offsets of the printed records are committed periodically and on
 exit, including Ctrl-C and SIGTERM.
+
+A numeric --offset N needs --partition, as in kafka-console-consumer (offsets are a
+partition's own). It fails, naming the offsets the partition holds, when the partition's log
+starts after N or ends before it, or when retention deletes records before they are printed: it
+does not jump to the log's end (kafka-console-consumer does, silently).
 
 --group stores and resumes offsets only: there is no group membership or rebalancing, so two
 consumers with the same --group each read every record of the partitions they consume (and
@@ -66,7 +69,7 @@ commit over each other). To share a topic's partitions, give each one its own --
 	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
 	f.StringVar(&o.topic, "topic", "", "topic to consume (required)")
 	f.StringVar(&o.group, "group", "", "consumer group, for its committed offsets only (resume from and commit to them); no membership: every consumer of the group reads all the partitions it consumes, so split them by hand with --partition")
-	f.StringVar(&o.offset, "offset", "", "start offset for every consumed partition: earliest, latest or a number")
+	f.StringVar(&o.offset, "offset", "", "start offset: earliest, latest, or a number (with --partition)")
 	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start from the earliest offset (with --group: where nothing is committed)")
 	f.Int32Var(&o.partition, "partition", -1, "consume only this partition (-1: all)")
 	f.IntVar(&o.maxMessages, "max-messages", 0, "exit after printing this many records (default: no limit)")
@@ -92,6 +95,9 @@ func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer)
 	start, err := consumeStart(o.offset)
 	if err != nil {
 		return err
+	}
+	if _, err := strconv.ParseInt(o.offset, 10, 64); err == nil && o.partition < 0 {
+		return fmt.Errorf("--offset %s needs --partition: offsets are a partition's own (earliest and latest go without)", o.offset)
 	}
 	format := defaultConsumeFormat
 	if o.format != "" {

@@ -161,8 +161,9 @@ func TestConsumeFlagErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"--topic", "errs", "--offset", "3", "--from-beginning"}, "--offset and --from-beginning"},
-		{[]string{"--topic", "errs", "--offset", "3", "--group", "g"}, "--offset and --group"},
+		{[]string{"--topic", "errs", "--partition", "0", "--offset", "3", "--from-beginning"}, "--offset and --from-beginning"},
+		{[]string{"--topic", "errs", "--partition", "0", "--offset", "3", "--group", "g"}, "--offset and --group"},
+		{[]string{"--topic", "errs", "--offset", "3"}, "--offset 3 needs --partition"},
 		{[]string{"--topic", "errs", "--offset", "soon"}, "--offset"},
 		{[]string{"--topic", "errs", "--offset", "-5"}, "--offset"},
 		{[]string{"--topic", "errs", "--partition", "4"}, "--partition 4"},
@@ -192,20 +193,25 @@ func TestConsumeFlagErrors(t *testing.T) {
 // silent start at the log's end (where the run would print nothing until new records came).
 func TestConsumeOffsetPastTheEnd(t *testing.T) {
 	e := newConsumeEnv(t)
-	e.topic("short", 1)
+	e.topic("short", 2)
 	e.produce("short", 0, 1000, "v0", "v1", "v2")
 	// The end itself is in range: the run waits there for new records.
-	if got := e.run("--topic", "short", "--offset", "3", "--timeout", "500ms"); got != "" {
+	if got := e.run("--topic", "short", "--partition", "0", "--offset", "3", "--timeout", "500ms"); got != "" {
 		t.Fatalf("--offset 3 (the end) printed %q", got)
 	}
-	cmd := consumeCmd()
-	var stderr bytes.Buffer
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(&stderr)
-	cmd.SetArgs([]string{"--broker", e.b.Addr().String(), "--topic", "short", "--offset", "7", "--timeout", "30s"})
-	err := cmd.ExecuteContext(e.ctx)
-	if !errors.Is(err, wire.ErrOffsetOutOfRange) || !strings.Contains(err.Error(), "--offset 7") || !strings.Contains(err.Error(), "[0, 3)") {
-		t.Fatalf("--offset 7 of a partition holding 3 records: %v; stderr:\n%s", err, stderr.String())
+	for _, c := range []struct{ partition, offset, want string }{
+		{"0", "7", "[0, 3)"},
+		{"1", "1", "the log is empty, at offset 0"},
+	} {
+		cmd := consumeCmd()
+		var stderr bytes.Buffer
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs([]string{"--broker", e.b.Addr().String(), "--topic", "short", "--partition", c.partition, "--offset", c.offset, "--timeout", "30s"})
+		err := cmd.ExecuteContext(e.ctx)
+		if !errors.Is(err, wire.ErrOffsetOutOfRange) || !strings.Contains(err.Error(), "--offset "+c.offset) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("--partition %s --offset %s: %v, want it to say %q; stderr:\n%s", c.partition, c.offset, err, c.want, stderr.String())
+		}
 	}
 }
 
