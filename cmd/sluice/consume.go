@@ -45,7 +45,8 @@ prints them. --format takes a kcat-like format string instead, printed as is for
   \n newline   \t tab   \r carriage return   \\ backslash
 
 Where to start: --from-beginning (else the end, for records produced from now on), --offset
-(earliest, latest or a number, for every consumed partition), or --group, which resumes from
+(earliest or latest for every consumed partition, or a number for the one --partition names),
+or --group, which resumes from
 the group's committed offsets (with --from-beginning for partitions the group has not
 committed). With --group, the offsets of the printed records are committed periodically and on
 exit, including Ctrl-C and SIGTERM.
