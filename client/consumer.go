@@ -835,6 +835,7 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			if len(ch.rest) == 0 {
 				return out, true, ch.err
 			}
+			pos := len(ch.records) - len(ch.rest)
 			b, rest, err := batch.Next(ch.rest)
 			if err != nil {
 				return out, true, err
@@ -842,8 +843,10 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			ch.rest = rest
 			// Checked before it is skipped: a damaged batch is reported wherever it lies, as
 			// its header (which says where it lies) is part of what may be damaged.
-			if err := b.Validate(); err != nil {
-				return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+			if pos+len(b) > ch.validated {
+				if err := b.Validate(); err != nil {
+					return out, true, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+				}
 			}
 			if int64(b.NextOffset()) <= ch.fetchOffset || b.IsControl() {
 				continue

@@ -26,6 +26,10 @@ type chunk struct {
 	records     []byte // whole batches, aliasing the response frame
 	err         error  // after the records: a corrupt batch; alone: the partition failed
 	reset       bool   // OFFSET_OUT_OF_RANGE: apply auto.offset.reset when Poll gets here
+	// validated is how many bytes at the start of records lie in batches already checked with
+	// batch.Validate, by the goroutine that read them from a file (readSpan, when Poll was
+	// behind): Poll does not check them again.
+	validated int
 	// With reset: the log's range as the broker answered, for the error of auto.offset.reset none.
 	logStart, highWatermark int64
 	// buf is the reused response buffer records aliases (ReuseRecordBuffers), else nil.

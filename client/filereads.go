@@ -22,12 +22,13 @@ package client
 // The cost is that the consumer needs permission to read the broker's data directory; one that
 // lacks it goes back to Fetch (fileReadsOff) after its first refusal.
 //
-// Every piece is checked as a fetched response is (whole batches, then every batch's CRC in
-// Poll), so a file that changed under the span (truncated, replaced between the broker's answer
-// and the open) shows up as a short read or a failed check, never as records the log does not
-// hold: a short read drops the span and the partition is fetched again from the same offset.
-// (Checking the CRCs on the reading goroutine instead, while the piece is in its cache, made
-// the reader the bottleneck: 3.3-3.5 GB/s against 3.3-4.3, BENCHMARKS.md.)
+// Every piece is checked as a fetched response is (whole batches, then every batch's CRC), so a
+// file that changed under the span (truncated, replaced between the broker's answer and the
+// open) shows up as a short read or a failed check, never as records the log does not hold: a
+// short read drops the span and the partition is fetched again from the same offset. Poll
+// checks the CRCs, except when it is well behind the reader: then the reader checks the piece
+// it just read, while the piece is in its core's cache (readSpan's checkHere). Checking every
+// piece on the reader made the reader the bottleneck (BENCHMARKS.md, fourteenth session).
 
 import (
 	"context"
@@ -329,6 +330,14 @@ func (f *fetcher) readSpan() bool {
 		return false
 	}
 	ps.inflight, ps.spanRead = true, true
+	// Poll is well behind (half the pieces a span may have waiting are there): this goroutine
+	// checks the batches of the piece it reads, while they are in this core's cache, and Poll
+	// skips them (chunk.validated). A hot CRC-32C runs at twice the speed of Poll's, on bytes
+	// read on the other core. Checking every piece here made this goroutine the slower one (the
+	// fourteenth session, and 4,350 against 4,600 MB/s in this one); checking only when Poll
+	// is this far behind: 5,230 against 4,680 MB/s, ahead in 8 of 10 pairs (BENCHMARKS.md,
+	// sixteenth session).
+	checkHere := ps.buffered >= maxSpanAhead/2
 	piece := int(min(int64(c.cfg.MaxPartitionFetchBytes), sp.end-sp.pos))
 	var fb *fetchBuf
 	if c.bufs != nil {
@@ -351,6 +360,10 @@ func (f *fetcher) readSpan() bool {
 	c.fileReads.Add(1)
 	c.fileReadBytes.Add(int64(len(records)))
 	whole, next, count, cerr := wholeBatches(records)
+	validated := 0
+	if checkHere {
+		validated = validatedPrefix(whole)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -395,6 +408,7 @@ func (f *fetcher) readSpan() bool {
 		cerr = fmt.Errorf("client: read %s from the broker's file: %w", tp, cerr)
 	}
 	ch.records, ch.rest, ch.nextOffset, ch.count, ch.err = whole, whole, next, count, cerr
+	ch.validated = validated
 	if fb != nil && len(whole) > 0 {
 		ch.buf = fb
 		fb.refs++
@@ -461,4 +475,20 @@ func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
 		}
 		n = size // one batch larger than a piece: read it whole
 	}
+}
+
+// validatedPrefix returns how many bytes of whole (whole batches) lie in the leading batches
+// that pass batch.Validate. It stops at the first that does not: Poll checks that one again and
+// reports it in its place, after the records before it.
+func validatedPrefix(whole []byte) int {
+	n := 0
+	for rest := whole; len(rest) > 0; {
+		b, r, err := batch.Next(rest)
+		if err != nil || b.Validate() != nil {
+			break
+		}
+		n += len(b)
+		rest = r
+	}
+	return n
 }
