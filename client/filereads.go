@@ -334,7 +334,7 @@ func (f *fetcher) readSpan() bool {
 	// checks the batches of the piece it reads, while they are in this core's cache, and Poll
 	// skips them (chunk.validated). A hot CRC-32C runs at twice the speed of Poll's, on bytes
 	// read on the other core. Checking every piece here made this goroutine the slower one (the
-	// fourteenth session, and 4,350 against 4,600 MB/s in this one); checking only when Poll
+	// fourteenth session, and 3,994 against 4,482 MB/s in the sixteenth); checking only when Poll
 	// is this far behind: 5,230 against 4,680 MB/s, ahead in 8 of 10 pairs (BENCHMARKS.md,
 	// sixteenth session).
 	checkHere := ps.buffered >= maxSpanAhead/2
