@@ -481,6 +481,7 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 // segment.jitter.ms is drawn by the segments the next rolls create: the active segment keeps
 // the jitter it drew (as in Kafka), measured against the new segment.ms, so a segment.ms lowered
 // below it rolls the active segment at the next append.
+//
 // flush.ms takes effect at once: the flusher replaces its ticker (or stops it, for never).
 // segment.index.bytes applies to the index files created from now on: those of the segments
 // the next rolls create (and of an older segment a truncation makes active again). The active
