@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,8 +126,15 @@ func (c Config) topicDefaults() cluster.TopicConfig {
 
 // ParseProperties reads Kafka-style "key=value" lines (# and ! comments) into c, for the
 // properties Sluice knows; an unknown or malformed property is an error, so a typo does not
-// silently keep a default.
+// silently keep a default. A property given in several units takes Kafka's order, whatever the
+// file's: log.retention.ms over .minutes over .hours, log.roll.ms over .hours, and
+// log.roll.jitter.ms over .hours.
 func ParseProperties(r io.Reader, c *Config) error {
+	type entry struct {
+		key, value string
+		line       int
+	}
+	var entries []entry
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
@@ -142,12 +150,28 @@ func ParseProperties(r io.Reader, c *Config) error {
 		if !ok {
 			return fmt.Errorf("config line %d: %q is not key=value", line, text)
 		}
-		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
-		if err := c.Set(key, value); err != nil {
-			return fmt.Errorf("config line %d: %w", line, err)
+		entries = append(entries, entry{strings.TrimSpace(key), strings.TrimSpace(value), line})
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	// The coarser units first, so that the finer one, set later, wins; file order otherwise.
+	unitRank := func(key string) int {
+		switch {
+		case strings.HasSuffix(key, ".hours"):
+			return 0
+		case strings.HasSuffix(key, ".minutes"):
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return unitRank(a.key) - unitRank(b.key) })
+	for _, e := range entries {
+		if err := c.Set(e.key, e.value); err != nil {
+			return fmt.Errorf("config line %d: %w", e.line, err)
 		}
 	}
-	return sc.Err()
+	return nil
 }
 
 // Set applies one Kafka property. A numeric value outside the property's range is refused

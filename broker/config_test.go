@@ -155,6 +155,12 @@ func TestParseProperties(t *testing.T) {
 		{"shared.memory.max.bytes=1", func(c *Config) { c.SharedMemoryBytes = 1 }},
 		{"connections.max.idle.ms=-1", func(c *Config) { c.IdleTimeout = cluster.Forever }},
 		{"connections.max.idle.ms=1", func(c *Config) { c.IdleTimeout = time.Millisecond }},
+		// A property in several units takes Kafka's order, not the file's: the finer unit wins.
+		{"log.retention.ms=5000\nlog.retention.hours=2", func(c *Config) { c.RetentionMs = 5 * time.Second }},
+		{"log.retention.minutes=3\nlog.retention.hours=2", func(c *Config) { c.RetentionMs = 3 * time.Minute }},
+		{"log.retention.hours=2\nlog.retention.ms=5000\nlog.retention.minutes=3", func(c *Config) { c.RetentionMs = 5 * time.Second }},
+		{"log.roll.ms=7\nlog.roll.hours=1", func(c *Config) { c.SegmentMs = 7 * time.Millisecond }},
+		{"log.roll.jitter.ms=10\nlog.roll.jitter.hours=1", func(c *Config) { c.SegmentJitter = 10 * time.Millisecond }},
 	} {
 		c := DefaultConfig()
 		if err := ParseProperties(strings.NewReader(good.in), &c); err != nil {
