@@ -52,10 +52,10 @@ func buildSluice(t *testing.T) string {
 
 // serve starts `sluice serve` on a unix socket only (no TCP port to collide on) and waits until
 // it answers.
-func serve(t *testing.T, bin, dataDir string) (*exec.Cmd, string, *bytes.Buffer) {
+func serve(t *testing.T, bin, dataDir string) (*exec.Cmd, string, *lockedBuffer) {
 	t.Helper()
 	sock := filepath.Join(dataDir, "s.sock")
-	var logs bytes.Buffer
+	var logs lockedBuffer // exec's copier goroutine writes it while a failing test reads it
 	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "", "--unix", sock)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
