@@ -61,12 +61,14 @@ func MaxBoundingProbes(mode, transport string, acks int) []string {
 
 // SetBounds records in r its throughput against each of probes, from l (a probe l did not
 // run, or that read zero, is left out). For a run at a fraction of its probed maximum
-// (MaxRate set) the throughput compared is the maximum's, and LimitsOfMax says so.
+// (MaxRate set) the throughput compared is the maximum's, and LimitsOfMax says so; with no
+// bound recorded (no --limits) LimitsOfMax stays false, since it describes ratios that are
+// not there.
 func (r *Result) SetBounds(l LimitsResult, probes []string) {
 	r.Limits, r.LimitsOfMax = nil, false
-	mbps := r.MBPerSec
+	mbps, ofMax := r.MBPerSec, false
 	if r.MaxRate > 0 && r.Records > 0 {
-		mbps, r.LimitsOfMax = r.MaxRate*float64(r.Bytes)/float64(r.Records)/1e6, true
+		mbps, ofMax = r.MaxRate*float64(r.Bytes)/float64(r.Records)/1e6, true
 	}
 	for _, p := range probes {
 		g := l.Get(p)
@@ -75,6 +77,7 @@ func (r *Result) SetBounds(l LimitsResult, probes []string) {
 		}
 		r.Limits = append(r.Limits, Bound{Probe: p, GBps: g, Ratio: mbps / 1e3 / g})
 	}
+	r.LimitsOfMax = ofMax && len(r.Limits) > 0
 }
 
 // Tightest returns the bound r came nearest to (the highest ratio); ok is false if r has none.

@@ -80,6 +80,12 @@ func TestSetBoundsOfTheMaximum(t *testing.T) {
 	if !s.LimitsOfMax || len(s.Limits) != 1 {
 		t.Errorf("medians: bounds %+v, of the maximum %v", s.Limits, s.LimitsOfMax)
 	}
+	// Without --limits there are no ratios, so none is said to be the maximum's (the JSON
+	// has no limits_of_max).
+	r.SetBounds(LimitsResult{}, nil)
+	if r.LimitsOfMax || len(r.Limits) != 0 {
+		t.Errorf("no limits probed: bounds %+v, of the maximum %v, want none and false", r.Limits, r.LimitsOfMax)
+	}
 	r.MaxRate = 0
 	r.SetBounds(LimitsResult{DiskWrite: 1}, []string{ProbeDiskWrite})
 	if r.LimitsOfMax || math.Abs(r.Limits[0].Ratio-0.1) > 1e-12 {

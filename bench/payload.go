@@ -50,7 +50,7 @@ func NewPayload(kind string, size int, file string) (*Payload, error) {
 		pool = TextPayload(n)
 	case PayloadFile:
 		if file == "" {
-			return nil, errors.New("bench: payload file: no file named")
+			return nil, errors.New("bench: payload file: no file named (--payload-file, or payloadFile in a workload)")
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {

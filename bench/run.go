@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicemq/sluice/batch"
 )
 
 // Run modes.
@@ -164,6 +166,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: warm-up cannot be negative")
 	case c.FetchBytes < 0:
 		return c, errors.New("bench: fetch size cannot be negative")
+	}
+	// Checked before any broker starts: the producer would refuse it only once one has.
+	if _, err := batch.ParseCodec(c.Compression); err != nil {
+		return c, fmt.Errorf("bench: compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
 	}
 	return c, nil
 }

@@ -507,6 +507,11 @@ func TestRateOfMax(t *testing.T) {
 	if _, err := Produce(context.Background(), newMemDriver(), Config{RateOfMax: 2}); err == nil {
 		t.Error("rate of max 2: want an error")
 	}
+	// A codec no producer knows is refused before the run, not by the first producer made.
+	if _, err := Produce(context.Background(), newMemDriver(), Config{Records: 1, Compression: "brotli"}); err == nil ||
+		!strings.Contains(err.Error(), `compression "brotli"`) {
+		t.Errorf("compression brotli: %v, want it refused by name", err)
+	}
 }
 
 // TestQuotasShareTheRecordsExactly: producers claim measured records in chunks, and together

@@ -185,6 +185,9 @@ func (w Workload) Config() (Config, error) {
 	}
 	c.LingerMs = 5
 	if w.LingerMs != nil {
+		if *w.LingerMs < 0 {
+			return bad("lingerMs %d: cannot be negative", *w.LingerMs)
+		}
 		c.LingerMs = *w.LingerMs
 	}
 	if w.Consumers > 0 {

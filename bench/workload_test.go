@@ -97,6 +97,7 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{"rate and rate of max", ok + "producerRate: 10\nproducerRateOfMax: 0.5\n", "not both"},
 		{"two consumers on a topic", ok + "consumers: 2\nproducerRate: 10\n", "one consumer per topic"},
 		{"e2e record too small", "name: w\nmessageSize: 8\nduration: 1s\nconsumers: 1\nproducerRate: 10\n", "at least"},
+		{"negative linger", ok + "lingerMs: -1\n", "lingerMs -1"},
 		{"wrong type", ok + "producers: many\n", "yaml"},
 		{"empty file", "", "empty workload file"},
 		{"only a comment", "# nothing here\n", "empty workload file"},

@@ -142,7 +142,7 @@ func (o *benchOptions) brokerConfigure() []func(*broker.Config) error {
 // addLimitsFlags adds --limits and --limits-duration.
 func addLimitsFlags(cmd *cobra.Command, o *benchOptions) {
 	f := cmd.Flags()
-	f.BoolVar(&o.limits, "limits", false, "before each run, probe the machine's limits that bound it (as `bench limits`: produce, the transport's stream and the disk write, with fdatasync for acks=all; consume, sendfile over the transport), sync and pause, and report the run's throughput against each; with --rate-of-max (e2e needs it: a set rate is bounded by nothing), the probed maximum's against produce's limits instead; the disk probes write in --data-dir; a --cpuprofile includes them")
+	f.BoolVar(&o.limits, "limits", false, "before each run, probe the machine's limits that bound it (as bench limits does: produce, the transport's stream and the disk write, with fdatasync for acks=all; consume, sendfile over the transport), sync and pause, and report the run's throughput against each; with --rate-of-max (e2e needs it: a set rate is bounded by nothing), the probed maximum's against produce's limits instead; the disk probes write in --data-dir; a --cpuprofile includes them")
 	f.DurationVar(&o.limitsDuration, "limits-duration", time.Second, "with --limits: time bound of each probe")
 }
 

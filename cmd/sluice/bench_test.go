@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/bench"
+	"github.com/spf13/pflag"
 )
 
 // runBench runs `sluice bench args...` in process and returns stdout and stderr.
@@ -510,5 +511,25 @@ func TestBenchFlagChecks(t *testing.T) {
 	// The checks run before anything starts.
 	if _, _, err := runBench(t, "produce", "--embedded", "--data-dir", t.TempDir(), "--records", "1", "--record-size", "0"); err == nil || !strings.Contains(err.Error(), "--record-size") {
 		t.Errorf("bench produce --record-size 0: %v", err)
+	}
+}
+
+// TestBenchHelpNoBoolPlaceholder: pflag takes a back-quoted word in a flag's usage as the
+// name of its value, so a bool flag whose usage quotes a command would read in --help as if
+// it took an argument ("--limits bench limits").
+func TestBenchHelpNoBoolPlaceholder(t *testing.T) {
+	root := rootCmd()
+	b, _, err := root.Find([]string{"bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range b.Commands() {
+		for _, fs := range []*pflag.FlagSet{sub.Flags(), sub.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if name, _ := pflag.UnquoteUsage(f); f.Value.Type() == "bool" && name != "" {
+					t.Errorf("bench %s --%s: --help shows a value %q for a bool flag", sub.Name(), f.Name, name)
+				}
+			})
+		}
 	}
 }
