@@ -148,8 +148,11 @@ func RunWorkload(ctx context.Context, d Driver, w Workload, progress io.Writer, 
 // ReleaseMemory collects the garbage of whatever ran before in this process and returns the
 // freed memory to the system, so that a run does not pay for its predecessor's heap: an
 // in-process kfake keeps every record it was sent (2.4 GB of heap after a 1 GB run), and the
-// Sluice runs after it in the same compare ran at a third of the first run's throughput.
+// Sluice runs after it in the same compare ran at a third of the first run's throughput. It
+// also starts the process's peak RSS again from what is left, so that the next run's peak is
+// its own (on Linux; elsewhere there is none).
 func ReleaseMemory() {
 	runtime.GC()
 	debug.FreeOSMemory()
+	resetPeakRSS()
 }

@@ -10,8 +10,9 @@ import (
 // middle run's, or the mean of the middle two), Spread holds each figure's lowest and highest,
 // and Runs every run whole. Absolute figures on a shared machine vary from run to run, so a
 // figure worth quoting is a median with its spread; the JSON keeps Result's keys at the top
-// level, so scripts that read one run read the medians the same way. Peak RSS is a process's
-// high-water mark, so in-process runs after the first report at least the first's.
+// level, so scripts that read one run read the medians the same way. Peak RSS is the
+// process's high-water mark since the run began (ReleaseMemory starts it again before each
+// run, on Linux), so it includes what earlier runs left resident.
 type Repeated struct {
 	Result
 	Spread map[string][2]float64 `json:"spread"`

@@ -67,7 +67,8 @@ type Result struct {
 	// BrokerCPUSeconds is the part of CPUSeconds spent by a broker in a process of its own
 	// (BrokerCPUReader), zero for an in-process or remote broker.
 	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
-	// BrokerRSSPeakMB is that broker process's peak RSS (RSSPeakMB is this process's).
+	// BrokerRSSPeakMB is that broker process's peak RSS (RSSPeakMB is this process's, since
+	// the last ReleaseMemory: compare and repeated runs call it before each run).
 	BrokerRSSPeakMB float64 `json:"broker_rss_peak_mb,omitempty"`
 	RSSPeakMB       float64 `json:"rss_peak_mb"`
 	HeapInuseMB     float64 `json:"heap_inuse_mb"`
