@@ -35,8 +35,8 @@ type Result struct {
 	// after their due times: part of LatencyMs that the system under test did not cause.
 	SendLagMs Latency `json:"send_lag_ms,omitzero"`
 	// ProduceRequests and Batches are the produce requests the producers wrote and the record
-	// batches in them, over the whole run (warm-up and probes' records included), where the
-	// driver counts them (RequestCounter).
+	// batches in them, over the whole run with its warm-up (not the probes of a --rate-of-max
+	// run, which come before it), where the driver counts them (RequestCounter).
 	ProduceRequests int64 `json:"produce_requests,omitempty"`
 	Batches         int64 `json:"batches,omitempty"`
 	// SharedRequests counts the ProduceRequests that went through shared memory rather than
