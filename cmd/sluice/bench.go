@@ -304,7 +304,10 @@ func peerNames() []string {
 func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 	acks, err := bench.ParseAcks(o.acks)
 	if err != nil {
-		return bench.Config{}, err
+		return bench.Config{}, fmt.Errorf("--acks: %w", err)
+	}
+	if !(o.rate >= 0) { // NaN too
+		return bench.Config{}, fmt.Errorf("--rate %v: want records/s, or leave it out to run flat out", o.rate)
 	}
 	payload := o.payload
 	if o.payloadFile != "" {

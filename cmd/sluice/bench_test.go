@@ -249,10 +249,20 @@ func TestBenchCompareSluiceOnly(t *testing.T) {
 }
 
 func TestBenchBadArguments(t *testing.T) {
+	// These name the flag they refuse.
+	for _, c := range []struct{ args []string }{
+		{[]string{"produce", "--embedded", "--acks", "2", "--records", "1"}},
+		{[]string{"produce", "--embedded", "--rate", "-1", "--records", "1"}},
+		{[]string{"e2e", "--embedded", "--rate", "NaN", "--records", "1"}},
+	} {
+		flag := c.args[2]
+		if _, _, err := runBench(t, c.args...); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("sluice bench %s: %v, want an error naming %s", strings.Join(c.args, " "), err, flag)
+		}
+	}
 	for _, args := range [][]string{
 		{"produce", "--embedded", "--driver", "nope", "--records", "1"},
 		{"produce", "--embedded", "--transport", "udp", "--records", "1"},
-		{"produce", "--embedded", "--acks", "2", "--records", "1"},
 		{"e2e", "--embedded", "--record-size", "8", "--records", "1"},
 		{"compare", "--mode", "fetch", "--records", "1"},
 		{"compare", "--mode", "consume", "--records", "1", "--rate", "10"},
