@@ -155,15 +155,8 @@ func (c *pollSizesConsumer) Rewind(n int) { c.Consumer.(Rewinder).Rewind(n) }
 // none.
 func committedOffset(ctx context.Context, t *testing.T, addr, group string, tp client.TopicPartition) int64 {
 	t.Helper()
-	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{addr}}, GroupID: group,
-		EnableAutoCommit: new(false), AutoOffsetReset: client.OffsetResetNone})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := groupConsumer(ctx, t, addr, group, tp)
 	defer c.Close(ctx)
-	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
-		t.Fatal(err)
-	}
 	pos, err := c.Position(ctx, tp)
 	if errors.Is(err, client.ErrNoOffset) {
 		return -1
@@ -172,6 +165,22 @@ func committedOffset(ctx context.Context, t *testing.T, addr, group string, tp c
 		t.Fatalf("committed offset of %s for group %s: %v", tp, group, err)
 	}
 	return pos
+}
+
+// groupConsumer is a consumer of group, assigned tp, that starts from the group's committed
+// offset (none is an error) and commits nothing itself.
+func groupConsumer(ctx context.Context, t *testing.T, addr, group string, tp client.TopicPartition) *client.Consumer {
+	t.Helper()
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{addr}}, GroupID: group,
+		EnableAutoCommit: new(false), AutoOffsetReset: client.OffsetResetNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
+		_ = c.Close(ctx)
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestConsumeGroupCommitsOnlyTheRecordsCounted: a consume run of --records in a group counts
@@ -203,15 +212,8 @@ func TestConsumeGroupCommitsOnlyTheRecordsCounted(t *testing.T) {
 		}
 	}
 	// A consumer of the group starts with record 600.
-	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{sd.addr}}, GroupID: "g",
-		EnableAutoCommit: new(false), AutoOffsetReset: client.OffsetResetNone})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := groupConsumer(ctx, t, sd.addr, "g", tp)
 	defer c.Close(ctx)
-	if err := c.Assign([]client.TopicPartition{tp}); err != nil {
-		t.Fatal(err)
-	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	recs, err := c.Poll(pctx)

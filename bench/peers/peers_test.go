@@ -132,13 +132,7 @@ func roundTrip(t *testing.T, d bench.Driver, popts bench.ProducerOptions, copts 
 }
 
 func TestKfakeRoundTrip(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	d, err := StartKfake(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx, d := startKfake(t)
 	if d.Name() != "kfake" {
 		t.Fatalf("Name = %q", d.Name())
 	}
@@ -185,14 +179,8 @@ func checkDelete(t *testing.T, d bench.Driver, topic string) {
 }
 
 func TestJetStreamRoundTrip(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	dir := t.TempDir()
-	d, err := StartJetStream(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx, d := startJetStream(t, dir)
 	if d.Name() != "jetstream" {
 		t.Fatalf("Name = %q", d.Name())
 	}
@@ -283,13 +271,7 @@ func TestStreamName(t *testing.T) {
 // commits the 300 it counted, not the whole of its last Poll: the group's next consumer starts
 // with record 300.
 func TestKfakeGroupCommitsOnlyTheRecordsCounted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	d, err := StartKfake(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx, d := startKfake(t)
 	if err := d.CreateTopic(ctx, "counted", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -335,18 +317,39 @@ func TestKfakeGroupCommitsOnlyTheRecordsCounted(t *testing.T) {
 // so it cannot leave the end of a run's last Poll to the group's next run: a consume run of
 // records in a group is refused rather than silently skipping records.
 func TestJetStreamRefusesGroupRecords(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	d, err := StartJetStream(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx, d := startJetStream(t, t.TempDir())
 	if err := d.CreateTopic(ctx, "js-grp", 1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = bench.Consume(ctx, d, bench.Config{Topic: "js-grp", Records: 10, Group: "g", IdleTimeout: time.Second})
+	_, err := bench.Consume(ctx, d, bench.Config{Topic: "js-grp", Records: 10, Group: "g", IdleTimeout: time.Second})
 	if !errors.Is(err, bench.ErrGroupRecords) {
 		t.Fatalf("consume of records in a group: %v, want ErrGroupRecords", err)
 	}
+}
+
+// startKfake starts an in-process kfake for the test, with a context that bounds the test's
+// calls (60 s); both end with the test.
+func startKfake(t *testing.T) (context.Context, *KafkaDriver) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	d, err := StartKfake(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return ctx, d
+}
+
+// startJetStream starts an in-process nats-server with JetStream storing in dir, as startKfake.
+func startJetStream(t *testing.T, dir string) (context.Context, *JetStreamDriver) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	d, err := StartJetStream(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return ctx, d
 }
