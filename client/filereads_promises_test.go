@@ -205,19 +205,7 @@ func TestFileReadsSeekDuringSpanReadKeepsTheFetch(t *testing.T) {
 	request := fe.reqCtx
 	c.mu.Unlock()
 
-	entered, release := holdSpanReads(t)
-	read := make(chan bool)
-	go func() {
-		c.pollMu.Lock()
-		defer c.pollMu.Unlock()
-		read <- c.readFiles()
-	}()
-	select {
-	case <-entered:
-	case <-f.ctx.Done():
-		t.Fatal("readFiles did not read")
-	}
-	testHookSpanRead.Store(nil)
+	read, release := readFilesHeld(f.ctx, t, c)
 	c.mu.Lock()
 	if pa := c.mu.parts[a]; !pa.inflight || !pa.spanRead {
 		c.mu.Unlock()

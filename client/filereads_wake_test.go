@@ -88,19 +88,7 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 	c.mu.Lock()
 	c.mu.parts[tp].spanAhead = 100
 	c.mu.Unlock()
-	entered, release := holdSpanReads(t)
-	read := make(chan bool)
-	go func() {
-		c.pollMu.Lock()
-		defer c.pollMu.Unlock()
-		read <- c.readFiles()
-	}()
-	select {
-	case <-entered:
-	case <-ctx.Done():
-		t.Fatal("readFiles did not read")
-	}
-	testHookSpanRead.Store(nil)
+	read, release := readFilesHeld(ctx, t, c)
 	if err := c.Seek(tp, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +104,28 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Offset != 7 {
 		t.Fatalf("poll after the seek: %d records, %v; want the record at offset 7", len(recs), err)
 	}
+}
+
+// readFilesHeld runs Poll's readFiles on c in a goroutine and returns once the span read it
+// makes is held in readSpan's hook (later reads are not held): read gets what readFiles
+// returns after release is closed.
+func readFilesHeld(ctx context.Context, t *testing.T, c *Consumer) (read <-chan bool, release chan struct{}) {
+	t.Helper()
+	entered, release := holdSpanReads(t)
+	done := make(chan bool, 1)
+	go func() {
+		c.pollMu.Lock()
+		defer c.pollMu.Unlock()
+		done <- c.readFiles()
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		close(release)
+		t.Fatal("readFiles did not read")
+	}
+	testHookSpanRead.Store(nil)
+	return done, release
 }
 
 // holdSpanReads makes the next span read wait in readSpan's hook: entered is closed when it
