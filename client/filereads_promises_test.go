@@ -2,10 +2,11 @@
 
 package client
 
-// Tests of three promises of file reads (filereads.go) that need the fetcher's insides: a
+// Tests of four promises of file reads (filereads.go) that need the fetcher's insides: a
 // seek during a span's read leaves the fetcher's request for other partitions alone; spans
 // that keep failing pause file reads for spanPause, then they resume; a permission error
-// turns them off for good, and every record still comes, fetched. Faults come through the
+// turns them off for good, and every record still comes, fetched; while Poll is behind, the
+// fetcher checks the pieces it reads. Faults come through the
 // test hooks on the open (testHookSpanOpen) and the read (testHookSpanRead); nothing here
 // waits a fixed time for something to happen.
 
@@ -17,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -375,5 +377,46 @@ func TestFileReadsPermissionDeniedFallsBackToFetch(t *testing.T) {
 	c.mu.Unlock()
 	if opens := len(opens.get()); opens != 1 || !off || st.FileReads != 0 || st.Fetches == 0 {
 		t.Fatalf("%d span opens, file reads off %v, stats %+v; want one refused open, then fetches only", opens, off, st)
+	}
+}
+
+// While Poll is well behind (half of maxSpanAhead pieces waiting), the fetcher checks the
+// batches of the pieces it reads and marks them (chunk.validated), whole; every record still
+// comes, in order. (That Poll checks what is not marked: TestDecodeChecksWhatTheReaderDidNot.)
+func TestFileReadsCheckOnTheReaderWhenPollIsBehind(t *testing.T) {
+	f := newSpanFixture(t, "behind", 1)
+	n := f.fill(0, 0, 200) // 2,000 records, about 2 MB: 32 pieces of 64 KiB
+	tp := TopicPartition{Topic: "behind", Partition: 0}
+	c := f.consumer(ConsumerConfig{MaxPartitionFetchBytes: 64 << 10}, tp)
+	// One Poll positions the partition; with no other, the fetcher reads ahead. Once more than
+	// half of maxSpanAhead pieces wait, one of them was read with half waiting: the fetcher's.
+	next := int64(0)
+	for _, r := range f.poll(c) {
+		f.check(r, 0, next)
+		next++
+	}
+	waitUntil(t, c, "more than half of maxSpanAhead pieces read ahead", func() bool {
+		return c.mu.parts[tp] != nil && c.mu.parts[tp].buffered > maxSpanAhead/2
+	})
+	c.mu.Lock()
+	var checked []bool
+	for _, ch := range c.mu.queue {
+		if ch.tp == tp && len(ch.records) > 0 {
+			if ch.validated != 0 && ch.validated != len(ch.records) {
+				c.mu.Unlock()
+				t.Fatalf("a sound piece of %d bytes marked checked up to %d", len(ch.records), ch.validated)
+			}
+			checked = append(checked, ch.validated > 0)
+		}
+	}
+	c.mu.Unlock()
+	if !slices.Contains(checked, true) {
+		t.Fatalf("pieces checked on the reader, in queue order: %v; want some", checked)
+	}
+	for next < int64(n) {
+		for _, r := range f.poll(c) {
+			f.check(r, 0, next)
+			next++
+		}
 	}
 }
