@@ -157,7 +157,7 @@ func (f *fetcher) run() {
 		f.closeSpans()
 	}()
 	for {
-		if f.readSpan() {
+		if f.readSpan(false) {
 			continue
 		}
 		reqCtx, n := f.prepare()

@@ -301,7 +301,7 @@ func FuzzConsumerFetchSharedResponse(f *testing.F) {
 						h.poll(fmt.Sprintf("step %d poll", step))
 					}
 				case op < 11: // the fetcher reads ahead
-					h.f.readSpan()
+					h.f.readSpan(false)
 					h.checkState(fmt.Sprintf("step %d read", step))
 				case op == 11:
 					h.changeFile(r)

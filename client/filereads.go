@@ -254,7 +254,7 @@ func (c *Consumer) readFiles() bool {
 	c.mu.Unlock()
 	for i, f := range fs {
 		fs[i] = nil
-		if f.readSpan() {
+		if f.readSpan(true) {
 			return true
 		}
 	}
@@ -306,9 +306,9 @@ func (f *fetcher) spanCurrent(sp *fileSpan, ps *partState) bool {
 // readSpan reads the next piece of one span whose partition may be fetched, queues it for
 // Poll, and reports whether it found one to read. It drops the spans of partitions that were
 // sought, unassigned or moved since their span was fetched. The fetcher goroutine and Poll
-// (readFiles) both call it; the partition's in-flight mark gives one of them the span's file
-// position until the piece is queued.
-func (f *fetcher) readSpan() bool {
+// (readFiles, byPoll) both call it; the partition's in-flight mark gives one of them the span's
+// file position until the piece is queued.
+func (f *fetcher) readSpan(byPoll bool) bool {
 	c := f.c
 	c.mu.Lock()
 	var tp TopicPartition
@@ -429,6 +429,12 @@ func (f *fetcher) readSpan() bool {
 	}
 	c.mu.queue = append(c.mu.queue, ch)
 	c.signal()
+	if byPoll && ps.fetchable(f.broker) {
+		// The fetcher may have looked for a piece to read while this read held the
+		// partition's in-flight mark, found none and gone to sleep; Poll wakes it only once
+		// half the pieces or fewer wait, so it would read no further until then.
+		c.wakeFetcherLocked(ps)
+	}
 	return true
 }
 

@@ -20,20 +20,97 @@ import (
 // would ever fetch the partition again and Poll would wait forever. (Found by seeking from
 // another goroutine while polling a file-read backlog: Poll hung within seconds.)
 func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
-	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := Dial(ctx, b.Addr().String(), "span-wake")
+	c, tp := spanBacklogConsumer(ctx, t, "span-wake")
+	waitSpanFull(ctx, t, c, tp)
+	// Let Poll's readFiles read a piece while the fetcher sleeps (as when Poll drained the
+	// queue before the fetcher's wake-up took effect), and hold it in the read.
+	c.mu.Lock()
+	c.mu.parts[tp].spanAhead = 100
+	c.mu.Unlock()
+	read, release := readFilesHeld(ctx, t, c)
+	if err := c.Seek(tp, 7); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the fetcher wakes, passes over the partition, sleeps
+	close(release)
+	if !<-read {
+		t.Fatal("readFiles read nothing")
+	}
+
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	recs, err := c.Poll(pctx)
+	if err != nil || len(recs) != 1 || recs[0].Offset != 7 {
+		t.Fatalf("poll after the seek: %d records, %v; want the record at offset 7", len(recs), err)
+	}
+}
+
+// Poll's readFiles reads a piece while the fetcher, woken, looks for one: the fetcher finds
+// the partition in flight, passes over it and sleeps. The piece Poll queues leaves room to
+// read further ahead, so the read must wake the fetcher: else it sleeps until Poll has taken
+// the queue down to half (seen in the sixteenth session with 5-7 of 8 pieces waiting).
+func TestFileReadsPollsReadWakesTheFetcherToReadAhead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, tp := spanBacklogConsumer(ctx, t, "span-ahead")
+	f := waitSpanFull(ctx, t, c, tp)
+
+	// Room for more pieces than the fetcher read (as when Poll took one), and Poll's
+	// readFiles reads one while the fetcher, woken, looks.
+	c.mu.Lock()
+	ps := c.mu.parts[tp]
+	ps.spanAhead = 100
+	queued := ps.buffered
+	c.mu.Unlock()
+	read, release := readFilesHeld(ctx, t, c)
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+	time.Sleep(100 * time.Millisecond) // the fetcher passes over the partition and sleeps
+	c.mu.Lock()
+	during := ps.buffered
+	c.mu.Unlock()
+	if during != queued {
+		t.Fatalf("the fetcher read %d pieces while Poll's read held the partition", during-queued)
+	}
+	close(release)
+	if !<-read {
+		t.Fatal("readFiles read nothing")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		n := ps.buffered
+		c.mu.Unlock()
+		if n > queued+1 {
+			return // the fetcher reads ahead again
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pieces wait (%d before Poll's read): the fetcher was not woken to read further", n, queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// spanBacklogConsumer makes a topic with a 400 KiB backlog (40 batches of ten 1 KiB records)
+// on a broker of its own, and a consumer over its unix socket, assigned to its partition with
+// 16 KiB pieces, that has polled the first record: the backlog is read from the file.
+func spanBacklogConsumer(ctx context.Context, t *testing.T, topic string) (*Consumer, TopicPartition) {
+	t.Helper()
+	b := brokertest.Start(t)
+	conn, err := Dial(ctx, b.Addr().String(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	const topic = "span-wake"
 	var cr wire.CreateTopicsResponse
 	if err := conn.Call(ctx, &wire.CreateTopicsRequest{TimeoutMs: 10000, Topics: []wire.CreateTopicsRequestTopic{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1}}}, &cr); err != nil || cr.Topics[0].ErrorCode != wire.NoError {
 		t.Fatal(err, cr.Topics)
 	}
-	for i := range 40 { // 40 batches of 10 KiB: the backlog comes as a span
+	for i := range 40 {
 		bl := batch.NewBuilder(batch.DefaultBuilderOptions())
 		for j := range 10 {
 			v := make([]byte, 1024)
@@ -57,7 +134,7 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(context.Background())
+	t.Cleanup(func() { c.Close(context.Background()) })
 	tp := TopicPartition{Topic: topic}
 	if err := c.Assign([]TopicPartition{tp}); err != nil {
 		t.Fatal(err)
@@ -65,8 +142,13 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 	if recs, err := c.Poll(ctx); err != nil || len(recs) != 1 || recs[0].Offset != 0 {
 		t.Fatalf("first poll: %d records, %v", len(recs), err)
 	}
+	return c, tp
+}
 
-	// Wait for the fetcher to read ahead as far as it may and go to sleep.
+// waitSpanFull waits for tp's fetcher to read tp's span as far ahead as it may and go to
+// sleep (the state holds for 50 looks), and returns the fetcher.
+func waitSpanFull(ctx context.Context, t *testing.T, c *Consumer, tp TopicPartition) *fetcher {
+	t.Helper()
 	var f *fetcher
 	for stable := 0; stable < 50; time.Sleep(time.Millisecond) {
 		c.mu.Lock()
@@ -83,27 +165,7 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 			t.Fatal("the partition is never read ahead from its file")
 		}
 	}
-	// Let Poll's readFiles read a piece while the fetcher sleeps (as when Poll drained the
-	// queue before the fetcher's wake-up took effect), and hold it in the read.
-	c.mu.Lock()
-	c.mu.parts[tp].spanAhead = 100
-	c.mu.Unlock()
-	read, release := readFilesHeld(ctx, t, c)
-	if err := c.Seek(tp, 7); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond) // the fetcher wakes, passes over the partition, sleeps
-	close(release)
-	if !<-read {
-		t.Fatal("readFiles read nothing")
-	}
-
-	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer pcancel()
-	recs, err := c.Poll(pctx)
-	if err != nil || len(recs) != 1 || recs[0].Offset != 7 {
-		t.Fatalf("poll after the seek: %d records, %v; want the record at offset 7", len(recs), err)
-	}
+	return f
 }
 
 // readFilesHeld runs Poll's readFiles on c in a goroutine and returns once the span read it
