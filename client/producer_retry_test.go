@@ -420,7 +420,7 @@ func TestProducerRetryGoesToMovedLeaderAtOnce(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			if !p.refreshMetadata() {
+			if news, _ := p.refreshMetadata(p.client.meta.Load()); !news {
 				t.Fatal("the refresh after the leader moved brought no news")
 			}
 			select {
@@ -435,6 +435,34 @@ func TestProducerRetryGoesToMovedLeaderAtOnce(t *testing.T) {
 				t.Fatalf("%d Produce requests, want the refused one and the one to the new leader", len(produces))
 			}
 		})
+	}
+}
+
+// A refresh brings news when the leaders moved since the caller's previous refresh, even if
+// another path (here the client's own refresh, as Send's lookup of a topic makes one) stored
+// the moved leaders first: else the housekeeper's run of refreshes that found nothing would go
+// on growing its gaps while the leaders it waits for had moved.
+func TestProducerRefreshNewsSinceItsLastRefresh(t *testing.T) {
+	rb := startRetryBroker(t, 1, func(int) wire.ErrorCode { return wire.NoError })
+	p := newRetryProducer(t, rb, ProducerConfig{Linger: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}); err != nil {
+		t.Fatal(err) // the producer writes to the topic: its leaders count
+	}
+	news, seen := p.refreshMetadata(p.client.meta.Load())
+	if news {
+		t.Fatal("a refresh that found the same leader brought news")
+	}
+	rb.locked(func() { rb.leader, rb.epoch = 2, 1 })
+	if err := p.client.RefreshMetadata(ctx); err != nil { // another path stores the move
+		t.Fatal(err)
+	}
+	if news, _ := p.refreshMetadata(seen); !news {
+		t.Fatal("the leader moved since the last refresh, and the refresh brought no news: another path had stored the move first")
+	}
+	if news, _ := p.refreshMetadata(p.client.meta.Load()); news {
+		t.Fatal("a refresh after the move was seen brought news again")
 	}
 }
 

@@ -946,11 +946,13 @@ func (p *Producer) housekeep() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	sched := newRefreshSchedule(&p.cfg, time.Now()) // NewClient has just loaded the metadata
+	seen := p.client.meta.Load()                    // the metadata as of the last refresh here
 	want := false
 	for {
 		now := time.Now()
 		if want && !now.Before(sched.next()) {
-			news := p.refreshMetadata()
+			var news bool
+			news, seen = p.refreshMetadata(seen)
 			end := time.Now()
 			sched.refreshed(now, end, news, rand.Float64())
 			want, now = false, end
@@ -1024,29 +1026,36 @@ func (r *refreshSchedule) refreshed(start, end time.Time, news bool, jitter floa
 }
 
 // refreshMetadata reloads the metadata and has the senders route their partitions by it. It
-// reports whether the refresh brought news: a partition of a topic the producer writes to has
-// another leader or leader epoch than before (or the topic changed its partitions, or came or
-// went). A failed refresh brings none.
-func (p *Producer) refreshMetadata() bool {
-	before := p.client.meta.Load()
+// reports whether the refresh brought news since seen, the metadata of the caller's previous
+// refresh: a partition of a topic the producer writes to has another leader or leader epoch
+// (or the topic changed its partitions, or came or went); and it returns the metadata to pass
+// as seen next time. A failed refresh brings none. Against seen rather than the metadata this
+// refresh replaced: another path (Send's lookup of a topic, the consumer of a shared Client)
+// may have stored the moved leaders in between, and the run of refreshes that found nothing
+// would go on growing its gaps.
+func (p *Producer) refreshMetadata(seen *metadata) (news bool, now *metadata) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
 	err := p.client.RefreshMetadata(ctx)
 	cancel()
 	if err != nil {
 		p.cfg.Logger.Debug("producer: metadata refresh failed", "err", err)
-		return false
+		return false, seen
 	}
 	p.syncTopics()
 	for _, s := range *p.senders.Load() {
 		s.signal() // re-route on the new metadata
 	}
-	return p.leadersMoved(before, p.client.meta.Load())
+	now = p.client.meta.Load()
+	return p.leadersMoved(seen, now), now
 }
 
 // leadersMoved reports whether a topic the producer writes to is known in one of old and md
 // and not the other, or has another partition count, or a partition with another leader or
 // leader epoch.
 func (p *Producer) leadersMoved(old, md *metadata) bool {
+	if old == nil || md == nil {
+		return old != md
+	}
 	for name := range *p.topics.Load() {
 		was, okWas := old.topics[name]
 		is, okIs := md.topics[name]
