@@ -13,7 +13,9 @@ type Admin struct {
 	conn *Conn
 }
 
-// NewAdmin dials addr for administration.
+// NewAdmin dials addr ("host:port" or "unix:///path", as ParseAddress takes) for
+// administration. An Admin keeps that one connection (it does not follow the cluster's
+// metadata to other brokers) and is safe for concurrent use; Close closes it.
 func NewAdmin(ctx context.Context, addr string) (*Admin, error) {
 	c, err := Dial(ctx, addr, "sluice-admin")
 	if err != nil {
@@ -35,15 +37,27 @@ type TopicSpec struct {
 	Configs           map[string]string
 }
 
-func resultErr(code wire.ErrorCode, msg *string) error {
+// resultErr is the error of a response's error code and message (nil for NoError) for op (such
+// as `create topic "orders"`). The broker's message names the operation and the topic; without
+// one, op is the context. A missing topic also matches ErrUnknownTopic, as the Producer's and
+// Consumer's errors do, so that an application tests for one sentinel whichever API it called;
+// the code stays matchable too.
+func resultErr(op string, code wire.ErrorCode, msg *string) error {
 	if code == wire.NoError {
 		return nil
 	}
-	if msg != nil && *msg != "" {
-		return fmt.Errorf("%w: %s", code, *msg)
+	var err error = code
+	if code == wire.ErrUnknownTopicOrPartition {
+		err = fmt.Errorf("%w: %w", ErrUnknownTopic, code)
 	}
-	return code
+	if msg != nil && *msg != "" {
+		return fmt.Errorf("%w: %s", err, *msg)
+	}
+	return fmt.Errorf("client: %s: %w", op, err)
 }
+
+// topicOp names an operation on a topic for resultErr.
+func topicOp(op, topic string) string { return fmt.Sprintf("%s %.300q", op, topic) }
 
 func entries(m map[string]string) []wire.ConfigEntry {
 	keys := make([]string, 0, len(m))
@@ -60,7 +74,8 @@ func entries(m map[string]string) []wire.ConfigEntry {
 }
 
 // CreateTopic creates a topic; the error wraps the broker's error code (errors.Is with
-// wire.ErrTopicAlreadyExists, wire.ErrInvalidTopicException, ...).
+// wire.ErrTopicAlreadyExists, wire.ErrInvalidTopicException, wire.ErrInvalidConfig,
+// wire.ErrInvalidReplicationFactor, ...) and says why.
 func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	t := wire.CreateTopicsRequestTopic{Topic: spec.Name, NumPartitions: spec.Partitions, ReplicationFactor: spec.ReplicationFactor, Configs: entries(spec.Configs)}
 	if t.NumPartitions <= 0 {
@@ -72,26 +87,30 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	for p, replicas := range spec.Assignment {
 		t.Assignments = append(t.Assignments, wire.CreateTopicsAssignment{Partition: int32(p), Replicas: replicas})
 	}
+	op := topicOp("create topic", spec.Name)
 	var resp wire.CreateTopicsResponse
 	if err := a.conn.Call(ctx, &wire.CreateTopicsRequest{Topics: []wire.CreateTopicsRequestTopic{t}, TimeoutMs: 30000}, &resp); err != nil {
-		return err
+		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(resp.Topics) != 1 {
-		return fmt.Errorf("client: create topic: %d results for 1 topic", len(resp.Topics))
+		return fmt.Errorf("client: %s: %d results for 1 topic", op, len(resp.Topics))
 	}
-	return resultErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+	return resultErr(op, resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
 
-// DeleteTopic deletes a topic and its data.
+// DeleteTopic deletes a topic and its data. A missing topic is an error wrapping
+// ErrUnknownTopic (and wire.ErrUnknownTopicOrPartition); an internal one wraps
+// wire.ErrInvalidTopicException.
 func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
+	op := topicOp("delete topic", name)
 	var resp wire.DeleteTopicsResponse
 	if err := a.conn.Call(ctx, &wire.DeleteTopicsRequest{Topics: []string{name}, TimeoutMs: 30000}, &resp); err != nil {
-		return err
+		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(resp.Topics) != 1 {
-		return fmt.Errorf("client: delete topic: %d results for 1 topic", len(resp.Topics))
+		return fmt.Errorf("client: %s: %d results for 1 topic", op, len(resp.Topics))
 	}
-	return resultErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+	return resultErr(op, resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
 
 // TopicInfo is a topic as Metadata describes it.
@@ -115,49 +134,60 @@ func (a *Admin) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 	return out, nil
 }
 
-// DescribeTopic returns a topic's partitions and its effective configuration.
+// DescribeTopic returns a topic's partitions and its effective configuration: every topic
+// config, with its Source (wire.ConfigSourceDynamicTopic for the topic's own overrides). A
+// missing topic is an error wrapping ErrUnknownTopic (and wire.ErrUnknownTopicOrPartition).
 func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, []wire.DescribeConfigsEntry, error) {
+	op := topicOp("describe topic", name)
 	var md wire.MetadataResponse
 	if err := a.conn.Call(ctx, &wire.MetadataRequest{Topics: []string{name}}, &md); err != nil {
-		return TopicInfo{}, nil, err
+		return TopicInfo{}, nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(md.Topics) != 1 {
-		return TopicInfo{}, nil, fmt.Errorf("client: describe: %d topics in the answer", len(md.Topics))
+		return TopicInfo{}, nil, fmt.Errorf("client: %s: %d topics in the answer", op, len(md.Topics))
 	}
 	t := md.Topics[0]
-	if err := resultErr(t.ErrorCode, nil); err != nil {
-		return TopicInfo{}, nil, fmt.Errorf("topic %s: %w", name, err)
-	}
-	var dc wire.DescribeConfigsResponse
-	if err := a.conn.Call(ctx, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name}}}, &dc); err != nil {
+	if err := resultErr(op, t.ErrorCode, nil); err != nil {
 		return TopicInfo{}, nil, err
 	}
-	if len(dc.Resources) != 1 {
-		return TopicInfo{}, nil, fmt.Errorf("client: describe configs: %d results", len(dc.Resources))
-	}
-	r := dc.Resources[0]
-	if err := resultErr(r.ErrorCode, r.ErrorMessage); err != nil {
+	cfgs, err := a.topicConfigs(ctx, op, name)
+	if err != nil {
 		return TopicInfo{}, nil, err
 	}
-	return TopicInfo{Name: t.Topic, Internal: t.IsInternal, Partitions: t.Partitions}, r.Configs, nil
+	return TopicInfo{Name: t.Topic, Internal: t.IsInternal, Partitions: t.Partitions}, cfgs, nil
 }
 
-// AlterTopicConfigs sets (and, with a nil value in del, removes) topic config overrides, keeping
-// the overrides it does not name: it reads the current overrides and sends the merged set,
-// because AlterConfigs replaces a topic's overrides wholesale.
-func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
+// topicConfigs is DescribeConfigs of one topic, for op.
+func (a *Admin) topicConfigs(ctx context.Context, op, name string) ([]wire.DescribeConfigsEntry, error) {
 	var dc wire.DescribeConfigsResponse
 	if err := a.conn.Call(ctx, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name}}}, &dc); err != nil {
-		return err
+		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(dc.Resources) != 1 {
-		return fmt.Errorf("client: describe configs: %d results", len(dc.Resources))
+		return nil, fmt.Errorf("client: %s: describe configs: %d results", op, len(dc.Resources))
 	}
-	if err := resultErr(dc.Resources[0].ErrorCode, dc.Resources[0].ErrorMessage); err != nil {
+	r := dc.Resources[0]
+	if err := resultErr(op, r.ErrorCode, r.ErrorMessage); err != nil {
+		return nil, err
+	}
+	return r.Configs, nil
+}
+
+// AlterTopicConfigs sets the overrides in set and removes those named in del (the topic then
+// takes the broker's default; a name in both is set), keeping the overrides it names in
+// neither: it reads the current overrides and sends the merged set, because AlterConfigs
+// replaces a topic's overrides wholesale. Removing a config that is not overridden does
+// nothing. A missing topic is an error wrapping ErrUnknownTopic (and
+// wire.ErrUnknownTopicOrPartition); an unknown config or a bad value one wrapping
+// wire.ErrInvalidConfig.
+func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
+	op := topicOp("alter configs of topic", name)
+	cfgs, err := a.topicConfigs(ctx, op, name)
+	if err != nil {
 		return err
 	}
 	merged := map[string]string{}
-	for _, e := range dc.Resources[0].Configs {
+	for _, e := range cfgs {
 		if e.Source == wire.ConfigSourceDynamicTopic && e.Value != nil {
 			merged[e.Name] = *e.Value
 		}
@@ -171,10 +201,10 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, set map[stri
 	var resp wire.AlterConfigsResponse
 	req := &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name, Configs: entries(merged)}}}
 	if err := a.conn.Call(ctx, req, &resp); err != nil {
-		return err
+		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(resp.Resources) != 1 {
-		return fmt.Errorf("client: alter configs: %d results", len(resp.Resources))
+		return fmt.Errorf("client: %s: %d results", op, len(resp.Resources))
 	}
-	return resultErr(resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage)
+	return resultErr(op, resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage)
 }

@@ -89,7 +89,11 @@ func retryBackoff(base, ceiling time.Duration, failures int, jitter float64) tim
 
 // Errors of the cluster client.
 var (
-	ErrNoBrokers       = errors.New("client: no bootstrap broker reachable")
+	ErrNoBrokers = errors.New("client: no bootstrap broker reachable")
+	// ErrUnknownTopic: the cluster has no such topic (or partition). Producer.Send (after
+	// max.block.ms), Consumer.PartitionsFor, Client.Topic and Admin's DescribeTopic,
+	// AlterTopicConfigs and DeleteTopic all report a missing topic with it; Admin's errors
+	// also wrap the broker's wire.ErrUnknownTopicOrPartition.
 	ErrUnknownTopic    = errors.New("client: unknown topic or partition")
 	ErrNoLeader        = errors.New("client: partition has no leader")
 	ErrClientClosed    = errors.New("client: closed")

@@ -320,6 +320,12 @@ func (c *Consumer) nextEpochLocked() uint64 {
 
 // PartitionsFor returns every partition of topic (Kafka's partitionsFor), for Assign.
 func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPartition, error) {
+	c.mu.Lock()
+	closed := c.mu.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrConsumerClosed // not the closed client's "no bootstrap broker reachable"
+	}
 	t, err := c.cl.Topic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -335,12 +341,18 @@ func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPart
 // their positions; new ones start from the group's committed offset (with a GroupID) or
 // AutoOffsetReset, resolved by the next Poll or Position. With auto-commit, the positions of
 // the old assignment are committed (asynchronously) first, as Kafka does. A topic name the
-// broker would refuse (wire.CheckTopicName) is an error wrapping wire.ErrInvalidTopicException.
+// broker would refuse (wire.CheckTopicName) is an error wrapping wire.ErrInvalidTopicException,
+// and a negative partition one wrapping ErrInvalidPartition; a partition the topic does not
+// have (yet) is looked up until it appears, as in Kafka.
 func (c *Consumer) Assign(tps []TopicPartition) error {
 	for _, tp := range tps {
 		if err := wire.CheckTopicName(tp.Topic); err != nil {
 			// No such topic can ever exist: refuse it rather than look it up forever.
 			return fmt.Errorf("client: assign %.300q: %w: %w", tp.Topic, wire.ErrInvalidTopicException, err)
+		}
+		if tp.Partition < 0 {
+			// Nor such a partition (PartitionAny is the producer's, not a partition).
+			return fmt.Errorf("client: assign %s: %w: partitions are numbered from 0", tp, ErrInvalidPartition)
 		}
 	}
 	c.mu.Lock()

@@ -275,7 +275,8 @@ func (c *Consumer) consumedLocked() map[TopicPartition]commitOffset {
 
 // CommitSync commits the positions of the records Poll has returned (and of seeks) for every
 // assigned partition whose position changed since the last commit, and waits for the
-// coordinator's answer. Retriable errors are retried until ctx is done.
+// coordinator's answer. Retriable errors are retried until ctx is done. After Close it
+// returns ErrConsumerClosed, even with nothing to commit.
 func (c *Consumer) CommitSync(ctx context.Context) error {
 	if c.cfg.GroupID == "" {
 		return ErrNoGroup
@@ -287,7 +288,8 @@ func (c *Consumer) CommitSync(ctx context.Context) error {
 }
 
 // CommitOffsets commits the given offsets (each the NEXT offset to consume, as in Kafka) and
-// waits for the answer. The partitions need not be assigned.
+// waits for the answer. The partitions need not be assigned. After Close it returns
+// ErrConsumerClosed.
 func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
 	if c.cfg.GroupID == "" {
 		return ErrNoGroup
@@ -303,6 +305,14 @@ func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition
 }
 
 func (c *Consumer) commitWait(ctx context.Context, offsets map[TopicPartition]commitOffset) error {
+	c.mu.Lock()
+	closed := c.mu.closed
+	c.mu.Unlock()
+	if closed {
+		// Checked before the empty case: a commit after Close must not look like a success
+		// (Close's own final commit runs before closed is set).
+		return ErrConsumerClosed
+	}
 	if len(offsets) == 0 {
 		return nil
 	}

@@ -102,11 +102,14 @@ var (
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
 	// ErrRecordTooLarge: the record is larger than max.request.size or buffer.memory.
 	ErrRecordTooLarge = errors.New("client: record too large")
-	// ErrInvalidPartition: Record.Partition is neither PartitionAny nor a partition of the topic.
+	// ErrInvalidPartition: Record.Partition is neither PartitionAny nor a partition of the
+	// topic; Consumer.Assign wraps it for a negative partition.
 	ErrInvalidPartition = errors.New("client: invalid partition")
 	// ErrInvalidTimestamp: Record.Timestamp is before 1970 (Kafka's timestamps are milliseconds
 	// since then, and a negative one means "none").
 	ErrInvalidTimestamp = errors.New("client: invalid timestamp")
+	// ErrNilRecord: Send or SendSync was given a nil *Record.
+	ErrNilRecord = errors.New("client: nil record")
 )
 
 // Acks is Kafka's acks: how many replicas must have a batch before the broker answers. The
@@ -456,9 +459,17 @@ func (p *Producer) Stats() ProducerStats {
 // Partitioner choose), Key, Value, Headers and Timestamp (zero: now), copies them, and keeps no
 // reference to r or its slices. It blocks only while the topic's metadata is unknown or
 // buffer.memory is full, up to max.block.ms or until ctx ends; errors found here (closed
-// producer, unknown topic, invalid partition, record too large, buffer full) are passed to cb
-// before Send returns.
+// producer, unknown topic, invalid partition, record too large, buffer full, nil record) are
+// passed to cb before Send returns.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(RecordMetadata, error)) {
+	if r == nil {
+		// A programming error, but one the application should see as the error of that
+		// record, as every other bad record's, not as a panic on the producer's path.
+		if cb != nil {
+			cb(RecordMetadata{Partition: PartitionAny, Offset: -1, KeySize: -1, ValueSize: -1}, ErrNilRecord)
+		}
+		return
+	}
 	if err := p.send(ctx, r, cb); err != nil && cb != nil {
 		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Timestamp: r.Timestamp,
 			KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value)}, err)

@@ -151,7 +151,7 @@ func topicCmd() *cobra.Command {
 					return err
 				}
 				if err := a.AlterTopicConfigs(ctx, args[0], set, deleteConfigs); err != nil {
-					return fmt.Errorf("topic %s: %w", args[0], err)
+					return err // names the topic
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Altered topic %s.\n", args[0])
 				return nil
