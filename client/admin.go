@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"time"
 
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -207,4 +210,104 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, set map[stri
 		return fmt.Errorf("client: %s: %d results", op, len(resp.Resources))
 	}
 	return resultErr(op, resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage)
+}
+
+// OffsetSpec is what Admin.ListOffsets looks up in a partition (Kafka's OffsetSpec): the log's
+// start (OffsetEarliest), its end (OffsetLatest: the high watermark, the offset the next record
+// will get), the record with the largest timestamp (OffsetMaxTimestamp), or the first record at
+// or after a time (OffsetAt).
+type OffsetSpec struct{ ts int64 }
+
+var (
+	OffsetEarliest     = OffsetSpec{wire.EarliestTimestamp}
+	OffsetLatest       = OffsetSpec{wire.LatestTimestamp}
+	OffsetMaxTimestamp = OffsetSpec{wire.MaxTimestamp}
+)
+
+// OffsetAt looks up the first record whose timestamp is at or after t (a time before 1970 is
+// 1970: Kafka's timestamps are milliseconds since then).
+func OffsetAt(t time.Time) OffsetSpec { return OffsetSpec{max(t.UnixMilli(), 0)} }
+
+// String names the spec as the CLI takes it: earliest, latest, max-timestamp, or milliseconds
+// since 1970.
+func (s OffsetSpec) String() string {
+	switch s.ts {
+	case wire.EarliestTimestamp:
+		return "earliest"
+	case wire.LatestTimestamp:
+		return "latest"
+	case wire.MaxTimestamp:
+		return "max-timestamp"
+	}
+	return strconv.FormatInt(s.ts, 10)
+}
+
+// ListedOffset is what ListOffsets found in a partition.
+type ListedOffset struct {
+	// Offset is the offset found; -1 when a time was asked for and no record is at or after
+	// it (a consumer that seeks there goes to the end).
+	Offset int64
+	// Timestamp is the found record's timestamp (ms since 1970) for OffsetAt and
+	// OffsetMaxTimestamp, -1 for the others or when none was found.
+	Timestamp int64
+	// LeaderEpoch is the epoch of the leader that wrote the found record's batch, -1 if
+	// unknown.
+	LeaderEpoch int32
+}
+
+// ListOffsets looks up one offset per partition (Kafka's Admin.listOffsets; kafka-get-offsets
+// on the command line): the log start offset, the high watermark, or the offset at a time, as
+// specs says. With a consumer's committed offsets, the high watermarks give its lag. The
+// partitions that could not be looked up are left out of the result, and the error joins one
+// error per partition, naming it and wrapping the broker's code (a missing topic or partition
+// also matches ErrUnknownTopic). The Admin's one broker answers for the partitions it leads:
+// on a cluster of one broker, every partition.
+func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]OffsetSpec) (map[TopicPartition]ListedOffset, error) {
+	tps := make([]TopicPartition, 0, len(specs))
+	for tp := range specs {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	req := &wire.ListOffsetsRequest{ReplicaID: wire.ConsumerReplicaID}
+	for _, tp := range tps {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
+			req.Topics = append(req.Topics, wire.ListOffsetsRequestTopic{Topic: tp.Topic})
+		}
+		t := &req.Topics[len(req.Topics)-1]
+		t.Partitions = append(t.Partitions, wire.ListOffsetsRequestPartition{Partition: tp.Partition, CurrentLeaderEpoch: -1, Timestamp: specs[tp].ts})
+	}
+	out := make(map[TopicPartition]ListedOffset, len(tps))
+	if len(tps) == 0 {
+		return out, nil
+	}
+	var resp wire.ListOffsetsResponse
+	if err := a.conn.Call(ctx, req, &resp); err != nil {
+		return out, fmt.Errorf("client: list offsets: %w", err)
+	}
+	answers := make(map[TopicPartition]*wire.ListOffsetsResponsePartition, len(tps))
+	for ti := range resp.Topics {
+		t := &resp.Topics[ti]
+		for pi := range t.Partitions {
+			answers[TopicPartition{t.Topic, t.Partitions[pi].Partition}] = &t.Partitions[pi]
+		}
+	}
+	var errs []error
+	for _, tp := range tps {
+		p, ok := answers[tp]
+		op := fmt.Sprintf("list offsets of %s (%s)", tp, specs[tp])
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("client: %s: no answer from the broker", op))
+		case p.ErrorCode != wire.NoError:
+			errs = append(errs, resultErr(op, p.ErrorCode, nil))
+		default:
+			out[tp] = ListedOffset{Offset: p.Offset, Timestamp: p.Timestamp, LeaderEpoch: p.LeaderEpoch}
+		}
+	}
+	return out, errors.Join(errs...)
 }

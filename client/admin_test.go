@@ -53,3 +53,84 @@ func TestAdminErrors(t *testing.T) {
 		}
 	}
 }
+
+// ListOffsets answers each partition's start, end, the offset at a time and the record with
+// the largest timestamp, and reports the partitions it could not look up by name, leaving the
+// others' answers in place.
+func TestAdminListOffsets(t *testing.T) {
+	b := startBroker(t)
+	ctx := prodCtx(t, 30*time.Second)
+	a, err := client.NewAdmin(ctx, b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: "lo", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	// Partition 0: offsets 0..3 at times 1000, 3000 (the largest), 2000, 2000 s after 1970;
+	// partition 1 stays empty.
+	for _, sec := range []int64{1000, 3000, 2000, 2000} {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "lo", Partition: 0, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p0, p1, missing := client.TopicPartition{Topic: "lo"}, client.TopicPartition{Topic: "lo", Partition: 1}, client.TopicPartition{Topic: "lo", Partition: 7}
+	ms := func(sec int64) int64 { return sec * 1000 }
+	for _, tc := range []struct {
+		name string
+		tp   client.TopicPartition
+		spec client.OffsetSpec
+		want client.ListedOffset
+	}{
+		{"earliest", p0, client.OffsetEarliest, client.ListedOffset{Offset: 0, Timestamp: -1}},
+		{"latest", p0, client.OffsetLatest, client.ListedOffset{Offset: 4, Timestamp: -1}},
+		// The first offset whose record is at or after the time, as in Kafka: offset 1 (3000),
+		// not offset 2, the first record of exactly that time.
+		{"at a record's time", p0, client.OffsetAt(time.Unix(2000, 0)), client.ListedOffset{Offset: 1, Timestamp: ms(3000)}},
+		{"at the first record's time", p0, client.OffsetAt(time.Unix(1000, 0)), client.ListedOffset{Offset: 0, Timestamp: ms(1000)}},
+		{"between records' times", p0, client.OffsetAt(time.Unix(1500, 0)), client.ListedOffset{Offset: 1, Timestamp: ms(3000)}},
+		{"before 1970", p0, client.OffsetAt(time.Unix(-5, 0)), client.ListedOffset{Offset: 0, Timestamp: ms(1000)}},
+		{"after every record", p0, client.OffsetAt(time.Unix(4000, 0)), client.ListedOffset{Offset: -1, Timestamp: -1}},
+		{"max timestamp", p0, client.OffsetMaxTimestamp, client.ListedOffset{Offset: 1, Timestamp: ms(3000)}},
+		{"empty partition's end", p1, client.OffsetLatest, client.ListedOffset{Offset: 0, Timestamp: -1}},
+		{"empty partition at a time", p1, client.OffsetAt(time.Unix(0, 0)), client.ListedOffset{Offset: -1, Timestamp: -1}},
+	} {
+		got, err := a.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{tc.tp: tc.spec})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		g := got[tc.tp]
+		g.LeaderEpoch = 0 // the broker's answer: not what is tested here
+		if len(got) != 1 || g != tc.want {
+			t.Errorf("%s (%s): %+v, want %+v", tc.name, tc.spec, got, tc.want)
+		}
+	}
+
+	// Several at once, one of them a partition the topic does not have and one a topic that
+	// does not exist: the others are answered.
+	absent := client.TopicPartition{Topic: "absent"}
+	got, err := a.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{
+		p0: client.OffsetLatest, p1: client.OffsetEarliest, missing: client.OffsetLatest, absent: client.OffsetEarliest,
+	})
+	if len(got) != 2 || got[p0].Offset != 4 || got[p1].Offset != 0 {
+		t.Errorf("the partitions that exist: %+v, want lo-0 at 4 and lo-1 at 0", got)
+	}
+	if !errors.Is(err, client.ErrUnknownTopic) || !errors.Is(err, wire.ErrUnknownTopicOrPartition) {
+		t.Errorf("missing partitions: %v, want ErrUnknownTopic", err)
+	}
+	for _, name := range []string{"lo-7", "absent-0"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the error %q does not name %s", err, name)
+		}
+	}
+	if got, err := a.ListOffsets(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("nothing asked: %v, %v", got, err)
+	}
+}
