@@ -24,7 +24,7 @@ import (
 //	consumers: 0             # 0: a produce run; one per topic: an end-to-end run (needs producerRate)
 //	producerRate: 0          # records/s for all producers; 0: flat out
 //	producerRateOfMax: 0     # or: this fraction (0 to 1] of the maximum rate, probed first
-//	duration: 5s             # measured time (or records: N)
+//	duration: 5s             # measured time (or records: N, N >= 1)
 //	warmup: 1s
 //	acks: 1                  # all, -1, 1 or 0
 //	compression: none
@@ -45,7 +45,7 @@ type Workload struct {
 	ProducerRate       float64 `yaml:"producerRate"`
 	ProducerRateOfMax  float64 `yaml:"producerRateOfMax"`
 	Duration           string  `yaml:"duration"`
-	Records            int64   `yaml:"records"`
+	Records            *int64  `yaml:"records"` // nil: left out (then duration is given)
 	Warmup             string  `yaml:"warmup"`
 	Acks               string  `yaml:"acks"`
 	Compression        string  `yaml:"compression"`
@@ -120,7 +120,7 @@ func (w Workload) Config() (Config, error) {
 	}
 	c := Config{Name: w.Name, Topic: "bench-" + w.Name, Topics: w.Topics, Partitions: w.PartitionsPerTopic,
 		CreateTopic: true, RecordSize: w.MessageSize, Payload: w.Payload, PayloadFile: w.PayloadFile,
-		Producers: w.Producers, Rate: w.ProducerRate, RateOfMax: w.ProducerRateOfMax, Records: w.Records, Compression: w.Compression,
+		Producers: w.Producers, Rate: w.ProducerRate, RateOfMax: w.ProducerRateOfMax, Compression: w.Compression,
 		BatchSize: w.BatchSize, AcksSet: true}
 	if w.Name == "" {
 		return bad("no name")
@@ -128,8 +128,16 @@ func (w Workload) Config() (Config, error) {
 	if strings.ContainsAny(w.Name, " /\\") {
 		return bad("name %q: no spaces or slashes (it names the topic)", w.Name)
 	}
-	if w.Topics < 0 || w.PartitionsPerTopic < 0 || w.Producers < 0 || w.Consumers < 0 || w.BatchSize < 0 || w.Records < 0 {
+	if w.Topics < 0 || w.PartitionsPerTopic < 0 || w.Producers < 0 || w.Consumers < 0 || w.BatchSize < 0 {
 		return bad("counts cannot be negative")
+	}
+	if w.Records != nil {
+		// As the CLI's --records: a count given is at least 1, never a way of saying "no
+		// count" (which is leaving it out).
+		if *w.Records <= 0 {
+			return bad("records %d: want at least 1 record, or leave records out and give duration to run for a time", *w.Records)
+		}
+		c.Records = *w.Records
 	}
 	if topics, producers := max(w.Topics, 1), max(w.Producers, 1); topics > producers {
 		// producers counts them in all, producer k writing to topic k % topics: fewer
@@ -175,7 +183,7 @@ func (w Workload) Config() (Config, error) {
 			return bad("duration %q: want a positive duration such as 10s", w.Duration)
 		}
 	}
-	if (w.Duration == "") == (w.Records == 0) {
+	if (w.Duration == "") == (w.Records == nil) {
 		return bad("give exactly one of duration and records")
 	}
 	if w.Warmup != "" {

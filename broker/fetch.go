@@ -231,6 +231,9 @@ func (f *fetch) try(final bool) bool {
 			// The start first: retention can move it up to the log end between the two reads,
 			// and a response must never say start > high watermark.
 			start := p.log.StartOffset()
+			if hook := testHookFetchBounds.Load(); hook != nil {
+				(*hook)()
+			}
 			hw := p.highWatermark()
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = int64(hw), int64(hw), int64(start)
 			limit := min(int(rp.PartitionMaxBytes), maxBytes-total)
@@ -308,6 +311,10 @@ func (f *fetch) try(final bool) bool {
 	f.pend.Complete() // from here the hook owns f.slices; the handling touches nothing of f's but its parking
 	return true
 }
+
+// testHookFetchBounds, if set, runs between try's reads of a partition's log start and high
+// watermark (atomic: tests set it while the broker serves). Nil outside tests.
+var testHookFetchBounds atomic.Pointer[func()]
 
 // resizeKeep returns s with length n, keeping its capacity and the elements' own slices when
 // it is large enough.

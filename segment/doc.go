@@ -41,7 +41,11 @@
 //     does, only by first rolling a new empty one at the log end, so an emptied log has start
 //     == end and appends go on at the same offset. The new segment is durable, and the
 //     recovery point names it, before the old files are renamed away: a restart finds the
-//     log end there (an empty last segment recovers to its base offset).
+//     log end there (an empty last segment recovers to its base offset). A full truncation
+//     (TruncateFullyAndStartAt, TruncateTo below the log start) keeps the same order: its new
+//     segment is durable before the old files are renamed away, after the records at or past
+//     its offset have been cut away (so the new segment never overlaps an old one on disk), and
+//     a crash in between restarts the log at its old start or at the new one, never at 0.
 //   - Synced() never passes an offset whose bytes were not fsynced; a disk error stops appends
 //     for good (the Log is failed) and fails every waiter, so nothing unwritten is acknowledged.
 //

@@ -213,13 +213,20 @@ func (l *Log) TruncateTo(off batch.Offset) error {
 		l.appendMu.Unlock()
 		return nil
 	}
-	segs := l.Segments()
-	if off <= segs[0].base {
+	if off < l.Segments()[0].base {
 		l.appendMu.Unlock()
 		return l.truncateFullyLocked(off)
 	}
+	return l.truncateTailLocked(off)
+}
+
+// truncateTailLocked is TruncateTo for an off in [first segment's base, log end): it cuts the
+// segment holding off (off at the first segment's base empties that one) and retires the later
+// ones. Called with flushMu and appendMu held; it releases appendMu.
+func (l *Log) truncateTailLocked(off batch.Offset) error {
+	segs := l.Segments()
 	i := len(segs) - 1
-	for segs[i].base >= off {
+	for i > 0 && segs[i].base >= off {
 		i--
 	}
 	t := segs[i]
@@ -323,40 +330,84 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 }
 
 // TruncateFullyAndStartAt removes every segment and restarts the log, empty, at off (a follower
-// that fell behind the leader's log start).
+// that fell behind the leader's log start). The truncation is durable when it returns. A log
+// stopped by a disk error (Err) is left as it is, and its error returned, as TruncateTo does.
 func (l *Log) TruncateFullyAndStartAt(off batch.Offset) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	return l.truncateFullyLocked(off)
 }
 
+// truncateFullyLocked is TruncateFullyAndStartAt, in retention's order (DeleteExpired): the new
+// segment at off is on disk before any old one is renamed away, so a crash finds the old log,
+// the new one, or the old segments with the new, empty one beside them (the log then starts at
+// its old start or at off, and ends at its old end or at off), never a directory without a
+// segment, which would restart the log at 0. For the new segment to lie beside the old ones on
+// disk, no old batch may be at or after off (a restart would find the segments overlapping),
+// so the records from off on are first cut away as TruncateTo does, durably; and when off
+// names the empty active segment (the log end), that segment is the new one. Called with
+// flushMu held.
 func (l *Log) truncateFullyLocked(off batch.Offset) error {
-	l.appendMu.Lock()
-	if l.closed {
-		l.appendMu.Unlock()
-		return l.closedErr()
-	}
-	doomed := l.Segments()
-	for _, s := range doomed {
-		if err := s.retire(); err != nil {
+	for {
+		l.appendMu.Lock()
+		if l.closed {
 			l.appendMu.Unlock()
-			return l.fail(err)
+			return l.closedErr()
+		}
+		if err := l.Err(); err != nil {
+			l.appendMu.Unlock()
+			return err
+		}
+		if off < l.Segments()[0].base || off >= batch.Offset(l.end.Load()) {
+			break // appendMu held
+		}
+		// Records at or after off. truncateTailLocked may leave the end past off (a gap
+		// after off in the log), with no batch there: the next round then cuts at off.
+		if err := l.truncateTailLocked(off); err != nil {
+			return err
 		}
 	}
-	s, err := createSegment(&l.opts, l.dir, off, nil)
-	if err != nil {
-		l.appendMu.Unlock()
-		return l.fail(err)
+	segs := l.Segments()
+	s := l.active
+	if s.base != off {
+		var err error
+		if s, err = createSegment(&l.opts, l.dir, off, nil); err != nil {
+			l.appendMu.Unlock()
+			return l.fail(fmt.Errorf("truncate fully at %d: %w", off, err))
+		}
+		if err := l.opts.FS.SyncDir(l.dir); err != nil {
+			_ = s.retire()
+			l.appendMu.Unlock()
+			return l.fail(fmt.Errorf("truncate fully at %d: %w", off, err))
+		}
 	}
-	segs := []*Segment{s}
-	l.segments.Store(&segs)
-	l.active = s
+	s.nextOffset = off
+	var doomed []*Segment
+	for _, old := range segs {
+		if old != s {
+			doomed = append(doomed, old)
+		}
+	}
+	kept := []*Segment{s}
+	// The bounds first, then the list (as DeleteExpired): a reader that loads the new list
+	// then also sees the new bounds, and never looks for an offset outside them in a segment
+	// that does not hold it.
 	l.start.Store(int64(off))
 	l.end.Store(int64(off))
 	l.synced.Store(int64(off))
+	l.segments.Store(&kept)
+	l.active = s
 	l.appendMu.Unlock()
-	l.logger.Info("truncated log fully", "log_start", off)
+	var errs []error
+	for _, old := range doomed {
+		errs = append(errs, old.retire())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(fmt.Errorf("truncate fully at %d: %w", off, err))
+	}
+	l.logger.Info("truncated log fully", "log_start", off, "segments_removed", len(doomed))
 	l.notify()
+	// Make the renames durable and move the recovery point to the new segment.
 	l.checkpoint = checkpoint{offset: -1}
 	return l.flushLocked(true)
 }

@@ -202,7 +202,7 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.topic, "topic", "bench", "topic (created if missing)")
 	f.IntVar(&o.partitions, "partitions", 1, "partitions of the topic when it is created")
-	f.Int64Var(&o.records, "records", 0, "measured records (default: run for --duration)")
+	f.Int64Var(&o.records, "records", 0, "measured records, at least 1 (default: run for --duration)")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "measured time, when --records is not given")
 	f.DurationVar(&o.warmup, "warmup", 0, "warm-up before the measurement (its records are not counted)")
 	f.IntVar(&o.recordSize, "record-size", 1024, "record value size in bytes")
@@ -238,6 +238,10 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("--limits-duration %v: must be positive", o.limitsDuration)
 	case given("records") && given("duration"):
 		return errors.New("--records and --duration cannot be used together: one bounds the run by count, the other by time")
+	case given("records") && o.records <= 0:
+		// Left to the run, 0 would mean no count (a produce run of the default --duration),
+		// which is what leaving the flag out says.
+		return fmt.Errorf("--records %d: want at least 1 record, or leave it out to %s", o.records, o.withoutRecords(cmd))
 	case has("record-size") && o.recordSize <= 0:
 		return fmt.Errorf("--record-size %d: want at least 1 byte", o.recordSize)
 	case has("producers") && o.producers < 1:
@@ -276,6 +280,24 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("--file-reads=false: only Sluice consumers over the unix socket read the broker's files, and this run's transport is %s", o.clientTransport())
 	}
 	return nil
+}
+
+// withoutRecords says what the command's run does without --records: a produce or e2e run
+// (compare's too, by its --mode) runs for --duration, a consume run reads every record there
+// is, a consume run on a fresh broker (--embedded, compare) first fills its topic.
+func (o *benchOptions) withoutRecords(cmd *cobra.Command) string {
+	mode, compare := o.mode, cmd.Flags().Lookup("mode")
+	if compare != nil {
+		mode = compare.Value.String()
+	}
+	switch {
+	case mode != bench.ModeConsume:
+		return "run for --duration"
+	case o.embedded || compare != nil:
+		return fmt.Sprintf("fill the topic with %d records and read them all", bench.DefaultFillRecords)
+	default:
+		return "read every record there is (until none arrives for --idle-timeout)"
+	}
 }
 
 // anyGiven reports whether any of the named flags was given on the command line.
@@ -623,6 +645,7 @@ stderr.`,
 	}
 	addConnFlags(cmd, &o)
 	addRunFlags(cmd, &o)
+	cmd.Flags().Lookup("records").Usage = fmt.Sprintf("records to read, at least 1 (default: all there are; with --embedded the topic is first filled with %d)", bench.DefaultFillRecords)
 	cmd.Flags().StringVar(&o.group, "group", "", "consumer group: resume from its committed offsets, and commit at the end exactly the records the run counted (with --embedded every run has a fresh broker, so nothing carries over between runs)")
 	cmd.Flags().DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Second, "stop (all records) or fail (--records) when nothing arrives for this long")
 	addFetchFlag(cmd, &o)

@@ -524,6 +524,41 @@ func TestBenchFlagChecks(t *testing.T) {
 	}
 }
 
+// An explicit --records 0 (or a negative count) is refused, naming the flag and saying what
+// leaving it out does, rather than taken as no count: a produce run would then go on for the
+// default --duration. A consume run without --records reads everything there is, and one on
+// a fresh broker (--embedded, compare) first fills the topic.
+func TestBenchRecordsNotPositive(t *testing.T) {
+	const (
+		duration = "--records 0: want at least 1 record, or leave it out to run for --duration"
+		fill     = "--records 0: want at least 1 record, or leave it out to fill the topic with 100000 records and read them all"
+	)
+	for _, c := range []struct {
+		args []string
+		want string // "": accepted
+	}{
+		{[]string{"produce", "--embedded", "--records", "0"}, duration},
+		{[]string{"produce", "--broker", "127.0.0.1:1", "--records", "-3"}, "--records -3: want at least 1 record, or leave it out to run for --duration"},
+		{[]string{"e2e", "--embedded", "--records", "0"}, duration},
+		{[]string{"compare", "--records", "0"}, duration},
+		{[]string{"compare", "--mode", "e2e", "--records", "0"}, duration},
+		{[]string{"compare", "--mode", "consume", "--records", "0"}, fill},
+		{[]string{"consume", "--embedded", "--records", "0"}, fill},
+		{[]string{"consume", "--broker", "127.0.0.1:1", "--records", "0"}, "--records 0: want at least 1 record, or leave it out to read every record there is (until none arrives for --idle-timeout)"},
+		{[]string{"produce", "--embedded", "--records", "1"}, ""},
+		{[]string{"consume", "--broker", "127.0.0.1:1", "--records", "1"}, ""},
+		{[]string{"compare", "--mode", "consume", "--records", "1"}, ""},
+	} {
+		err := checkBenchFlags(t, c.args...)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("bench %s: %v", strings.Join(c.args, " "), err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("bench %s: error %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
+
 // TestBenchHelpNoBoolPlaceholder: pflag takes a back-quoted word in a flag's usage as the
 // name of its value, so a bool flag whose usage quotes a command would read in --help as if
 // it took an argument ("--limits bench limits").

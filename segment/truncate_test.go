@@ -1,0 +1,229 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+// truncationStart is where truncationLog's log starts: below it a truncation restarts the
+// log at an offset below its start (TruncateTo), above its end a follower's jump to its
+// leader's log start (TruncateFullyAndStartAt).
+const truncationStart = 100
+
+// truncationLog opens a log in dir that starts at truncationStart (a full truncation moved it
+// there) and holds batches of two records, "t<i>-0" and "t<i>-1", over several segments, all
+// synced. It returns the log and its end.
+func truncationLog(t *testing.T, fsys vfs.FS, dir string) (*Log, batch.Offset) {
+	t.Helper()
+	o := testOptions(fsys)
+	o.SegmentBytes = 1024
+	l := mustOpen(t, dir, o)
+	if err := l.TruncateFullyAndStartAt(truncationStart); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		mustAppend(t, l, makeBatch(t, fmt.Sprintf("t%d", i), 2, int64(1000+i)))
+	}
+	if err := l.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(l.Segments()); n < 3 {
+		t.Fatalf("setup: %d segments, want at least 3", n)
+	}
+	return l, l.EndOffset()
+}
+
+// truncationValue is the value truncationLog gave offset off.
+func truncationValue(off batch.Offset) string {
+	i := off - truncationStart
+	return fmt.Sprintf("t%d-%d", i/2, i%2)
+}
+
+// checkTruncationRecords checks that l holds truncationLog's records, whole, from `from` up to
+// `to`.
+func checkTruncationRecords(t *testing.T, l *Log, from, to batch.Offset) {
+	t.Helper()
+	off := from
+	for off < to {
+		s, err := l.Read(off, 1<<20, to)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		buf, err := s.AppendTo(nil)
+		s.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buf) == 0 {
+			t.Fatalf("Read(%d) below %d returned nothing", off, to)
+		}
+		for len(buf) > 0 {
+			b, rest, err := batch.Next(buf)
+			if err != nil {
+				break // a partial batch at the end of the read
+			}
+			buf = rest
+			if b.LastOffset() < off {
+				continue
+			}
+			vs := values(t, []batch.Batch{b})
+			for i, v := range vs {
+				if want := truncationValue(b.BaseOffset() + batch.Offset(i)); v != want {
+					t.Fatalf("offset %d holds %q, want %q", b.BaseOffset()+batch.Offset(i), v, want)
+				}
+			}
+			off = b.NextOffset()
+		}
+	}
+}
+
+// A crash during a full truncation (a follower that fell behind its leader's log start, or a
+// TruncateTo below the log start) leaves, at the restart, the old log or the new one, or
+// between the two the old segments and the new, empty one beside them: the log starts at its
+// old start or at the truncation's offset and ends at its old end or there, and the records
+// it still holds are whole. The new segment is made durable before any old one is renamed
+// away, as retention does with the segment it rolls: the other way round, a crash after the
+// renames and before the new segment found no segment at all, and the log restarted empty at
+// offset 0, below both.
+func TestTruncateFullySurvivesCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		off      batch.Offset
+		truncate func(l *Log) error
+		// inside: off lies inside the log, whose records from off on are first cut away
+		// as TruncateTo does, which a crash may catch half done: the log then ends
+		// anywhere from off to its old end.
+		inside bool
+	}{
+		{"behind-the-leader", 5000, func(l *Log) error { return l.TruncateFullyAndStartAt(5000) }, false},
+		{"below-the-start", 50, func(l *Log) error { return l.TruncateTo(50) }, false},
+		{"inside", truncationStart + 20, func(l *Log) error { return l.TruncateFullyAndStartAt(truncationStart + 20) }, true},
+	} {
+		for _, crashAt := range []string{"create", "rename", "after"} {
+			for _, keep := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/crash-at-%s/keep-unsynced-entries=%v", tc.name, crashAt, keep), func(t *testing.T) {
+					m := newMem(t)
+					newLog := segmentPath("/p", tc.off, logSuffix)
+					var armed atomic.Bool
+					var crashed atomic.Pointer[vfs.MemFS]
+					efs := &vfs.ErrorFS{FS: m, Inject: func(op vfs.Op, path string) error {
+						at := crashAt == "create" && op == vfs.OpCreate && path == newLog ||
+							crashAt == "rename" && op == vfs.OpRename && strings.HasSuffix(path, logSuffix+deletedSuffix)
+						if at && armed.Load() && crashed.Load() == nil {
+							crashed.Store(m.Crash(vfs.CrashOptions{KeepUnsyncedEntries: keep}))
+							return vfs.EIO
+						}
+						return nil
+					}}
+					l, end := truncationLog(t, efs, "/p")
+					armed.Store(true)
+					err := tc.truncate(l)
+					after := crashed.Load()
+					if crashAt == "after" {
+						if err != nil {
+							t.Fatal(err)
+						}
+						after = m.Crash(vfs.CrashOptions{KeepUnsyncedEntries: keep})
+					} else if after == nil || err == nil {
+						t.Fatalf("no crash at the %s (err %v)", crashAt, err)
+					}
+					_ = l.Close() // fails: the file system crashed
+
+					o := l.opts
+					o.FS = after
+					l2 := mustOpen(t, "/p", o)
+					defer l2.Close()
+					start, end2 := l2.StartOffset(), l2.EndOffset()
+					endOK := end2 == end || end2 == tc.off || tc.inside && end2 >= tc.off && end2 <= end
+					if start != truncationStart && start != tc.off || !endOK {
+						t.Fatalf("after the crash the log is [%d, %d), want it to start at %d or %d and end at %d or %d (inside the log: between them)",
+							start, end2, truncationStart, tc.off, end, tc.off)
+					}
+					if crashAt == "after" && (start != tc.off || end2 != tc.off) {
+						t.Fatalf("after the truncation returned, a crash left the log [%d, %d), want [%d, %d)", start, end2, tc.off, tc.off)
+					}
+					checkTruncationRecords(t, l2, max(start, truncationStart), min(end2, end))
+					if info := mustAppend(t, l2, makeBatch(t, "post", 1, 1)); info.FirstOffset != end2 {
+						t.Fatalf("append after the crash at %d, want the log end %d", info.FirstOffset, end2)
+					}
+				})
+			}
+		}
+	}
+}
+
+// A full truncation restarts the log, empty, at its offset wherever that lies: below the log,
+// at its start, inside it (at a batch boundary or inside a batch), at its end, at the base of
+// an empty active segment there, or past the end. One segment is left, reads below the offset
+// are out of range, appends go on there, and a restart finds the same.
+func TestTruncateFullyAndStartAtAnyOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  func(end batch.Offset) batch.Offset
+		// emptyActive first rolls an empty active segment at the log end.
+		emptyActive bool
+	}{
+		{"below", func(batch.Offset) batch.Offset { return truncationStart - 10 }, false},
+		{"at-start", func(batch.Offset) batch.Offset { return truncationStart }, false},
+		{"inside-at-a-batch", func(batch.Offset) batch.Offset { return truncationStart + 20 }, false},
+		{"inside-a-batch", func(batch.Offset) batch.Offset { return truncationStart + 21 }, false},
+		{"at-end", func(end batch.Offset) batch.Offset { return end }, false},
+		{"at-an-empty-active-segment", func(end batch.Offset) batch.Offset { return end }, true},
+		{"past-end", func(end batch.Offset) batch.Offset { return end + 1000 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			modes(t, func(t *testing.T, fsys vfs.FS, dir string, mmap bool) {
+				l, end := truncationLog(t, fsys, dir)
+				defer func() { _ = l.Close() }()
+				if tc.emptyActive {
+					l.appendMu.Lock()
+					err := l.rollLocked(end)
+					l.appendMu.Unlock()
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				off := tc.off(end)
+				if err := l.TruncateFullyAndStartAt(off); err != nil {
+					t.Fatal(err)
+				}
+				check := func(l *Log, end batch.Offset) {
+					t.Helper()
+					if segs := l.Segments(); len(segs) != 1 || segs[0].Base() != off {
+						t.Fatalf("%d segments, the first at %d; want one at %d", len(segs), segs[0].Base(), off)
+					}
+					if l.StartOffset() != off || l.EndOffset() != end {
+						t.Fatalf("log [%d, %d), want [%d, %d)", l.StartOffset(), l.EndOffset(), off, end)
+					}
+					var oor *OutOfRangeError
+					if _, err := l.Read(off-1, 1<<20, end); !errors.As(err, &oor) {
+						t.Fatalf("read below the new start: %v, want out of range", err)
+					}
+				}
+				check(l, off)
+				if info := mustAppend(t, l, makeBatch(t, "n", 2, 5000)); info.FirstOffset != off {
+					t.Fatalf("append after the truncation at %d, want %d", info.FirstOffset, off)
+				}
+				check(l, off+2)
+				if got := strings.Join(values(t, readAll(t, l, off)), ","); got != "n-0,n-1" {
+					t.Fatalf("log holds %q, want n-0,n-1", got)
+				}
+				o := l.opts
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				l = mustOpen(t, dir, o)
+				check(l, off+2)
+				if got := strings.Join(values(t, readAll(t, l, off)), ","); got != "n-0,n-1" {
+					t.Fatalf("after a restart the log holds %q, want n-0,n-1", got)
+				}
+			})
+		})
+	}
+}
