@@ -1,8 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,7 +22,7 @@ const defaultBroker = "127.0.0.1:9092"
 
 func topicCmd() *cobra.Command {
 	var brokerAddr string
-	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics, and show their offsets"}
 	cmd.PersistentFlags().StringVar(&brokerAddr, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
 
 	withAdmin := func(fn func(ctx context.Context, a *client.Admin) error) error {
@@ -161,7 +165,71 @@ func topicCmd() *cobra.Command {
 	alter.Flags().StringArrayVar(&alterConfigs, "config", nil, "config override key=value (repeatable)")
 	alter.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "config override to remove (repeatable): one the topic has, shown as (topic) by describe")
 
-	cmd.AddCommand(create, list, describe, deleteCmd, alter)
+	var offsetsTime string
+	var offsetsPartitions []int
+	offsets := &cobra.Command{
+		Use:   "offsets NAME",
+		Short: "Show each partition's end offset, start offset, or offset at a time",
+		Long: `Show one offset per partition of a topic (as kafka-get-offsets does), one line each:
+TOPIC:PARTITION:OFFSET. --time says which: latest (the default: the log's end, the offset the
+next record will get), earliest (the log's start), max-timestamp (the record with the largest
+timestamp), or a time (milliseconds since 1970, or RFC 3339 such as 2026-12-01T10:00:00Z):
+the first offset whose record is at or after it; a partition with no such record prints no
+offset (TOPIC:PARTITION:). Kafka's -1, -2 and -3 are taken for latest, earliest and
+max-timestamp.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			spec, err := parseOffsetTime(offsetsTime)
+			if err != nil {
+				return err
+			}
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				t, _, err := a.DescribeTopic(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				specs := map[client.TopicPartition]client.OffsetSpec{}
+				var order []client.TopicPartition
+				want := map[int32]bool{}
+				for _, p := range offsetsPartitions {
+					if p < 0 || p > math.MaxInt32 {
+						return fmt.Errorf("--partition %d: partitions are numbered from 0", p)
+					}
+					want[int32(p)] = true
+				}
+				for _, p := range t.Partitions {
+					if len(want) > 0 && !want[p.Partition] {
+						continue
+					}
+					tp := client.TopicPartition{Topic: t.Name, Partition: p.Partition}
+					specs[tp] = spec
+					order = append(order, tp)
+				}
+				for p := range want {
+					if _, ok := specs[client.TopicPartition{Topic: t.Name, Partition: p}]; !ok {
+						return fmt.Errorf("--partition %d: topic %s has partitions 0 to %d", p, t.Name, len(t.Partitions)-1)
+					}
+				}
+				slices.SortFunc(order, func(x, y client.TopicPartition) int { return cmp.Compare(x.Partition, y.Partition) })
+				got, err := a.ListOffsets(ctx, specs)
+				for _, tp := range order {
+					o, ok := got[tp]
+					switch {
+					case !ok: // in err
+					case o.Offset < 0:
+						fmt.Fprintf(cmd.OutOrStdout(), "%s:%d:\n", tp.Topic, tp.Partition)
+					default:
+						fmt.Fprintf(cmd.OutOrStdout(), "%s:%d:%d\n", tp.Topic, tp.Partition, o.Offset)
+					}
+				}
+				return err
+			})
+		},
+	}
+	offsets.Flags().StringVar(&offsetsTime, "time", "latest", "which offset: latest, earliest, max-timestamp, or a time (ms since 1970, or RFC 3339)")
+	offsets.Flags().IntSliceVar(&offsetsPartitions, "partition", nil, "only these partitions, `N[,N...]` (repeatable); default all")
+
+	cmd.AddCommand(create, list, describe, deleteCmd, alter, offsets)
 	return cmd
 }
 
@@ -198,6 +266,28 @@ func checkDeleteConfigs(ctx context.Context, a *client.Admin, topic string, del 
 		}
 	}
 	return nil
+}
+
+// parseOffsetTime reads topic offsets' --time.
+func parseOffsetTime(v string) (client.OffsetSpec, error) {
+	switch strings.ToLower(v) {
+	case "latest", "-1":
+		return client.OffsetLatest, nil
+	case "earliest", "-2":
+		return client.OffsetEarliest, nil
+	case "max-timestamp", "-3":
+		return client.OffsetMaxTimestamp, nil
+	}
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 {
+			return client.OffsetSpec{}, fmt.Errorf("--time %s: a time is milliseconds since 1970, not negative (or -1, -2, -3 for latest, earliest, max-timestamp)", v)
+		}
+		return client.OffsetAt(time.UnixMilli(ms)), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return client.OffsetAt(t), nil
+	}
+	return client.OffsetSpec{}, fmt.Errorf("--time %q: want latest, earliest, max-timestamp, milliseconds since 1970, or an RFC 3339 time (2026-12-01T10:00:00Z)", v)
 }
 
 func parseConfigs(kvs []string) (map[string]string, error) {
