@@ -267,12 +267,7 @@ func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]Offset
 	for tp := range specs {
 		tps = append(tps, tp)
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
+	sortTopicPartitions(tps)
 	req := &wire.ListOffsetsRequest{ReplicaID: wire.ConsumerReplicaID}
 	for _, tp := range tps {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
@@ -310,4 +305,98 @@ func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]Offset
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// ListGroupOffsets returns the offsets group has committed (Kafka's
+// Admin.listConsumerGroupOffsets): for each partition, the next offset its consumers will read.
+// A group that has committed nothing has none. Sluice has no group membership yet, so a group
+// is only its committed offsets.
+func (a *Admin) ListGroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
+	op := fmt.Sprintf("list offsets of group %.300q", group)
+	if group == "" {
+		return nil, fmt.Errorf("client: %s: %w", op, ErrNoGroup)
+	}
+	var resp wire.OffsetFetchResponse
+	if err := a.conn.Call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
+		return nil, fmt.Errorf("client: %s: %w", op, err)
+	}
+	if err := resultErr(op, resp.ErrorCode, nil); err != nil {
+		return nil, err
+	}
+	out := map[TopicPartition]int64{}
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Topic, p.Partition}
+			switch {
+			case p.ErrorCode != wire.NoError:
+				errs = append(errs, resultErr(fmt.Sprintf("%s: %s", op, tp), p.ErrorCode, nil))
+			case p.Offset >= 0:
+				out[tp] = p.Offset
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// CommitGroupOffsets sets group's committed offsets (Kafka's Admin.alterConsumerGroupOffsets):
+// each the next offset to consume, as Consumer.CommitOffsets takes them. Partitions not named
+// keep theirs. Sluice has no group membership yet, so nothing stops a consumer of the group
+// that is running from committing over them: stop the group's consumers first, as Kafka asks.
+// The partitions whose commit failed are named in the error, which joins one per partition.
+func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
+	op := fmt.Sprintf("commit offsets of group %.300q", group)
+	if group == "" {
+		return fmt.Errorf("client: %s: %w", op, ErrNoGroup)
+	}
+	tps := make([]TopicPartition, 0, len(offsets))
+	for tp, off := range offsets {
+		if off < 0 {
+			return fmt.Errorf("client: %s: %s at %d: an offset is never negative", op, tp, off)
+		}
+		tps = append(tps, tp)
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	sortTopicPartitions(tps)
+	req := &wire.OffsetCommitRequest{GroupID: group, GenerationID: -1}
+	for _, tp := range tps {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
+			req.Topics = append(req.Topics, wire.OffsetCommitRequestTopic{Topic: tp.Topic})
+		}
+		t := &req.Topics[len(req.Topics)-1]
+		t.Partitions = append(t.Partitions, wire.OffsetCommitRequestPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
+	}
+	var resp wire.OffsetCommitResponse
+	if err := a.conn.Call(ctx, req, &resp); err != nil {
+		return fmt.Errorf("client: %s: %w", op, err)
+	}
+	answered := map[TopicPartition]wire.ErrorCode{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			answered[TopicPartition{t.Topic, p.Partition}] = p.ErrorCode
+		}
+	}
+	var errs []error
+	for _, tp := range tps {
+		code, ok := answered[tp]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("client: %s: %s: no answer from the broker", op, tp))
+		case code != wire.NoError:
+			errs = append(errs, resultErr(fmt.Sprintf("%s: %s", op, tp), code, nil))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sortTopicPartitions sorts tps by topic, then partition.
+func sortTopicPartitions(tps []TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
 }

@@ -134,3 +134,83 @@ func TestAdminListOffsets(t *testing.T) {
 		t.Errorf("nothing asked: %v, %v", got, err)
 	}
 }
+
+// ListGroupOffsets shows what a group committed; CommitGroupOffsets moves it, and the group's
+// next consumer starts there; a partition that does not exist is refused by name.
+func TestAdminGroupOffsets(t *testing.T) {
+	b := startBroker(t)
+	ctx := prodCtx(t, 30*time.Second)
+	a, err := client.NewAdmin(ctx, b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: "go", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	for i := range 5 {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "go", Partition: 0, Value: []byte{byte('a' + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p0, p1 := client.TopicPartition{Topic: "go"}, client.TopicPartition{Topic: "go", Partition: 1}
+
+	if got, err := a.ListGroupOffsets(ctx, "g"); err != nil || len(got) != 0 {
+		t.Fatalf("a group that committed nothing: %v, %v", got, err)
+	}
+	newConsumer := func() *client.Consumer {
+		c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}},
+			GroupID: "g", AutoOffsetReset: client.OffsetResetEarliest, MaxPollRecords: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Assign([]client.TopicPartition{p0}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := newConsumer()
+	recs, err := c.Poll(ctx)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("poll: %d records, %v", len(recs), err)
+	}
+	if err := c.CommitSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ListGroupOffsets(ctx, "g"); err != nil || len(got) != 1 || got[p0] != 2 {
+		t.Fatalf("after the consumer committed 2 records: %v, %v; want go-0 at 2", got, err)
+	}
+
+	// Back to offset 1 on partition 0, and a first commit on partition 1.
+	if err := a.CommitGroupOffsets(ctx, "g", map[client.TopicPartition]int64{p0: 1, p1: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ListGroupOffsets(ctx, "g"); err != nil || len(got) != 2 || got[p0] != 1 || got[p1] != 0 {
+		t.Fatalf("after CommitGroupOffsets: %v, %v; want go-0 at 1, go-1 at 0", got, err)
+	}
+	c = newConsumer()
+	defer c.Close(ctx)
+	if recs, err := c.Poll(ctx); err != nil || len(recs) == 0 || recs[0].Offset != 1 || string(recs[0].Value) != "b" {
+		t.Fatalf("the group's next consumer: %v, %v; want it to start at offset 1", recs, err)
+	}
+
+	missing := client.TopicPartition{Topic: "absent", Partition: 0}
+	err = a.CommitGroupOffsets(ctx, "g", map[client.TopicPartition]int64{missing: 3, p1: 0})
+	if !errors.Is(err, client.ErrUnknownTopic) || !strings.Contains(err.Error(), "absent-0") || strings.Contains(err.Error(), "go-1") {
+		t.Errorf("a commit to a missing topic: %v; want ErrUnknownTopic naming absent-0 (and not go-1)", err)
+	}
+	if err := a.CommitGroupOffsets(ctx, "g", map[client.TopicPartition]int64{p0: -1}); err == nil {
+		t.Error("a negative offset was committed")
+	}
+	if _, err := a.ListGroupOffsets(ctx, ""); !errors.Is(err, client.ErrNoGroup) {
+		t.Errorf("no group: %v, want ErrNoGroup", err)
+	}
+}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -184,33 +181,14 @@ max-timestamp.`,
 				return err
 			}
 			return withAdmin(func(ctx context.Context, a *client.Admin) error {
-				t, _, err := a.DescribeTopic(ctx, args[0])
+				order, err := topicPartitions(ctx, a, args[0], offsetsPartitions)
 				if err != nil {
 					return err
 				}
 				specs := map[client.TopicPartition]client.OffsetSpec{}
-				var order []client.TopicPartition
-				want := map[int32]bool{}
-				for _, p := range offsetsPartitions {
-					if p < 0 || p > math.MaxInt32 {
-						return fmt.Errorf("--partition %d: partitions are numbered from 0", p)
-					}
-					want[int32(p)] = true
-				}
-				for _, p := range t.Partitions {
-					if len(want) > 0 && !want[p.Partition] {
-						continue
-					}
-					tp := client.TopicPartition{Topic: t.Name, Partition: p.Partition}
+				for _, tp := range order {
 					specs[tp] = spec
-					order = append(order, tp)
 				}
-				for p := range want {
-					if _, ok := specs[client.TopicPartition{Topic: t.Name, Partition: p}]; !ok {
-						return fmt.Errorf("--partition %d: topic %s has partitions 0 to %d", p, t.Name, len(t.Partitions)-1)
-					}
-				}
-				slices.SortFunc(order, func(x, y client.TopicPartition) int { return cmp.Compare(x.Partition, y.Partition) })
 				got, err := a.ListOffsets(ctx, specs)
 				for _, tp := range order {
 					o, ok := got[tp]

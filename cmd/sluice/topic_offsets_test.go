@@ -40,7 +40,7 @@ func TestTopicOffsets(t *testing.T) {
 		{[]string{"offs", "--time", "3000000"}, "offs:0:\noffs:1:\noffs:2:\n", ""},
 		{[]string{"offs", "--partition", "2", "--partition", "0"}, "offs:0:3\noffs:2:1\n", ""},
 		{[]string{"offs", "--partition", "3"}, "", "--partition 3: topic offs has partitions 0 to 2"},
-		{[]string{"offs", "--partition", "-1"}, "", "--partition -1: partitions are numbered from 0"},
+		{[]string{"offs", "--partition", "-1"}, "", "--partition -1: topic offs has partitions 0 to 2"},
 		{[]string{"offs", "--time", "soon"}, "", `--time "soon": want latest, earliest, max-timestamp`},
 		{[]string{"offs", "--time", "-5"}, "", "--time -5: a time is milliseconds since 1970"},
 		{[]string{"absent"}, "", "UNKNOWN_TOPIC_OR_PARTITION"},

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/client"
+)
+
+// groupCmd is kafka-consumer-groups for what Sluice's groups are today: committed offsets,
+// with no membership (no members to list, no rebalances).
+func groupCmd() *cobra.Command {
+	var brokerAddr string
+	cmd := &cobra.Command{Use: "group", Short: "Show a consumer group's committed offsets and lag, and reset them"}
+	cmd.PersistentFlags().StringVar(&brokerAddr, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
+	withAdmin := func(fn func(ctx context.Context, a *client.Admin) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		a, err := client.NewAdmin(ctx, brokerAddr)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		return fn(ctx, a)
+	}
+
+	var describeTopic string
+	describe := &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Show a group's committed offset, the log end and the lag of each partition",
+		Long: `Show, for each partition a group has committed an offset in (only --topic's with
+--topic), the committed offset (the next record the group's consumers read), the log's end
+offset and the lag between them, as kafka-consumer-groups --describe does. Sluice's groups have
+no members yet: a group is its committed offsets.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			group := args[0]
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				committed, err := a.ListGroupOffsets(ctx, group)
+				if err != nil {
+					return err
+				}
+				specs := map[client.TopicPartition]client.OffsetSpec{}
+				for tp := range committed {
+					if describeTopic != "" && tp.Topic != describeTopic {
+						delete(committed, tp)
+						continue
+					}
+					specs[tp] = client.OffsetLatest
+				}
+				if len(committed) == 0 {
+					what := "any partition"
+					if describeTopic != "" {
+						what = "topic " + describeTopic
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "Group %s has no committed offset in %s.\n", group, what)
+					return nil
+				}
+				ends, endsErr := a.ListOffsets(ctx, specs) // a partition without an end shows "-"
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG")
+				for _, tp := range sortedPartitions(committed) {
+					end, lag := "-", "-"
+					if e, ok := ends[tp]; ok {
+						end, lag = strconv.FormatInt(e.Offset, 10), strconv.FormatInt(max(e.Offset-committed[tp], 0), 10)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", group, tp.Topic, tp.Partition, committed[tp], end, lag)
+				}
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				return endsErr
+			})
+		},
+	}
+	describe.Flags().StringVar(&describeTopic, "topic", "", "only this topic's partitions")
+
+	var (
+		resetTopic      string
+		resetPartitions []int
+		toEarliest      bool
+		toLatest        bool
+		toDatetime      string
+		toOffset        int64
+		shiftBy         int64
+		execute         bool
+	)
+	reset := &cobra.Command{
+		Use:   "reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-datetime TIME | --to-offset N | --shift-by N) [--execute]",
+		Short: "Move a group's committed offsets in a topic (a dry run unless --execute)",
+		Long: `Move a group's committed offsets in a topic's partitions (all, or --partition's), as
+kafka-consumer-groups --reset-offsets does: to the log's start or end, to the first record at
+or after a time (or the end, where there is none), to an offset, or by a shift from the
+committed offset (from the log's start where nothing is committed). An offset outside the
+log's range is moved to its nearest end. Without --execute it only prints the new offsets.
+
+Stop the group's consumers first: Sluice's groups have no membership yet, so a running
+consumer of the group would commit its own position over the reset.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			group := args[0]
+			if resetTopic == "" {
+				return errors.New("--topic is required")
+			}
+			n := 0
+			for _, set := range []bool{toEarliest, toLatest, c.Flags().Changed("to-datetime"), c.Flags().Changed("to-offset"), c.Flags().Changed("shift-by")} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				return errors.New("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by")
+			}
+			var at client.OffsetSpec
+			if toDatetime != "" {
+				var err error
+				if at, err = parseOffsetTime(toDatetime); err != nil {
+					return fmt.Errorf("--to-datetime: %w", err)
+				}
+			}
+			if c.Flags().Changed("to-offset") && toOffset < 0 {
+				return fmt.Errorf("--to-offset %d: offsets are never negative", toOffset)
+			}
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				tps, err := topicPartitions(ctx, a, resetTopic, resetPartitions)
+				if err != nil {
+					return err
+				}
+				bounds := func(spec client.OffsetSpec) (map[client.TopicPartition]client.ListedOffset, error) {
+					specs := map[client.TopicPartition]client.OffsetSpec{}
+					for _, tp := range tps {
+						specs[tp] = spec
+					}
+					return a.ListOffsets(ctx, specs)
+				}
+				starts, err := bounds(client.OffsetEarliest)
+				if err != nil {
+					return err
+				}
+				ends, err := bounds(client.OffsetLatest)
+				if err != nil {
+					return err
+				}
+				var times map[client.TopicPartition]client.ListedOffset
+				if toDatetime != "" {
+					if times, err = bounds(at); err != nil {
+						return err
+					}
+				}
+				var committed map[client.TopicPartition]int64
+				if c.Flags().Changed("shift-by") {
+					if committed, err = a.ListGroupOffsets(ctx, group); err != nil {
+						return err
+					}
+				}
+				next := map[client.TopicPartition]int64{}
+				for _, tp := range tps {
+					start, end := starts[tp].Offset, ends[tp].Offset
+					var off int64
+					switch {
+					case toEarliest:
+						off = start
+					case toLatest:
+						off = end
+					case toDatetime != "":
+						if off = times[tp].Offset; off < 0 {
+							off = end // no record at or after the time
+						}
+					case c.Flags().Changed("to-offset"):
+						off = toOffset
+					default:
+						from, ok := committed[tp]
+						if !ok {
+							from = start
+						}
+						off = satAdd(from, shiftBy)
+					}
+					next[tp] = min(max(off, start), end)
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
+				for _, tp := range tps {
+					fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", group, tp.Topic, tp.Partition, next[tp])
+				}
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				if !execute {
+					fmt.Fprintln(cmd.ErrOrStderr(), "Dry run: nothing was committed. Add --execute to commit these offsets.")
+					return nil
+				}
+				return a.CommitGroupOffsets(ctx, group, next)
+			})
+		},
+	}
+	reset.Flags().StringVar(&resetTopic, "topic", "", "the topic whose offsets move (required)")
+	reset.Flags().IntSliceVar(&resetPartitions, "partition", nil, "only these partitions, `N[,N...]` (repeatable); default all")
+	reset.Flags().BoolVar(&toEarliest, "to-earliest", false, "to the log's start")
+	reset.Flags().BoolVar(&toLatest, "to-latest", false, "to the log's end (only records produced from then on)")
+	reset.Flags().StringVar(&toDatetime, "to-datetime", "", "to the first record at or after this `time` (ms since 1970, or RFC 3339)")
+	reset.Flags().Int64Var(&toOffset, "to-offset", 0, "to this offset")
+	reset.Flags().Int64Var(&shiftBy, "shift-by", 0, "by this many records from the committed offset (negative: back)")
+	reset.Flags().BoolVar(&execute, "execute", false, "commit the new offsets (without it, only print them)")
+
+	cmd.AddCommand(describe, reset)
+	return cmd
+}
+
+// topicPartitions returns topic's partitions, or those of only (each checked), sorted.
+func topicPartitions(ctx context.Context, a *client.Admin, topic string, only []int) ([]client.TopicPartition, error) {
+	t, _, err := a.DescribeTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]bool{}
+	for _, p := range only {
+		if p < 0 || p >= len(t.Partitions) || p > math.MaxInt32 {
+			return nil, fmt.Errorf("--partition %d: topic %s has partitions 0 to %d", p, t.Name, len(t.Partitions)-1)
+		}
+		want[int32(p)] = true
+	}
+	var tps []client.TopicPartition
+	for _, p := range t.Partitions {
+		if len(want) == 0 || want[p.Partition] {
+			tps = append(tps, client.TopicPartition{Topic: t.Name, Partition: p.Partition})
+		}
+	}
+	slices.SortFunc(tps, func(x, y client.TopicPartition) int { return cmp.Compare(x.Partition, y.Partition) })
+	return tps, nil
+}
+
+// sortedPartitions returns m's keys by topic, then partition.
+func sortedPartitions[V any](m map[client.TopicPartition]V) []client.TopicPartition {
+	tps := make([]client.TopicPartition, 0, len(m))
+	for tp := range m {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(x, y client.TopicPartition) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
+	})
+	return tps
+}
+
+// satAdd is a+b, saturated at the int64 range.
+func satAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}

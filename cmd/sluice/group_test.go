@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/sluicemq/sluice/client"
+)
+
+// group describe shows each committed partition's offset, log end and lag; reset-offsets
+// prints its plan, and commits it only with --execute, clamped to the log's range.
+func TestGroupDescribeAndResetOffsets(t *testing.T) {
+	e := newConsumeEnv(t)
+	e.topic("grp", 2)
+	e.produce("grp", 0, 1_000_000, "a", "b", "c") // offsets 0-2 at 1,000 s
+	e.produce("grp", 0, 2_000_000, "d", "e")      // offsets 3-4 at 2,000 s
+	e.produce("grp", 1, 1_000_000, "x")
+	run := func(args ...string) (stdout, stderr string, err error) {
+		cmd := groupCmd()
+		var out, errOut bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetArgs(append(args, "--broker", e.b.Addr().String()))
+		err = cmd.ExecuteContext(e.ctx)
+		return out.String(), errOut.String(), err
+	}
+	fields := func(out string) [][]string {
+		var rows [][]string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			rows = append(rows, strings.Fields(line))
+		}
+		return rows
+	}
+	same := func(got [][]string, want ...string) bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for i, w := range want {
+			if strings.Join(got[i], " ") != w {
+				return false
+			}
+		}
+		return true
+	}
+
+	if out, errOut, err := run("describe", "grp-readers"); err != nil || out != "" || !strings.Contains(errOut, "no committed offset") {
+		t.Fatalf("a group with no commits: %q %q %v", out, errOut, err)
+	}
+	// The group reads 2 records of partition 0 and commits (consume --group commits on exit).
+	consumeOut := e.run("--topic", "grp", "--partition", "0", "--group", "grp-readers", "--from-beginning", "--max-messages", "2")
+	if consumeOut != "a\nb\n" {
+		t.Fatalf("consume: %q", consumeOut)
+	}
+	out, _, err := run("describe", "grp-readers")
+	if err != nil || !same(fields(out), "grp-readers grp 0 2 5 3") {
+		t.Fatalf("describe after 2 of 5 records: %q, %v; want offset 2, end 5, lag 3", out, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want []string // rows: group topic partition new-offset
+	}{
+		{[]string{"--to-earliest"}, []string{"grp-readers grp 0 0", "grp-readers grp 1 0"}},
+		{[]string{"--to-latest"}, []string{"grp-readers grp 0 5", "grp-readers grp 1 1"}},
+		{[]string{"--to-datetime", "1500000"}, []string{"grp-readers grp 0 3", "grp-readers grp 1 1"}}, // none at or after: the end
+		{[]string{"--to-datetime", "1970-01-01T00:16:40Z", "--partition", "0"}, []string{"grp-readers grp 0 0"}},
+		{[]string{"--to-offset", "4"}, []string{"grp-readers grp 0 4", "grp-readers grp 1 1"}}, // clamped to the end
+		{[]string{"--shift-by", "-1"}, []string{"grp-readers grp 0 1", "grp-readers grp 1 0"}}, // nothing committed: from the start
+		{[]string{"--shift-by", "10"}, []string{"grp-readers grp 0 5", "grp-readers grp 1 1"}},
+	} {
+		args := append([]string{"reset-offsets", "grp-readers", "--topic", "grp"}, tc.args...)
+		out, errOut, err := run(args...)
+		if err != nil || !same(fields(out), tc.want...) || !strings.Contains(errOut, "Dry run") {
+			t.Errorf("%v: %q %q %v; want rows %q and a dry run", tc.args, out, errOut, err, tc.want)
+		}
+	}
+	// The dry runs committed nothing.
+	if out, _, err := run("describe", "grp-readers"); err != nil || !same(fields(out), "grp-readers grp 0 2 5 3") {
+		t.Fatalf("describe after the dry runs: %q, %v", out, err)
+	}
+	if _, errOut, err := run("reset-offsets", "grp-readers", "--topic", "grp", "--partition", "0", "--to-offset", "1", "--execute"); err != nil || strings.Contains(errOut, "Dry run") {
+		t.Fatalf("reset --execute: %q %v", errOut, err)
+	}
+	if out, _, err := run("describe", "grp-readers", "--topic", "grp"); err != nil || !same(fields(out), "grp-readers grp 0 1 5 4") {
+		t.Fatalf("describe after the reset: %q, %v; want offset 1, lag 4", out, err)
+	}
+	// The group's next consumer starts at the reset offset.
+	if got := e.run("--topic", "grp", "--partition", "0", "--group", "grp-readers", "--max-messages", "1"); got != "b\n" {
+		t.Fatalf("the group's consumer after the reset: %q, want b", got)
+	}
+	a, err := client.NewAdmin(e.ctx, e.b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if got, err := a.ListGroupOffsets(e.ctx, "grp-readers"); err != nil || len(got) != 1 || got[client.TopicPartition{Topic: "grp"}] != 2 {
+		t.Fatalf("committed after the consumer: %v, %v", got, err)
+	}
+
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"reset-offsets", "g", "--to-earliest"}, "--topic is required"},
+		{[]string{"reset-offsets", "g", "--topic", "grp"}, "give exactly one of"},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-earliest", "--to-latest"}, "give exactly one of"},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-offset", "-3"}, "--to-offset -3"},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-datetime", "soon"}, "--to-datetime"},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--partition", "2", "--to-earliest"}, "--partition 2: topic grp has partitions 0 to 1"},
+		{[]string{"reset-offsets", "g", "--topic", "absent", "--to-earliest"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+	} {
+		if _, _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
