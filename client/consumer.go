@@ -23,7 +23,7 @@ const (
 )
 
 // ConsumerConfig configures a Consumer. Field comments name the Kafka property and its default,
-// which a zero value takes.
+// which a zero value takes; a negative value is an error (ErrConsumerConfig).
 type ConsumerConfig struct {
 	Config
 
@@ -56,6 +56,12 @@ type ConsumerConfig struct {
 	EnableAutoCommit *bool
 	// AutoCommitInterval is auto.commit.interval.ms (5 s).
 	AutoCommitInterval time.Duration
+	// DefaultAPITimeout is default.api.timeout.ms (60 s): the bound on Position, CommitSync,
+	// CommitOffsets and PartitionsFor when their context has no deadline, so that a call made
+	// with context.Background() against a broker that is gone, or for a partition that does
+	// not exist, ends (with an error matching context.DeadlineExceeded) instead of waiting for
+	// ever. Poll is bounded by its context alone, as franz-go's PollFetches.
+	DefaultAPITimeout time.Duration
 	// RetryBackoff is retry.backoff.ms (100 ms): the wait before retrying a failed fetch, offset
 	// lookup or commit.
 	RetryBackoff time.Duration
@@ -111,6 +117,22 @@ func (c *ConsumerConfig) fileReads() bool { return c.FileReads == nil || *c.File
 
 func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
 	c.Config = c.Config.withDefaults()
+	// A negative value means nothing: refused, as Kafka refuses it, rather than taken for the
+	// default.
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"fetch.min.bytes", int64(c.FetchMinBytes)}, {"fetch.max.wait.ms", int64(c.FetchMaxWait)},
+		{"max.partition.fetch.bytes", int64(c.MaxPartitionFetchBytes)}, {"fetch.max.bytes", int64(c.FetchMaxBytes)},
+		{"max.poll.records", int64(c.MaxPollRecords)}, {"auto.commit.interval.ms", int64(c.AutoCommitInterval)},
+		{"retry.backoff.ms", int64(c.RetryBackoff)}, {"retry.backoff.max.ms", int64(c.RetryBackoffMax)},
+		{"MaxDecompressed", int64(c.MaxDecompressed)}, {"default.api.timeout.ms", int64(c.DefaultAPITimeout)},
+	} {
+		if f.v < 0 {
+			return c, fmt.Errorf("%w: %s is negative (zero takes the default)", ErrConsumerConfig, f.name)
+		}
+	}
 	clamp := func(v *int, def int) {
 		if *v <= 0 {
 			*v = def
@@ -127,6 +149,9 @@ func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
 	c.FetchMaxWait = min(c.FetchMaxWait, math.MaxInt32*time.Millisecond)
 	if c.AutoCommitInterval <= 0 {
 		c.AutoCommitInterval = 5 * time.Second
+	}
+	if c.DefaultAPITimeout <= 0 {
+		c.DefaultAPITimeout = 60 * time.Second
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 100 * time.Millisecond
@@ -318,7 +343,17 @@ func (c *Consumer) nextEpochLocked() uint64 {
 	return c.mu.epochSeq
 }
 
-// PartitionsFor returns every partition of topic (Kafka's partitionsFor), for Assign.
+// apiContext bounds ctx by DefaultAPITimeout if it has no deadline.
+func (c *Consumer) apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.DefaultAPITimeout)
+}
+
+// PartitionsFor returns every partition of topic (Kafka's partitionsFor), for Assign; a topic
+// that does not exist is an error wrapping ErrUnknownTopic. A ctx without a deadline is bounded
+// by DefaultAPITimeout.
 func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPartition, error) {
 	c.mu.Lock()
 	closed := c.mu.closed
@@ -326,6 +361,8 @@ func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPart
 	if closed {
 		return nil, ErrConsumerClosed // not the closed client's "no bootstrap broker reachable"
 	}
+	ctx, cancel := c.apiContext(ctx)
+	defer cancel()
 	t, err := c.cl.Topic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -560,8 +597,11 @@ func (c *Consumer) seekTo(tps []TopicPartition, ts int64) error {
 }
 
 // Position returns the offset of the next record Poll will return from tp, first resolving a
-// pending committed-offset lookup or seek (which is why it takes a context).
+// pending committed-offset lookup or seek (which is why it takes a context; one without a
+// deadline is bounded by DefaultAPITimeout).
 func (c *Consumer) Position(ctx context.Context, tp TopicPartition) (int64, error) {
+	ctx, cancel := c.apiContext(ctx)
+	defer cancel()
 	for {
 		c.mu.Lock()
 		ps, err := c.partsLocked([]TopicPartition{tp})

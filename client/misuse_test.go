@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -88,4 +89,44 @@ func TestConsumerAssignRefusesNegativePartition(t *testing.T) {
 	if a := c.Assignment(); len(a) != 0 {
 		t.Fatalf("a refused Assign assigned %v", a)
 	}
+}
+
+// Calls made with context.Background() end after DefaultAPITimeout (Kafka's
+// default.api.timeout.ms) instead of waiting for ever: Position of a partition that does not
+// exist, and a commit to a broker that is gone.
+func TestConsumerDefaultAPITimeoutBoundsCallsWithoutDeadline(t *testing.T) {
+	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
+	addr := b.Addr().String()
+	prodCreateTopic(t, addr, "api", 1)
+	c, err := client.NewConsumer(prodCtx(t, 20*time.Second), client.ConsumerConfig{Config: client.Config{Brokers: []string{addr}},
+		GroupID: "api", EnableAutoCommit: new(false), DefaultAPITimeout: 300 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(prodCtx(t, 5*time.Second))
+	missing := client.TopicPartition{Topic: "api", Partition: 3}
+	if err := c.Assign([]client.TopicPartition{missing}); err != nil {
+		t.Fatal(err)
+	}
+	bounded := func(what string, call func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: %v, want an error matching context.DeadlineExceeded", what, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s with context.Background() has not returned after 30 s (DefaultAPITimeout 300 ms)", what)
+		}
+	}
+	bounded("Position of a partition that does not exist", func() error {
+		_, err := c.Position(context.Background(), missing)
+		return err
+	})
+	_ = b.Close(prodCtx(t, 10*time.Second))
+	bounded("CommitOffsets with the broker gone", func() error {
+		return c.CommitOffsets(context.Background(), map[client.TopicPartition]int64{{Topic: "api"}: 1})
+	})
 }

@@ -275,7 +275,8 @@ func (c *Consumer) consumedLocked() map[TopicPartition]commitOffset {
 
 // CommitSync commits the positions of the records Poll has returned (and of seeks) for every
 // assigned partition whose position changed since the last commit, and waits for the
-// coordinator's answer. Retriable errors are retried until ctx is done. After Close it
+// coordinator's answer. Retriable errors are retried until ctx is done (DefaultAPITimeout for
+// a ctx without a deadline). After Close it
 // returns ErrConsumerClosed, even with nothing to commit.
 func (c *Consumer) CommitSync(ctx context.Context) error {
 	if c.cfg.GroupID == "" {
@@ -316,6 +317,8 @@ func (c *Consumer) commitWait(ctx context.Context, offsets map[TopicPartition]co
 	if len(offsets) == 0 {
 		return nil
 	}
+	ctx, cancel := c.apiContext(ctx)
+	defer cancel()
 	done := make(chan error, 1)
 	if !c.commits.enqueue(commitJob{ctx: ctx, offsets: offsets, done: func(err error) { done <- err }}) {
 		return ErrConsumerClosed

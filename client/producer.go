@@ -162,7 +162,8 @@ func (a Acks) wire() int16 {
 
 // ProducerConfig configures a Producer. Field comments give the Kafka property and its
 // default. A zero field takes the default; where zero is a meaningful Kafka value (Linger,
-// Retries, RetryBackoff, RetryBackoffMax) a negative value selects it.
+// Retries, RetryBackoff, RetryBackoffMax) a negative value selects it, and elsewhere a negative
+// value is an error (ErrProducerConfig).
 type ProducerConfig struct {
 	Config
 
@@ -219,6 +220,20 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	c.Config = c.Config.withDefaults()
 	if c.Acks != AcksAll && c.Acks != AcksLeader && c.Acks != AcksNone {
 		return c, fmt.Errorf("%w: acks %v", ErrProducerConfig, c.Acks)
+	}
+	// Where a negative value means nothing, it is refused, as Kafka refuses it, rather than
+	// taken for the default: a computed size that went negative is a bug to hear of.
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"batch.size", int64(c.BatchSize)}, {"buffer.memory", c.BufferMemory}, {"max.block.ms", int64(c.MaxBlock)},
+		{"delivery.timeout.ms", int64(c.DeliveryTimeout)}, {"max.in.flight.requests.per.connection", int64(c.MaxInFlight)},
+		{"max.request.size", int64(c.MaxRequestSize)},
+	} {
+		if f.v < 0 {
+			return c, fmt.Errorf("%w: %s is negative (zero takes the default)", ErrProducerConfig, f.name)
+		}
 	}
 	switch {
 	case c.Linger == 0:
