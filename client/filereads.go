@@ -8,9 +8,9 @@ package client
 // bytes. The fetcher opens the file, checks with fstat that it is the file the broker meant
 // (not a compacted segment renamed over it, nor a file of another mount namespace, nor a FIFO
 // or a device whose open would block or act on it: openSpan), and from
-// then on serves the partition from the file: readSpan reads max.partition.fetch.bytes at a
-// time with pread, cuts each piece after its last whole batch, and queues it for Poll exactly
-// as a fetch response's share for that partition. So a consumer catching up makes one round trip
+// then on serves the partition from the file: readSpan reads twice max.partition.fetch.bytes
+// at a time with pread (spanPieceFactor), cuts each piece after its last whole batch, and
+// queues it for Poll exactly as a fetch response's share for that partition. So a consumer catching up makes one round trip
 // to the broker per span (up to fileSpanMaxBytes; a segment at most) instead of one per
 // max.partition.fetch.bytes, and the broker neither wakes up nor copies for each piece: the
 // wake-up per fetch was most of what held a consumer back (BENCHMARKS.md, thirteenth session).
@@ -283,7 +283,21 @@ func (f *fetcher) dropSpanIf(tp TopicPartition, sp *fileSpan) {
 
 // maxSpanAhead is the most pieces of one partition's span that may wait for Poll: the fetcher
 // reads half of them per wake-up.
-const maxSpanAhead = 8
+const maxSpanAhead = 4
+
+// spanPieceFactor: a span is read in pieces of this many times max.partition.fetch.bytes, and
+// half as many of them may wait (maxSpanAhead), so what a partition holds ahead is the same
+// 8 × max.partition.fetch.bytes as with pieces of one. Each piece is a pread, a queued chunk
+// and a hand-over between the fetcher and Poll: pieces of 2 MiB read at 6,370 MB/s against
+// 5,550 for 1 MiB, ahead in 8 of 8 alternated pairs, for less CPU (0.59 against 0.68 s per
+// 2 GB); 4 MiB pieces, two ahead, were behind 2 MiB in 5 of 6, and 2 MiB pieces with twice the
+// memory ahead no different (BENCHMARKS.md, seventeenth session).
+const spanPieceFactor = 2
+
+// spanPieceBytes is the size of the pieces a span is read in (spanPieceFactor).
+func (c *Consumer) spanPieceBytes() int64 {
+	return spanPieceFactor * int64(c.cfg.MaxPartitionFetchBytes)
+}
 
 // spanAheadLocked is how many pieces a partition read from a file may have waiting for Poll:
 // up to maxSpanAhead, within fetch.max.bytes over all of the fetcher's spans, and never fewer
@@ -291,7 +305,7 @@ const maxSpanAhead = 8
 // must be held.
 func (f *fetcher) spanAheadLocked() int {
 	c := f.c
-	n := c.cfg.FetchMaxBytes / c.cfg.MaxPartitionFetchBytes / max(1, len(f.spans))
+	n := int(int64(c.cfg.FetchMaxBytes) / c.spanPieceBytes() / int64(max(1, len(f.spans))))
 	n = min(max(n, responsesAhead), maxSpanAhead)
 	f.spanBufs = max(f.spanBufs, min(len(f.spans)*(n+2), 64))
 	return n
@@ -338,7 +352,7 @@ func (f *fetcher) readSpan(byPoll bool) bool {
 	// is this far behind: 5,230 against 4,680 MB/s, ahead in 8 of 10 pairs (BENCHMARKS.md,
 	// sixteenth session).
 	checkHere := ps.buffered >= maxSpanAhead/2
-	piece := int(min(int64(c.cfg.MaxPartitionFetchBytes), sp.end-sp.pos))
+	piece := int(min(c.spanPieceBytes(), sp.end-sp.pos))
 	var fb *fetchBuf
 	if c.bufs != nil {
 		fb = f.takeBufLocked(piece)
