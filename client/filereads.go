@@ -288,10 +288,10 @@ const maxSpanAhead = 4
 // spanPieceFactor: a span is read in pieces of this many times max.partition.fetch.bytes, and
 // half as many of them may wait (maxSpanAhead), so what a partition holds ahead is the same
 // 8 × max.partition.fetch.bytes as with pieces of one. Each piece is a pread, a queued chunk
-// and a hand-over between the fetcher and Poll: pieces of 2 MiB read at 6,370 MB/s against
-// 5,550 for 1 MiB, ahead in 8 of 8 alternated pairs, for less CPU (0.59 against 0.68 s per
-// 2 GB); 4 MiB pieces, two ahead, were behind 2 MiB in 5 of 6, and 2 MiB pieces with twice the
-// memory ahead no different (BENCHMARKS.md, seventeenth session).
+// and a hand-over between the fetcher and Poll: pieces of 2 MiB read at 6,440 MB/s against
+// 5,560 for 1 MiB (medians), ahead in 8 of 8 alternated pairs, for less CPU; 4 MiB pieces,
+// two ahead, were behind 2 MiB in 5 of 6, and 2 MiB pieces with twice the memory ahead no
+// different (BENCHMARKS.md, seventeenth session).
 const spanPieceFactor = 2
 
 // spanPieceBytes is the size of the pieces a span is read in (spanPieceFactor).
