@@ -1,5 +1,7 @@
 package wire
 
+import "strconv"
+
 // Types shared by CreateTopics, DescribeConfigs and AlterConfigs.
 
 // ConfigEntry is one configuration setting, e.g. {"retention.ms", "3600000"}.
@@ -47,3 +49,23 @@ const (
 	ConfigSourceStaticBroker         ConfigSource = 4 // from the broker's configuration file or flags
 	ConfigSourceDefault              ConfigSource = 5 // built-in default
 )
+
+// String returns Kafka's name of the source (DescribeConfigsResult's), so that a printed entry
+// says where its value came from rather than a number.
+func (s ConfigSource) String() string {
+	switch s {
+	case ConfigSourceDynamicTopic:
+		return "DYNAMIC_TOPIC_CONFIG"
+	case ConfigSourceDynamicBroker:
+		return "DYNAMIC_BROKER_CONFIG"
+	case ConfigSourceDynamicDefaultBroker:
+		return "DYNAMIC_DEFAULT_BROKER_CONFIG"
+	case ConfigSourceStaticBroker:
+		return "STATIC_BROKER_CONFIG"
+	case ConfigSourceDefault:
+		return "DEFAULT_CONFIG"
+	case ConfigSourceUnknown:
+		return "UNKNOWN"
+	}
+	return "ConfigSource(" + strconv.Itoa(int(s)) + ")"
+}
