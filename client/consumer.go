@@ -92,7 +92,9 @@ type ConsumerConfig struct {
 	// instead of through the socket: it asks with FetchShared, which answers a partition with
 	// 64 KiB or more to read with where the records lie in a file, and reads them from the file
 	// with pread, twice max.partition.fetch.bytes at a time (up to four such pieces ahead of
-	// Poll: as much memory as eight fetched ones), checking every batch as for a fetch.
+	// Poll, 8 × max.partition.fetch.bytes, within the partition's share of fetch.max.bytes;
+	// pieces of max.partition.fetch.bytes where that share holds fewer than two of the larger
+	// ones), checking every batch as for a fetch.
 	// It needs permission to read the broker's data directory; a consumer that lacks it, or
 	// whose broker does not know FetchShared, fetches through the socket. new(false) always
 	// fetches through the socket. Other transports ignore it.

@@ -32,11 +32,12 @@ import "github.com/sluicemq/sluice/batch"
 // partition of its largest request), gives each response the smallest that holds it, and
 // never pools one larger than fetch.max.bytes plus slack (a larger response, possible when a partition's first batch
 // exceeds every limit, gets a buffer of its own that is dropped once used). A pooled buffer
-// larger than one partition's full response (max.partition.fetch.bytes and slack) that is four
-// times larger than what it held for fetchBufShrinkAfter responses in a row is dropped too, so
-// one burst of large multi-partition responses does not pin its memory forever. Buffers up to
-// one partition's full response are kept whatever they hold: a consumer at the log's tail gets
-// small responses, and a full one after each pause in its polling; dropping the grown buffers
+// larger than one partition's full response (max.partition.fetch.bytes and slack, or a span's
+// piece) that is four times larger than what it held for fetchBufShrinkAfter responses in a
+// row is dropped too, so one burst of large multi-partition responses does not pin its memory
+// forever. Buffers up to one partition's full response (or, for a fetcher that reads files, a
+// full piece of a span: keptBufBytesLocked) are kept whatever they hold: a consumer at the
+// log's tail gets small responses, and a full one after each pause in its polling; dropping the grown buffers
 // after each such catch-up made a consumer at 300 MB/s allocate (and the collector clear) about
 // 50 fresh half-megabyte buffers a second. At most
 // maxPollDecompressors decompressors exist; past that, and for batches over
@@ -106,7 +107,7 @@ func (f *fetcher) putBufLocked(fb *fetchBuf) {
 		} else {
 			fb.small = 0
 		}
-		if c > f.c.maxPooledFetchBytes() || (fb.small >= fetchBufShrinkAfter && c > f.c.partitionFetchBufBytes()) {
+		if c > f.c.maxPooledFetchBytes() || (fb.small >= fetchBufShrinkAfter && c > f.keptBufBytesLocked()) {
 			fb.b, fb.small = nil, 0 // the next response gets a buffer of its own size
 		}
 	}
@@ -132,6 +133,19 @@ func grownBufBytes(limit int) int { return limit + limit/8 + 64<<10 }
 // partitionFetchBufBytes is what a buffer grows to for one partition's full response
 // (max.partition.fetch.bytes). Buffers up to it are never shrunk.
 func (c *Consumer) partitionFetchBufBytes() int { return grownBufBytes(c.cfg.MaxPartitionFetchBytes) }
+
+// keptBufBytesLocked is the size up to which the fetcher keeps a buffer whatever it holds: one
+// partition's full response (partitionFetchBufBytes), or, once it reads spans of files, a full
+// piece of one (spanPieceFactor × max.partition.fetch.bytes), which is larger: a consumer that
+// catches up from the files after each pause, and gets small responses at the tail in
+// between, needs those buffers again at the next pause. Called with Consumer.mu held.
+func (f *fetcher) keptBufBytesLocked() int {
+	n := f.c.partitionFetchBufBytes()
+	if f.spanBufs > 0 {
+		n = max(n, spanPieceFactor*f.c.cfg.MaxPartitionFetchBytes)
+	}
+	return n
+}
 
 // maxPooledFetchBytes is the largest fetch buffer worth keeping: one grown for a full response
 // (fetch.max.bytes).

@@ -364,3 +364,35 @@ func TestFetchBufsFitTheResponses(t *testing.T) {
 		t.Errorf("a fetcher of 4 partitions keeps %d idle buffers, want %d", max, (responsesAhead+1)*4)
 	}
 }
+
+// A fetcher that reads spans of files keeps the buffers of its pieces (spanPieceFactor ×
+// max.partition.fetch.bytes, larger than one partition's full response) while the consumer is
+// back at the tail and gets small responses: it needs them at its next catch-up. They used to
+// be dropped after fetchBufShrinkAfter small responses, and allocated afresh at each one.
+func TestFetchBufKeepsSpanPieces(t *testing.T) {
+	c := &Consumer{cfg: ConsumerConfig{FetchMaxBytes: 50 << 20, MaxPartitionFetchBytes: 1 << 20}}
+	f := &fetcher{c: c, spans: map[TopicPartition]*fileSpan{{Topic: "t"}: {}}}
+	f.spanAheadLocked() // the fetcher reads a span: it sizes its buffers for it
+	f.spans = nil       // and is at the tail now
+	piece := int(spanPieceFactor * c.cfg.MaxPartitionFetchBytes)
+	fb := &fetchBuf{f: f, b: make([]byte, piece)} // read by readSpan (fileSpan.read sizes it)
+	for i := range 10 * fetchBufShrinkAfter {
+		fb.b = fb.b[:16<<10] // a small response at the tail
+		f.putBufLocked(fb)
+		if f.takeBufLocked(0) != fb || cap(fb.b) != piece {
+			t.Fatalf("a span piece's buffer (%d bytes) was dropped after %d small responses", piece, i+1)
+		}
+	}
+
+	// A fetcher that never read a span keeps to one partition's full response.
+	g := &fetcher{c: c}
+	big := &fetchBuf{f: g, b: make([]byte, piece)}
+	for range fetchBufShrinkAfter {
+		big.b = big.b[:16<<10]
+		g.putBufLocked(big)
+		g.takeBufLocked(0)
+	}
+	if big.b != nil {
+		t.Fatalf("a %d-byte buffer of a fetcher without spans was kept through %d small responses", piece, fetchBufShrinkAfter)
+	}
+}

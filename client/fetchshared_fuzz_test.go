@@ -259,7 +259,7 @@ func fzOpenFiles() int {
 
 // FuzzConsumerFetchSharedResponse is FuzzConsumerFetchResponse with FetchShared responses:
 // partitions come back as spans of files (fzSpans), read by the fetcher (readSpan, a step of
-// its own here) and by Poll (readFiles) a piece of max.partition.fetch.bytes at a time, while
+// its own here) and by Poll (readFiles) a piece (spanPieceLocked) at a time, while
 // the files may be deleted, replaced, truncated or damaged (changeFile). On top of
 // FuzzConsumerFetchResponse's checks: no hang on a span of a FIFO, no record from a batch
 // outside its span (the consumer reads nothing outside it), none from a damaged batch, and

@@ -9,7 +9,8 @@ package client
 // (not a compacted segment renamed over it, nor a file of another mount namespace, nor a FIFO
 // or a device whose open would block or act on it: openSpan), and from
 // then on serves the partition from the file: readSpan reads twice max.partition.fetch.bytes
-// at a time with pread (spanPieceFactor), cuts each piece after its last whole batch, and
+// at a time with pread (spanPieceFactor; max.partition.fetch.bytes where fetch.max.bytes
+// leaves no room for that: spanPieceLocked), cuts each piece after its last whole batch, and
 // queues it for Poll exactly as a fetch response's share for that partition. So a consumer catching up makes one round trip
 // to the broker per span (up to fileSpanMaxBytes; a segment at most) instead of one per
 // max.partition.fetch.bytes, and the broker neither wakes up nor copies for each piece: the
@@ -294,9 +295,21 @@ const maxSpanAhead = 4
 // different (BENCHMARKS.md, seventeenth session).
 const spanPieceFactor = 2
 
-// spanPieceBytes is the size of the pieces a span is read in (spanPieceFactor).
-func (c *Consumer) spanPieceBytes() int64 {
-	return spanPieceFactor * int64(c.cfg.MaxPartitionFetchBytes)
+// spanPieceLocked is the size of the pieces the fetcher reads its spans in: spanPieceFactor ×
+// max.partition.fetch.bytes where fetch.max.bytes, shared among its spans, holds responsesAhead
+// such pieces for each; else max.partition.fetch.bytes, a fetched response's share. So the
+// larger pieces never take a partition past its share of fetch.max.bytes, nor past what it
+// would hold when fetched (responsesAhead responses), where the share is smaller than that:
+// with fetch.max.bytes at max.partition.fetch.bytes, or a fetcher reading many partitions'
+// spans (13 with the defaults), the pieces and the memory ahead are those of 1× pieces. c.mu
+// must be held.
+func (f *fetcher) spanPieceLocked() int64 {
+	c := f.c
+	piece := int64(c.cfg.MaxPartitionFetchBytes)
+	if share := int64(c.cfg.FetchMaxBytes) / int64(max(1, len(f.spans))); share >= responsesAhead*spanPieceFactor*piece {
+		piece *= spanPieceFactor
+	}
+	return piece
 }
 
 // spanAheadLocked is how many pieces a partition read from a file may have waiting for Poll:
@@ -305,7 +318,7 @@ func (c *Consumer) spanPieceBytes() int64 {
 // must be held.
 func (f *fetcher) spanAheadLocked() int {
 	c := f.c
-	n := int(int64(c.cfg.FetchMaxBytes) / c.spanPieceBytes() / int64(max(1, len(f.spans))))
+	n := int(int64(c.cfg.FetchMaxBytes) / f.spanPieceLocked() / int64(max(1, len(f.spans))))
 	n = min(max(n, responsesAhead), maxSpanAhead)
 	f.spanBufs = max(f.spanBufs, min(len(f.spans)*(n+2), 64))
 	return n
@@ -352,7 +365,7 @@ func (f *fetcher) readSpan(byPoll bool) bool {
 	// is this far behind: 5,230 against 4,680 MB/s, ahead in 8 of 10 pairs (BENCHMARKS.md,
 	// sixteenth session).
 	checkHere := ps.buffered >= maxSpanAhead/2
-	piece := int(min(c.spanPieceBytes(), sp.end-sp.pos))
+	piece := int(min(f.spanPieceLocked(), sp.end-sp.pos))
 	var fb *fetchBuf
 	if c.bufs != nil {
 		fb = f.takeBufLocked(piece)

@@ -385,7 +385,7 @@ func TestFileReadsPermissionDeniedFallsBackToFetch(t *testing.T) {
 // comes, in order. (That Poll checks what is not marked: TestDecodeChecksWhatTheReaderDidNot.)
 func TestFileReadsCheckOnTheReaderWhenPollIsBehind(t *testing.T) {
 	f := newSpanFixture(t, "behind", 1)
-	n := f.fill(0, 0, 200) // 2,000 records, about 2 MB: 32 pieces of 64 KiB
+	n := f.fill(0, 0, 200) // 2,000 records, about 2 MB: 16 pieces of 128 KiB
 	tp := TopicPartition{Topic: "behind", Partition: 0}
 	c := f.consumer(ConsumerConfig{MaxPartitionFetchBytes: 64 << 10}, tp)
 	// One Poll positions the partition; with no other, the fetcher reads ahead. Once more than
@@ -418,5 +418,49 @@ func TestFileReadsCheckOnTheReaderWhenPollIsBehind(t *testing.T) {
 			f.check(r, 0, next)
 			next++
 		}
+	}
+}
+
+// Pieces of spanPieceFactor × max.partition.fetch.bytes are read only where fetch.max.bytes,
+// shared among the fetcher's spans, holds responsesAhead of them for each: what a partition
+// holds ahead stays within its share of fetch.max.bytes, or, where the share is smaller, within
+// what it would hold fetched (responsesAhead responses of max.partition.fetch.bytes), as it did
+// with pieces of max.partition.fetch.bytes. Larger pieces with the same floor of responsesAhead
+// pieces doubled that floor: with fetch.max.bytes at max.partition.fetch.bytes, or with a
+// fetcher reading 13 spans or more under the defaults.
+func TestSpanPiecesWithinFetchMaxBytes(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name             string
+		partBytes, total int // max.partition.fetch.bytes, fetch.max.bytes
+		spans            int
+		piece, ahead     int64 // want
+	}{
+		{"defaults, one span", mib, 50 * mib, 1, 2 * mib, 4},
+		{"defaults, six spans", mib, 50 * mib, 6, 2 * mib, 4},
+		{"defaults, ten spans", mib, 50 * mib, 10, 2 * mib, 2},
+		{"defaults, thirteen spans", mib, 50 * mib, 13, mib, 3},
+		{"defaults, fifty spans", mib, 50 * mib, 50, mib, 2},
+		{"fetch.max.bytes = max.partition.fetch.bytes", mib, mib, 1, mib, 2},
+		{"fetch.max.bytes = 3 × max.partition.fetch.bytes", mib, 3 * mib, 1, mib, 3},
+		{"fetch.max.bytes = 4 × max.partition.fetch.bytes", mib, 4 * mib, 1, 2 * mib, 2},
+		{"fetch.max.bytes below max.partition.fetch.bytes", mib, 64 << 10, 1, mib, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Consumer{cfg: ConsumerConfig{MaxPartitionFetchBytes: tc.partBytes, FetchMaxBytes: tc.total}}
+			f := &fetcher{c: c, spans: map[TopicPartition]*fileSpan{}}
+			for p := range tc.spans {
+				f.spans[TopicPartition{Topic: "t", Partition: int32(p)}] = &fileSpan{}
+			}
+			piece, ahead := f.spanPieceLocked(), int64(f.spanAheadLocked())
+			if piece != tc.piece || ahead != tc.ahead {
+				t.Errorf("pieces of %d bytes, %d ahead; want %d bytes, %d ahead", piece, ahead, tc.piece, tc.ahead)
+			}
+			share := int64(tc.total / tc.spans)
+			if held, limit := piece*ahead, max(share, responsesAhead*int64(tc.partBytes)); held > limit {
+				t.Errorf("a partition holds %d bytes ahead, more than its share of fetch.max.bytes (%d) or what it would hold fetched (%d)",
+					held, share, responsesAhead*tc.partBytes)
+			}
+		})
 	}
 }

@@ -88,8 +88,8 @@ func byPartition(recs []client.Record) map[int32][]client.Record {
 }
 
 // A consumer over the unix socket reads a partition's backlog from the broker's files, in
-// pieces of max.partition.fetch.bytes that end in the middle of batches, with compressed
-// batches and a batch larger than a piece among them, and delivers exactly the log: the same
+// pieces (twice max.partition.fetch.bytes: spanPieceLocked) that end in the middle of batches,
+// with compressed batches and a batch larger than a piece among them, and delivers exactly the log: the same
 // records as a consumer that fetches them (FileReads off), which reads nothing from the files.
 // A small partition beside it comes inline. A max.partition.fetch.bytes smaller than a batch
 // header still reads the first batch whole, as a fetch returns it.
@@ -110,7 +110,7 @@ func TestFileReadsDeliverTheLog(t *testing.T) {
 			for _, run := range []struct {
 				reads bool
 				piece int
-			}{{true, 64 << 10}, {false, 64 << 10}, {true, 1}} { // 1: a piece too short for a batch header
+			}{{true, 32 << 10}, {false, 32 << 10}, {true, 1}} { // pieces of 64 KiB; 1: a piece too short for a batch header
 				reads := run.reads
 				c := f.consumer(client.ConsumerConfig{
 					Config:                 client.Config{Brokers: []string{f.unix()}},
@@ -166,7 +166,7 @@ func TestFileReadsSeek(t *testing.T) {
 // Records that retention deletes while a consumer reads their segment from its file stop
 // coming: the consumer notices that the file lost its name, fetches, meets
 // OFFSET_OUT_OF_RANGE and resets, as a consumer that fetches through the socket would. Only
-// the pieces already read ahead (at most 8, and the ones in hand) are still delivered. (The
+// the pieces already read ahead (at most maxSpanAhead, and the ones in hand) are still delivered. (The
 // open file would still read: without the check the rest of the deleted segment would come.)
 func TestFileReadsStopAtDeletedSegment(t *testing.T) {
 	dir := t.TempDir()
@@ -230,10 +230,10 @@ func TestFileReadsStopAtDeletedSegment(t *testing.T) {
 	for ; recs[0].Offset < start; recs = f.pollN(c, 1) {
 		stale++
 	}
-	// What was read ahead before the deletion may still come: up to maxSpanAhead (8) pieces of
-	// 16 KiB queued, the one Poll is in, and one being read as the file went, one 10-record
-	// batch each (80 were seen), with room to spare; the rest of the 512 KiB segment (about
-	// 470 records) must not.
+	// What was read ahead before the deletion may still come: up to maxSpanAhead (4) pieces of
+	// 32 KiB (twice max.partition.fetch.bytes) queued, three 10-record batches each, and the
+	// rest of the one Poll is in, 130 records at most (100 to 130 were seen); the rest of the
+	// 512 KiB segment (about 470 records) must not.
 	if stale > 150 {
 		t.Errorf("%d records of the deleted segment delivered after it was deleted", stale)
 	}

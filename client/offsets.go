@@ -276,8 +276,13 @@ func (c *Consumer) consumedLocked() map[TopicPartition]commitOffset {
 // CommitSync commits the positions of the records Poll has returned (and of seeks) for every
 // assigned partition whose position changed since the last commit, and waits for the
 // coordinator's answer. Retriable errors are retried until ctx is done (DefaultAPITimeout for
-// a ctx without a deadline). After Close it
-// returns ErrConsumerClosed, even with nothing to commit.
+// a ctx without a deadline). After Close it returns ErrConsumerClosed, even with nothing to
+// commit.
+//
+// When ctx ends first, the error matches ctx's: a commit still queued behind another one
+// (commits go one at a time, in order) is then dropped, never sent; but one whose request
+// was already on its way may have reached the coordinator, which may apply it although its
+// answer is not waited for (as with Kafka's commitSync and its TimeoutException).
 func (c *Consumer) CommitSync(ctx context.Context) error {
 	if c.cfg.GroupID == "" {
 		return ErrNoGroup
@@ -289,8 +294,9 @@ func (c *Consumer) CommitSync(ctx context.Context) error {
 }
 
 // CommitOffsets commits the given offsets (each the NEXT offset to consume, as in Kafka) and
-// waits for the answer. The partitions need not be assigned. After Close it returns
-// ErrConsumerClosed.
+// waits for the answer, as CommitSync does (bounded by ctx, or DefaultAPITimeout for a ctx
+// without a deadline; when that ends first, see CommitSync). The partitions need not be
+// assigned. After Close it returns ErrConsumerClosed.
 func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
 	if c.cfg.GroupID == "" {
 		return ErrNoGroup
@@ -511,6 +517,12 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 		return errors.Join(append(errs, err)...)
 	}
 	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			// Never send a commit whose caller has been told it failed: one queued behind a
+			// slow commit until its ctx ended (CommitSync returned ctx's error) would reach the
+			// coordinator afterwards, as Conn.Call sends before it looks at ctx.
+			return gaveUp(err)
+		}
 		req := &wire.OffsetCommitRequest{GroupID: c.cfg.GroupID, GenerationID: -1}
 		for _, tp := range pending {
 			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {

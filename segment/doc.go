@@ -45,7 +45,8 @@
 //     (TruncateFullyAndStartAt, TruncateTo below the log start) keeps the same order: its new
 //     segment is durable before the old files are renamed away, after the records at or past
 //     its offset have been cut away (so the new segment never overlaps an old one on disk), and
-//     a crash in between restarts the log at its old start or at the new one, never at 0.
+//     a crash in between restarts the log at its old start or at the new one (or, with the
+//     renames half done, at the base of the first old segment left), never at 0.
 //   - Synced() never passes an offset whose bytes were not fsynced; a disk error stops appends
 //     for good (the Log is failed) and fails every waiter, so nothing unwritten is acknowledged.
 //

@@ -340,8 +340,9 @@ func (l *Log) TruncateFullyAndStartAt(off batch.Offset) error {
 
 // truncateFullyLocked is TruncateFullyAndStartAt, in retention's order (DeleteExpired): the new
 // segment at off is on disk before any old one is renamed away, so a crash finds the old log,
-// the new one, or the old segments with the new, empty one beside them (the log then starts at
-// its old start or at off, and ends at its old end or at off), never a directory without a
+// the new one, or the old segments (all, or the later ones with the renames half done) with
+// the new, empty one beside them (the log then starts at off, if it lies below them, or at the
+// first old segment left, and ends at its old end or at off), never a directory without a
 // segment, which would restart the log at 0. For the new segment to lie beside the old ones on
 // disk, no old batch may be at or after off (a restart would find the segments overlapping),
 // so the records from off on are first cut away as TruncateTo does, durably; and when off

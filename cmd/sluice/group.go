@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -99,9 +100,12 @@ no members yet: a group is its committed offsets.`,
 		Short: "Move a group's committed offsets in a topic (a dry run unless --execute)",
 		Long: `Move a group's committed offsets in a topic's partitions (all, or --partition's), as
 kafka-consumer-groups --reset-offsets does: to the log's start or end, to the first record at
-or after a time (or the end, where there is none), to an offset, or by a shift from the
-committed offset (from the log's start where nothing is committed). An offset outside the
-log's range is moved to its nearest end. Without --execute it only prints the new offsets.
+or after a time (the log's end where there is none, with a warning), to an offset, or by a
+shift from the committed offset. --shift-by needs a committed offset in every partition it
+moves, as in Kafka: it refuses, naming them, partitions where the group has committed
+nothing (move those with another option, or leave them out with --partition). An offset
+outside the log's range is moved to its nearest end, with a warning. Without --execute it
+only prints the new offsets.
 
 Stop the group's consumers first: Sluice's groups have no membership yet, so a running
 consumer of the group would commit its own position over the reset.`,
@@ -111,8 +115,9 @@ consumer of the group would commit its own position over the reset.`,
 			if resetTopic == "" {
 				return errors.New("--topic is required")
 			}
+			byTime, byOffset, byShift := c.Flags().Changed("to-datetime"), c.Flags().Changed("to-offset"), c.Flags().Changed("shift-by")
 			n := 0
-			for _, set := range []bool{toEarliest, toLatest, c.Flags().Changed("to-datetime"), c.Flags().Changed("to-offset"), c.Flags().Changed("shift-by")} {
+			for _, set := range []bool{toEarliest, toLatest, byTime, byOffset, byShift} {
 				if set {
 					n++
 				}
@@ -121,15 +126,16 @@ consumer of the group would commit its own position over the reset.`,
 				return errors.New("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by")
 			}
 			var at client.OffsetSpec
-			if toDatetime != "" {
+			if byTime {
 				var err error
-				if at, err = parseOffsetTime(toDatetime); err != nil {
-					return fmt.Errorf("--to-datetime: %w", err)
+				if at, err = parseDatetime(toDatetime); err != nil {
+					return err
 				}
 			}
-			if c.Flags().Changed("to-offset") && toOffset < 0 {
+			if byOffset && toOffset < 0 {
 				return fmt.Errorf("--to-offset %d: offsets are never negative", toOffset)
 			}
+			warn := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "Warn: "+format+"\n", a...) }
 			return withAdmin(func(ctx context.Context, a *client.Admin) error {
 				tps, err := topicPartitions(ctx, a, resetTopic, resetPartitions)
 				if err != nil {
@@ -142,6 +148,28 @@ consumer of the group would commit its own position over the reset.`,
 					}
 					return a.ListOffsets(ctx, specs)
 				}
+				var committed map[client.TopicPartition]int64
+				if byShift {
+					if committed, err = a.ListGroupOffsets(ctx, group); err != nil {
+						return err
+					}
+					// Kafka refuses too: with nothing committed there is nothing to shift
+					// from, and the group's consumers would start by auto.offset.reset.
+					var none []string
+					for _, tp := range tps {
+						if _, ok := committed[tp]; !ok {
+							none = append(none, strconv.Itoa(int(tp.Partition)))
+						}
+					}
+					if len(none) > 0 {
+						which := "partition " + none[0]
+						if len(none) > 1 {
+							which = "partitions " + strings.Join(none, ",")
+						}
+						return fmt.Errorf("--shift-by: group %s has no committed offset to shift in topic %s %s: move those with --to-earliest, --to-latest, --to-datetime or --to-offset, or leave them out with --partition",
+							group, resetTopic, which)
+					}
+				}
 				starts, err := bounds(client.OffsetEarliest)
 				if err != nil {
 					return err
@@ -151,14 +179,8 @@ consumer of the group would commit its own position over the reset.`,
 					return err
 				}
 				var times map[client.TopicPartition]client.ListedOffset
-				if toDatetime != "" {
+				if byTime {
 					if times, err = bounds(at); err != nil {
-						return err
-					}
-				}
-				var committed map[client.TopicPartition]int64
-				if c.Flags().Changed("shift-by") {
-					if committed, err = a.ListGroupOffsets(ctx, group); err != nil {
 						return err
 					}
 				}
@@ -171,20 +193,25 @@ consumer of the group would commit its own position over the reset.`,
 						off = start
 					case toLatest:
 						off = end
-					case toDatetime != "":
+					case byTime:
 						if off = times[tp].Offset; off < 0 {
-							off = end // no record at or after the time
+							warn("%s has no record at or after %s: the log end %d instead", tp, toDatetime, end)
+							off = end
 						}
-					case c.Flags().Changed("to-offset"):
+					case byOffset:
 						off = toOffset
 					default:
-						from, ok := committed[tp]
-						if !ok {
-							from = start
-						}
-						off = satAdd(from, shiftBy)
+						off = satAdd(committed[tp], shiftBy)
 					}
-					next[tp] = min(max(off, start), end)
+					switch {
+					case off > end:
+						warn("new offset %d of %s is past the log end: %d instead", off, tp, end)
+						off = end
+					case off < start:
+						warn("new offset %d of %s is below the log start: %d instead", off, tp, start)
+						off = start
+					}
+					next[tp] = off
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
@@ -206,9 +233,9 @@ consumer of the group would commit its own position over the reset.`,
 	reset.Flags().IntSliceVar(&resetPartitions, "partition", nil, "only these partitions, `N[,N...]` (repeatable); default all")
 	reset.Flags().BoolVar(&toEarliest, "to-earliest", false, "to the log's start")
 	reset.Flags().BoolVar(&toLatest, "to-latest", false, "to the log's end (only records produced from then on)")
-	reset.Flags().StringVar(&toDatetime, "to-datetime", "", "to the first record at or after this `time` (ms since 1970, or RFC 3339)")
+	reset.Flags().StringVar(&toDatetime, "to-datetime", "", "to the first record at or after this `time` (ms since 1970, or RFC 3339 such as 2026-12-01T10:00:00Z)")
 	reset.Flags().Int64Var(&toOffset, "to-offset", 0, "to this offset")
-	reset.Flags().Int64Var(&shiftBy, "shift-by", 0, "by this many records from the committed offset (negative: back)")
+	reset.Flags().Int64Var(&shiftBy, "shift-by", 0, "by this many offsets from the committed offset (negative: back); every partition needs one")
 	reset.Flags().BoolVar(&execute, "execute", false, "commit the new offsets (without it, only print them)")
 
 	cmd.AddCommand(describe, reset)
@@ -248,6 +275,19 @@ func sortedPartitions[V any](m map[client.TopicPartition]V) []client.TopicPartit
 		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
 	})
 	return tps
+}
+
+// parseDatetime reads reset-offsets' --to-datetime: a time, as topic offsets' --time takes it,
+// but not its names of the log's ends (--to-earliest and --to-latest say those).
+func parseDatetime(v string) (client.OffsetSpec, error) {
+	spec, err := parseOffsetTime(v)
+	if err == nil && (spec == client.OffsetEarliest || spec == client.OffsetLatest || spec == client.OffsetMaxTimestamp) {
+		err = errors.New("not a time")
+	}
+	if err != nil {
+		return client.OffsetSpec{}, fmt.Errorf("--to-datetime %q: want milliseconds since 1970 or an RFC 3339 time such as 2026-12-01T10:00:00Z", v)
+	}
+	return spec, nil
 }
 
 // satAdd is a+b, saturated at the int64 range.

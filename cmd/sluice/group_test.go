@@ -9,7 +9,9 @@ import (
 )
 
 // group describe shows each committed partition's offset, log end and lag; reset-offsets
-// prints its plan, and commits it only with --execute, clamped to the log's range.
+// prints its plan, and commits it only with --execute, clamped to the log's range with a
+// warning, as kafka-consumer-groups does; like it, it refuses to shift an offset the group
+// never committed.
 func TestGroupDescribeAndResetOffsets(t *testing.T) {
 	e := newConsumeEnv(t)
 	e.topic("grp", 2)
@@ -60,19 +62,28 @@ func TestGroupDescribeAndResetOffsets(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want []string // rows: group topic partition new-offset
+		// warn: what stderr says besides the dry run (a partition moved other than asked),
+		// one line each; none: it says nothing else.
+		warn []string
 	}{
-		{[]string{"--to-earliest"}, []string{"grp-readers grp 0 0", "grp-readers grp 1 0"}},
-		{[]string{"--to-latest"}, []string{"grp-readers grp 0 5", "grp-readers grp 1 1"}},
-		{[]string{"--to-datetime", "1500000"}, []string{"grp-readers grp 0 3", "grp-readers grp 1 1"}}, // none at or after: the end
-		{[]string{"--to-datetime", "1970-01-01T00:16:40Z", "--partition", "0"}, []string{"grp-readers grp 0 0"}},
-		{[]string{"--to-offset", "4"}, []string{"grp-readers grp 0 4", "grp-readers grp 1 1"}}, // clamped to the end
-		{[]string{"--shift-by", "-1"}, []string{"grp-readers grp 0 1", "grp-readers grp 1 0"}}, // nothing committed: from the start
-		{[]string{"--shift-by", "10"}, []string{"grp-readers grp 0 5", "grp-readers grp 1 1"}},
+		{[]string{"--to-earliest"}, []string{"grp-readers grp 0 0", "grp-readers grp 1 0"}, nil},
+		{[]string{"--to-latest"}, []string{"grp-readers grp 0 5", "grp-readers grp 1 1"}, nil},
+		{[]string{"--to-datetime", "1500000"}, []string{"grp-readers grp 0 3", "grp-readers grp 1 1"}, // none at or after: the end
+			[]string{"Warn: grp-1 has no record at or after 1500000: the log end 1 instead"}},
+		{[]string{"--to-datetime", "1970-01-01T00:16:40Z", "--partition", "0"}, []string{"grp-readers grp 0 0"}, nil},
+		{[]string{"--to-offset", "4"}, []string{"grp-readers grp 0 4", "grp-readers grp 1 1"}, // clamped to the end
+			[]string{"Warn: new offset 4 of grp-1 is past the log end: 1 instead"}},
+		{[]string{"--shift-by", "-1", "--partition", "0"}, []string{"grp-readers grp 0 1"}, nil},
+		{[]string{"--shift-by", "-5", "--partition", "0"}, []string{"grp-readers grp 0 0"},
+			[]string{"Warn: new offset -3 of grp-0 is below the log start: 0 instead"}},
+		{[]string{"--shift-by", "10", "--partition", "0"}, []string{"grp-readers grp 0 5"},
+			[]string{"Warn: new offset 12 of grp-0 is past the log end: 5 instead"}},
 	} {
 		args := append([]string{"reset-offsets", "grp-readers", "--topic", "grp"}, tc.args...)
 		out, errOut, err := run(args...)
-		if err != nil || !same(fields(out), tc.want...) || !strings.Contains(errOut, "Dry run") {
-			t.Errorf("%v: %q %q %v; want rows %q and a dry run", tc.args, out, errOut, err, tc.want)
+		want := strings.Join(append(tc.warn, "Dry run: nothing was committed. Add --execute to commit these offsets.\n"), "\n")
+		if err != nil || !same(fields(out), tc.want...) || errOut != want {
+			t.Errorf("%v: %q %q %v; want rows %q and stderr %q", tc.args, out, errOut, err, tc.want, want)
 		}
 	}
 	// The dry runs committed nothing.
@@ -106,12 +117,25 @@ func TestGroupDescribeAndResetOffsets(t *testing.T) {
 		{[]string{"reset-offsets", "g", "--topic", "grp"}, "give exactly one of"},
 		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-earliest", "--to-latest"}, "give exactly one of"},
 		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-offset", "-3"}, "--to-offset -3"},
-		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-datetime", "soon"}, "--to-datetime"},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-datetime", "soon"}, `--to-datetime "soon": want milliseconds since 1970 or an RFC 3339 time`},
+		// An empty time is no time (it used to move every partition to the log's start), nor
+		// is a name of a log's end (--to-earliest and --to-latest say those).
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-datetime", ""}, `--to-datetime "": want milliseconds since 1970`},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-datetime", "latest"}, `--to-datetime "latest": want milliseconds since 1970`},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--to-datetime", "-2"}, `--to-datetime "-2": want milliseconds since 1970`},
+		// Kafka refuses to shift where nothing is committed: there is nothing to shift from
+		// (the group's consumers would start by auto.offset.reset), and taking the log's start
+		// instead would commit offsets the group never had.
+		{[]string{"reset-offsets", "grp-readers", "--topic", "grp", "--shift-by", "-1"}, "--shift-by: group grp-readers has no committed offset to shift in topic grp partition 1: move those with"},
+		{[]string{"reset-offsets", "g", "--topic", "grp", "--shift-by", "1", "--execute"}, "--shift-by: group g has no committed offset to shift in topic grp partitions 0,1: move those with"},
 		{[]string{"reset-offsets", "g", "--topic", "grp", "--partition", "2", "--to-earliest"}, "--partition 2: topic grp has partitions 0 to 1"},
 		{[]string{"reset-offsets", "g", "--topic", "absent", "--to-earliest"}, "UNKNOWN_TOPIC_OR_PARTITION"},
 	} {
 		if _, _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.wantErr)
 		}
+	}
+	if got, err := a.ListGroupOffsets(e.ctx, "g"); err != nil || len(got) != 0 {
+		t.Fatalf("the refused resets committed %v (%v)", got, err)
 	}
 }
