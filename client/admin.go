@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -11,20 +12,83 @@ import (
 	"github.com/sluicemq/sluice/net/wire"
 )
 
-// Admin manages topics through one broker connection.
+// Admin manages topics, and reads and moves offsets, through one broker connection.
 type Admin struct {
 	conn *Conn
+	cfg  AdminConfig
+}
+
+// AdminConfig configures an Admin (NewAdminWithConfig). Of Config it uses Brokers (the first
+// that answers), ClientID and RequestTimeout; zero values take Kafka's defaults.
+type AdminConfig struct {
+	Config
+	// DefaultAPITimeout is default.api.timeout.ms (60 s): the bound on a call whose context
+	// has no deadline, so that one made with context.Background() against a broker that has
+	// gone away ends, with an error matching context.DeadlineExceeded.
+	DefaultAPITimeout time.Duration
 }
 
 // NewAdmin dials addr ("host:port" or "unix:///path", as ParseAddress takes) for
-// administration. An Admin keeps that one connection (it does not follow the cluster's
-// metadata to other brokers) and is safe for concurrent use; Close closes it.
+// administration, with AdminConfig's defaults: NewAdminWithConfig with addr as the one
+// bootstrap broker.
 func NewAdmin(ctx context.Context, addr string) (*Admin, error) {
-	c, err := Dial(ctx, addr, "sluice-admin")
-	if err != nil {
-		return nil, err
+	return NewAdminWithConfig(ctx, AdminConfig{Config: Config{Brokers: []string{addr}, ClientID: "sluice-admin"}})
+}
+
+// NewAdminWithConfig dials the first of cfg.Brokers that answers. An Admin keeps that one
+// connection (it does not follow the cluster's metadata to other brokers: on a cluster of one
+// broker, the only one) and is safe for concurrent use; Close closes it. A negative timeout is
+// an error wrapping ErrAdminConfig; no reachable broker one wrapping ErrNoBrokers.
+func NewAdminWithConfig(ctx context.Context, cfg AdminConfig) (*Admin, error) {
+	if cfg.RequestTimeout < 0 || cfg.DefaultAPITimeout < 0 {
+		return nil, fmt.Errorf("%w: request.timeout.ms and default.api.timeout.ms cannot be negative (zero takes the default)", ErrAdminConfig)
 	}
-	return &Admin{conn: c}, nil
+	cfg.Config = cfg.Config.withDefaults()
+	if cfg.DefaultAPITimeout == 0 {
+		cfg.DefaultAPITimeout = 60 * time.Second
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, fmt.Errorf("%w: Config.Brokers is empty", ErrNoBrokers)
+	}
+	ctx, cancel := apiContext(ctx, cfg.DefaultAPITimeout)
+	defer cancel()
+	var errs []error
+	for _, addr := range cfg.Brokers {
+		c, err := Dial(ctx, addr, cfg.ClientID)
+		if err == nil {
+			return &Admin{conn: c, cfg: cfg}, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %w", ErrNoBrokers, errors.Join(errs...))
+}
+
+// ErrAdminConfig: an AdminConfig that cannot be used.
+var ErrAdminConfig = errors.New("client: invalid admin config")
+
+// apiContext bounds ctx by d if it has no deadline.
+func apiContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// call makes one request on the Admin's connection, bounded by ctx, or DefaultAPITimeout
+// without a deadline.
+func (a *Admin) call(ctx context.Context, req wire.Request, resp wire.Response) error {
+	ctx, cancel := apiContext(ctx, a.cfg.DefaultAPITimeout)
+	defer cancel()
+	return a.conn.Call(ctx, req, resp)
+}
+
+// timeoutMs is the time the broker may take for a topic's creation or deletion: the
+// request timeout, in Kafka's milliseconds.
+func (a *Admin) timeoutMs() int32 {
+	return int32(min(a.cfg.RequestTimeout.Milliseconds(), math.MaxInt32))
 }
 
 // Close closes the connection.
@@ -92,7 +156,7 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	}
 	op := topicOp("create topic", spec.Name)
 	var resp wire.CreateTopicsResponse
-	if err := a.conn.Call(ctx, &wire.CreateTopicsRequest{Topics: []wire.CreateTopicsRequestTopic{t}, TimeoutMs: 30000}, &resp); err != nil {
+	if err := a.call(ctx, &wire.CreateTopicsRequest{Topics: []wire.CreateTopicsRequestTopic{t}, TimeoutMs: a.timeoutMs()}, &resp); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(resp.Topics) != 1 {
@@ -107,7 +171,7 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	op := topicOp("delete topic", name)
 	var resp wire.DeleteTopicsResponse
-	if err := a.conn.Call(ctx, &wire.DeleteTopicsRequest{Topics: []string{name}, TimeoutMs: 30000}, &resp); err != nil {
+	if err := a.call(ctx, &wire.DeleteTopicsRequest{Topics: []string{name}, TimeoutMs: a.timeoutMs()}, &resp); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(resp.Topics) != 1 {
@@ -126,7 +190,7 @@ type TopicInfo struct {
 // ListTopics returns every topic, sorted by name.
 func (a *Admin) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 	var resp wire.MetadataResponse
-	if err := a.conn.Call(ctx, &wire.MetadataRequest{}, &resp); err != nil {
+	if err := a.call(ctx, &wire.MetadataRequest{}, &resp); err != nil {
 		return nil, err
 	}
 	out := make([]TopicInfo, 0, len(resp.Topics))
@@ -143,7 +207,7 @@ func (a *Admin) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, []wire.DescribeConfigsEntry, error) {
 	op := topicOp("describe topic", name)
 	var md wire.MetadataResponse
-	if err := a.conn.Call(ctx, &wire.MetadataRequest{Topics: []string{name}}, &md); err != nil {
+	if err := a.call(ctx, &wire.MetadataRequest{Topics: []string{name}}, &md); err != nil {
 		return TopicInfo{}, nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(md.Topics) != 1 {
@@ -163,7 +227,7 @@ func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, []wi
 // topicConfigs is DescribeConfigs of one topic, for op.
 func (a *Admin) topicConfigs(ctx context.Context, op, name string) ([]wire.DescribeConfigsEntry, error) {
 	var dc wire.DescribeConfigsResponse
-	if err := a.conn.Call(ctx, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name}}}, &dc); err != nil {
+	if err := a.call(ctx, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name}}}, &dc); err != nil {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(dc.Resources) != 1 {
@@ -203,7 +267,7 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, set map[stri
 	}
 	var resp wire.AlterConfigsResponse
 	req := &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name, Configs: entries(merged)}}}
-	if err := a.conn.Call(ctx, req, &resp); err != nil {
+	if err := a.call(ctx, req, &resp); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(resp.Resources) != 1 {
@@ -281,7 +345,7 @@ func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]Offset
 		return out, nil
 	}
 	var resp wire.ListOffsetsResponse
-	if err := a.conn.Call(ctx, req, &resp); err != nil {
+	if err := a.call(ctx, req, &resp); err != nil {
 		return out, fmt.Errorf("client: list offsets: %w", err)
 	}
 	answers := make(map[TopicPartition]*wire.ListOffsetsResponsePartition, len(tps))
@@ -317,7 +381,7 @@ func (a *Admin) ListGroupOffsets(ctx context.Context, group string) (map[TopicPa
 		return nil, fmt.Errorf("client: %s: %w", op, ErrNoGroup)
 	}
 	var resp wire.OffsetFetchResponse
-	if err := a.conn.Call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
+	if err := a.call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	if err := resultErr(op, resp.ErrorCode, nil); err != nil {
@@ -369,7 +433,7 @@ func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets ma
 		t.Partitions = append(t.Partitions, wire.OffsetCommitRequestPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
 	}
 	var resp wire.OffsetCommitResponse
-	if err := a.conn.Call(ctx, req, &resp); err != nil {
+	if err := a.call(ctx, req, &resp); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	answered := map[TopicPartition]wire.ErrorCode{}

@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +214,62 @@ func TestAdminGroupOffsets(t *testing.T) {
 	}
 	if _, err := a.ListGroupOffsets(ctx, ""); !errors.Is(err, client.ErrNoGroup) {
 		t.Errorf("no group: %v, want ErrNoGroup", err)
+	}
+}
+
+// NewAdminWithConfig takes the first bootstrap broker that answers, refuses negative timeouts,
+// and bounds a call made without a deadline by DefaultAPITimeout: a broker that accepts the
+// connection and never answers does not hold the call for ever.
+func TestAdminWithConfig(t *testing.T) {
+	b := startBroker(t)
+	ctx := prodCtx(t, 30*time.Second)
+	dead := "unix://" + t.TempDir() + "/none.sock"
+	a, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: []string{dead, b.Addr().String()}, ClientID: "ops"}})
+	if err != nil {
+		t.Fatalf("the second bootstrap broker answers: %v", err)
+	}
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: "cfg"}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if _, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: []string{dead}}}); !errors.Is(err, client.ErrNoBrokers) {
+		t.Errorf("no broker answers: %v, want ErrNoBrokers", err)
+	}
+	if _, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, DefaultAPITimeout: -1}); !errors.Is(err, client.ErrAdminConfig) {
+		t.Errorf("a negative default.api.timeout.ms: %v, want ErrAdminConfig", err)
+	}
+
+	// A listener that accepts and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	mute, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: []string{ln.Addr().String()}}, DefaultAPITimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := mute.ListTopics(context.Background())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a call to a broker that never answers: %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a call made with context.Background() to a broker that never answers has not returned after 30 s (DefaultAPITimeout 200 ms)")
 	}
 }

@@ -348,10 +348,7 @@ func (c *Consumer) nextEpochLocked() uint64 {
 
 // apiContext bounds ctx by DefaultAPITimeout if it has no deadline.
 func (c *Consumer) apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, c.cfg.DefaultAPITimeout)
+	return apiContext(ctx, c.cfg.DefaultAPITimeout)
 }
 
 // PartitionsFor returns every partition of topic (Kafka's partitionsFor), for Assign; a topic
