@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -60,21 +61,7 @@ func TestAdminErrors(t *testing.T) {
 // the largest timestamp, and reports the partitions it could not look up by name, leaving the
 // others' answers in place.
 func TestAdminListOffsets(t *testing.T) {
-	b := startBroker(t)
-	ctx := prodCtx(t, 30*time.Second)
-	a, err := client.NewAdmin(ctx, b.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if err := a.CreateTopic(ctx, client.TopicSpec{Name: "lo", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
+	_, ctx, a, p := adminWithTopic(t, "lo", 2)
 	// Partition 0: offsets 0..3 at times 1000, 3000 (the largest), 2000, 2000 s after 1970;
 	// partition 1 stays empty.
 	for _, sec := range []int64{1000, 3000, 2000, 2000} {
@@ -140,21 +127,7 @@ func TestAdminListOffsets(t *testing.T) {
 // ListGroupOffsets shows what a group committed; CommitGroupOffsets moves it, and the group's
 // next consumer starts there; a partition that does not exist is refused by name.
 func TestAdminGroupOffsets(t *testing.T) {
-	b := startBroker(t)
-	ctx := prodCtx(t, 30*time.Second)
-	a, err := client.NewAdmin(ctx, b.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if err := a.CreateTopic(ctx, client.TopicSpec{Name: "go", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
+	b, ctx, a, p := adminWithTopic(t, "go", 2)
 	for i := range 5 {
 		if _, err := p.SendSync(ctx, &client.Record{Topic: "go", Partition: 0, Value: []byte{byte('a' + i)}}); err != nil {
 			t.Fatal(err)
@@ -272,4 +245,27 @@ func TestAdminWithConfig(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a call made with context.Background() to a broker that never answers has not returned after 30 s (DefaultAPITimeout 200 ms)")
 	}
+}
+
+// adminWithTopic starts a broker with topic made of partitions partitions, and returns it with
+// a context bounded at 30 s, an Admin and a producer without linger on it (closed at the test's
+// end).
+func adminWithTopic(t *testing.T, topic string, partitions int32) (*broker.Broker, context.Context, *client.Admin, *client.Producer) {
+	t.Helper()
+	b := startBroker(t)
+	ctx := prodCtx(t, 30*time.Second)
+	a, err := client.NewAdmin(ctx, b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: partitions}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}, Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return b, ctx, a, p
 }

@@ -200,13 +200,7 @@ func (l *Log) expiredLocked(segs []*Segment, highWatermark batch.Offset) (n int,
 func (l *Log) TruncateTo(off batch.Offset) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	l.appendMu.Lock()
-	if l.closed {
-		l.appendMu.Unlock()
-		return l.closedErr()
-	}
-	if err := l.Err(); err != nil {
-		l.appendMu.Unlock()
+	if err := l.lockForTruncate(); err != nil {
 		return err
 	}
 	if off >= batch.Offset(l.end.Load()) {
@@ -329,6 +323,21 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 	return nil
 }
 
+// lockForTruncate takes appendMu for a truncation, unless the log is closed or stopped by a
+// disk error: then it returns that error, without appendMu.
+func (l *Log) lockForTruncate() error {
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return l.closedErr()
+	}
+	if err := l.Err(); err != nil {
+		l.appendMu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // TruncateFullyAndStartAt removes every segment and restarts the log, empty, at off (a follower
 // that fell behind the leader's log start). The truncation is durable when it returns. A log
 // stopped by a disk error (Err) is left as it is, and its error returned, as TruncateTo does.
@@ -350,13 +359,7 @@ func (l *Log) TruncateFullyAndStartAt(off batch.Offset) error {
 // flushMu held.
 func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	for {
-		l.appendMu.Lock()
-		if l.closed {
-			l.appendMu.Unlock()
-			return l.closedErr()
-		}
-		if err := l.Err(); err != nil {
-			l.appendMu.Unlock()
+		if err := l.lockForTruncate(); err != nil {
 			return err
 		}
 		if off < l.Segments()[0].base || off >= batch.Offset(l.end.Load()) {

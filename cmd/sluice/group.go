@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,19 +19,7 @@ import (
 // groupCmd is kafka-consumer-groups for what Sluice's groups are today: committed offsets,
 // with no membership (no members to list, no rebalances).
 func groupCmd() *cobra.Command {
-	var brokerAddr string
-	cmd := &cobra.Command{Use: "group", Short: "Show a consumer group's committed offsets and lag, and reset them"}
-	cmd.PersistentFlags().StringVar(&brokerAddr, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
-	withAdmin := func(fn func(ctx context.Context, a *client.Admin) error) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		a, err := client.NewAdmin(ctx, brokerAddr)
-		if err != nil {
-			return err
-		}
-		defer a.Close()
-		return fn(ctx, a)
-	}
+	cmd, withAdmin := adminCommand("group", "Show a consumer group's committed offsets and lag, and reset them")
 
 	var describeTopic string
 	describe := &cobra.Command{

@@ -17,12 +17,14 @@ import (
 
 const defaultBroker = "127.0.0.1:9092"
 
-func topicCmd() *cobra.Command {
+// adminCommand makes a command group whose subcommands reach the broker of its --broker flag
+// through withAdmin.
+func adminCommand(use, short string) (cmd *cobra.Command, withAdmin func(fn func(ctx context.Context, a *client.Admin) error) error) {
 	var brokerAddr string
-	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics, and show their offsets"}
+	cmd = &cobra.Command{Use: use, Short: short}
 	cmd.PersistentFlags().StringVar(&brokerAddr, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
-
-	withAdmin := func(fn func(ctx context.Context, a *client.Admin) error) error {
+	// withAdmin runs fn with an Admin on the broker, the whole within a minute.
+	withAdmin = func(fn func(ctx context.Context, a *client.Admin) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		a, err := client.NewAdmin(ctx, brokerAddr)
@@ -32,6 +34,11 @@ func topicCmd() *cobra.Command {
 		defer a.Close()
 		return fn(ctx, a)
 	}
+	return cmd, withAdmin
+}
+
+func topicCmd() *cobra.Command {
+	cmd, withAdmin := adminCommand("topic", "Create, list, describe, alter and delete topics, and show their offsets")
 
 	var partitions int32
 	var replication int16
