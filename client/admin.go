@@ -327,9 +327,20 @@ type ListedOffset struct {
 // also matches ErrUnknownTopic). The Admin's one broker answers for the partitions it leads:
 // on a cluster of one broker, every partition.
 func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]OffsetSpec) (map[TopicPartition]ListedOffset, error) {
+	out := make(map[TopicPartition]ListedOffset, len(specs))
+	return out, listOffsets(ctx, a.call, specs, out)
+}
+
+// listOffsets asks one broker, through call, for the offsets specs names (one ListOffsets
+// request), and adds what it finds to out. The error joins one per partition not found,
+// naming it (a missing topic or partition also matches ErrUnknownTopic).
+func listOffsets(ctx context.Context, call func(context.Context, wire.Request, wire.Response) error, specs map[TopicPartition]OffsetSpec, out map[TopicPartition]ListedOffset) error {
 	tps := make([]TopicPartition, 0, len(specs))
 	for tp := range specs {
 		tps = append(tps, tp)
+	}
+	if len(tps) == 0 {
+		return nil
 	}
 	sortTopicPartitions(tps)
 	req := &wire.ListOffsetsRequest{ReplicaID: wire.ConsumerReplicaID}
@@ -340,13 +351,9 @@ func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]Offset
 		t := &req.Topics[len(req.Topics)-1]
 		t.Partitions = append(t.Partitions, wire.ListOffsetsRequestPartition{Partition: tp.Partition, CurrentLeaderEpoch: -1, Timestamp: specs[tp].ts})
 	}
-	out := make(map[TopicPartition]ListedOffset, len(tps))
-	if len(tps) == 0 {
-		return out, nil
-	}
 	var resp wire.ListOffsetsResponse
-	if err := a.call(ctx, req, &resp); err != nil {
-		return out, fmt.Errorf("client: list offsets: %w", err)
+	if err := call(ctx, req, &resp); err != nil {
+		return fmt.Errorf("client: list offsets: %w", err)
 	}
 	answers := make(map[TopicPartition]*wire.ListOffsetsResponsePartition, len(tps))
 	for ti := range resp.Topics {
@@ -368,7 +375,7 @@ func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]Offset
 			out[tp] = ListedOffset{Offset: p.Offset, Timestamp: p.Timestamp, LeaderEpoch: p.LeaderEpoch}
 		}
 	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // ListGroupOffsets returns the offsets group has committed (Kafka's

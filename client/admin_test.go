@@ -269,3 +269,70 @@ func adminWithTopic(t *testing.T, topic string, partitions int32) (*broker.Broke
 	t.Cleanup(func() { p.Close(context.Background()) })
 	return b, ctx, a, p
 }
+
+// A consumer looks offsets up at each partition's leader (ListOffsets) and reads its group's
+// committed offsets (Committed) without moving its positions: the lag of a partition is the
+// difference.
+func TestConsumerListOffsetsAndCommitted(t *testing.T) {
+	b, ctx, _, p := adminWithTopic(t, "lag", 2)
+	for _, sec := range []int64{1000, 2000, 3000} {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "lag", Partition: 0, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p0, p1 := client.TopicPartition{Topic: "lag"}, client.TopicPartition{Topic: "lag", Partition: 1}
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{"unix://" + b.UnixAddr().String()}},
+		GroupID: "lag", EnableAutoCommit: new(false), AutoOffsetReset: client.OffsetResetEarliest, MaxPollRecords: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.Assign([]client.TopicPartition{p0}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := c.Poll(ctx); err != nil || len(recs) != 1 {
+		t.Fatalf("poll: %v, %v", recs, err)
+	}
+	if err := c.CommitSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := c.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{
+		p0: client.OffsetLatest, p1: client.OffsetEarliest,
+	})
+	if err != nil || got[p0].Offset != 3 || got[p1].Offset != 0 || len(got) != 2 {
+		t.Fatalf("ListOffsets: %v, %v; want lag-0 ending at 3 and lag-1 starting at 0", got, err)
+	}
+	if got, err := c.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{p0: client.OffsetAt(time.Unix(1500, 0))}); err != nil || got[p0].Offset != 1 || got[p0].Timestamp != 2_000_000 {
+		t.Fatalf("ListOffsets at a time: %v, %v; want offset 1 (2,000 s)", got, err)
+	}
+	committed, err := c.Committed(ctx, []client.TopicPartition{p0, p1, p0})
+	if err != nil || len(committed) != 1 || committed[p0] != 1 {
+		t.Fatalf("Committed: %v, %v; want lag-0 at 1 and nothing for lag-1", committed, err)
+	}
+	// The lookups moved nothing: the next record is still offset 1.
+	if pos, err := c.Position(ctx, p0); err != nil || pos != 1 {
+		t.Fatalf("position after the lookups: %d, %v; want 1", pos, err)
+	}
+
+	missing, absent := client.TopicPartition{Topic: "lag", Partition: 5}, client.TopicPartition{Topic: "absent"}
+	got, err = c.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{p0: client.OffsetEarliest, missing: client.OffsetLatest, absent: client.OffsetLatest})
+	if len(got) != 1 || got[p0].Offset != 0 {
+		t.Errorf("the partition that exists: %v, want lag-0 at 0", got)
+	}
+	if !errors.Is(err, client.ErrUnknownTopic) || !strings.Contains(err.Error(), "lag-5") || !strings.Contains(err.Error(), "absent-0") {
+		t.Errorf("missing partitions: %v, want ErrUnknownTopic naming lag-5 and absent-0", err)
+	}
+
+	nogroup, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nogroup.Committed(ctx, []client.TopicPartition{p0}); !errors.Is(err, client.ErrNoGroup) {
+		t.Errorf("Committed without a group: %v, want ErrNoGroup", err)
+	}
+	nogroup.Close(ctx)
+	if _, err := nogroup.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{p0: client.OffsetLatest}); !errors.Is(err, client.ErrConsumerClosed) {
+		t.Errorf("ListOffsets after Close: %v, want ErrConsumerClosed", err)
+	}
+}

@@ -346,6 +346,13 @@ func (c *Consumer) nextEpochLocked() uint64 {
 	return c.mu.epochSeq
 }
 
+// isClosed reports whether Close has been called.
+func (c *Consumer) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
+}
+
 // apiContext bounds ctx by DefaultAPITimeout if it has no deadline.
 func (c *Consumer) apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return apiContext(ctx, c.cfg.DefaultAPITimeout)
@@ -355,10 +362,7 @@ func (c *Consumer) apiContext(ctx context.Context) (context.Context, context.Can
 // that does not exist is an error wrapping ErrUnknownTopic. A ctx without a deadline is bounded
 // by DefaultAPITimeout.
 func (c *Consumer) PartitionsFor(ctx context.Context, topic string) ([]TopicPartition, error) {
-	c.mu.Lock()
-	closed := c.mu.closed
-	c.mu.Unlock()
-	if closed {
+	if c.isClosed() {
 		return nil, ErrConsumerClosed // not the closed client's "no bootstrap broker reachable"
 	}
 	ctx, cancel := c.apiContext(ctx)

@@ -312,10 +312,7 @@ func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition
 }
 
 func (c *Consumer) commitWait(ctx context.Context, offsets map[TopicPartition]commitOffset) error {
-	c.mu.Lock()
-	closed := c.mu.closed
-	c.mu.Unlock()
-	if closed {
+	if c.isClosed() {
 		// Checked before the empty case: a commit after Close must not look like a success
 		// (Close's own final commit runs before closed is set).
 		return ErrConsumerClosed
@@ -600,4 +597,98 @@ func (c *Consumer) coordinator(ctx context.Context) (*Conn, error) {
 		}
 	}
 	return c.cl.anyConn(ctx)
+}
+
+// ---- Lookups for the application ----
+
+// ListOffsets looks up one offset per partition at its leader, as Admin.ListOffsets does
+// (Kafka's consumer has beginningOffsets, endOffsets and offsetsForTimes for it): the log
+// start, the high watermark, or the offset at a time, as specs says. The partitions need not
+// be assigned, and the consumer's positions do not move: with Committed, the high watermarks
+// give a group's lag. The partitions that could not be looked up are left out of the result,
+// and the error joins one error per partition, naming it. A ctx without a deadline is bounded
+// by DefaultAPITimeout.
+func (c *Consumer) ListOffsets(ctx context.Context, specs map[TopicPartition]OffsetSpec) (map[TopicPartition]ListedOffset, error) {
+	if c.isClosed() {
+		return nil, ErrConsumerClosed
+	}
+	ctx, cancel := c.apiContext(ctx)
+	defer cancel()
+	out := make(map[TopicPartition]ListedOffset, len(specs))
+	var errs []error
+	byLeader := map[*Conn]map[TopicPartition]OffsetSpec{}
+	for tp, spec := range specs {
+		_, conn, err := c.cl.Leader(ctx, tp.Topic, tp.Partition)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("client: list offsets of %s (%s): %w", tp, spec, err))
+			continue
+		}
+		if byLeader[conn] == nil {
+			byLeader[conn] = map[TopicPartition]OffsetSpec{}
+		}
+		byLeader[conn][tp] = spec
+	}
+	for conn, leaderSpecs := range byLeader {
+		call := func(ctx context.Context, req wire.Request, resp wire.Response) error {
+			ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+			defer cancel()
+			return conn.Call(ctx, req, resp)
+		}
+		if err := listOffsets(ctx, call, leaderSpecs, out); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		c.cl.InvalidateMetadata() // a leader may have moved: the next call looks again
+	}
+	return out, errors.Join(errs...)
+}
+
+// Committed returns the group's committed offsets for tps (Kafka's committed): each the next
+// offset the group's consumers read. A partition the group has committed nothing in is left
+// out. It needs a GroupID (ErrNoGroup). A ctx without a deadline is bounded by
+// DefaultAPITimeout.
+func (c *Consumer) Committed(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	if c.cfg.GroupID == "" {
+		return nil, ErrNoGroup
+	}
+	if c.isClosed() {
+		return nil, ErrConsumerClosed
+	}
+	ctx, cancel := c.apiContext(ctx)
+	defer cancel()
+	out := make(map[TopicPartition]int64, len(tps))
+	if len(tps) == 0 {
+		return out, nil
+	}
+	sorted := slices.Clone(tps)
+	sortTopicPartitions(sorted)
+	req := &wire.OffsetFetchRequest{GroupID: c.cfg.GroupID, Topics: []wire.OffsetFetchRequestTopic{}}
+	for _, tp := range slices.Compact(sorted) {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
+			req.Topics = append(req.Topics, wire.OffsetFetchRequestTopic{Topic: tp.Topic})
+		}
+		t := &req.Topics[len(req.Topics)-1]
+		t.Partitions = append(t.Partitions, tp.Partition)
+	}
+	var resp wire.OffsetFetchResponse
+	if err := c.coordinatorCall(ctx, req, &resp); err != nil {
+		return nil, fmt.Errorf("client: committed offsets of group %s: %w", c.cfg.GroupID, err)
+	}
+	if resp.ErrorCode != wire.NoError {
+		return nil, fmt.Errorf("client: committed offsets of group %s: %w", c.cfg.GroupID, resp.ErrorCode)
+	}
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Topic, p.Partition}
+			switch {
+			case p.ErrorCode != wire.NoError:
+				errs = append(errs, resultErr(fmt.Sprintf("committed offset of %s for group %s", tp, c.cfg.GroupID), p.ErrorCode, nil))
+			case p.Offset >= 0:
+				out[tp] = p.Offset
+			}
+		}
+	}
+	return out, errors.Join(errs...)
 }
