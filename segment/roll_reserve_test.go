@@ -350,8 +350,11 @@ func TestRollFsyncFailureFailsTheLog(t *testing.T) {
 	}
 }
 
-// Under acks=all (an fsync waited for after every append) the standby is still ready by the
-// roll: its reservation goes on by at least one step per wake-up and resumes after each fsync.
+// Under acks=all (an fsync waited for after every append) the standby is still made: its
+// reservation goes on by at least one step per wake-up and resumes after each fsync, so it
+// becomes ready with no further append. Before each roll the test waits for it (rather than
+// count the rolls that found it ready in time, which a loaded machine's scheduler decides:
+// CI with two busy loops once had 4 of 5), then checks that every roll took it.
 func TestStandbyReadyUnderSyncedAppends(t *testing.T) {
 	var taken atomic.Int64
 	count := func(op vfs.Op, path string) error {
@@ -364,7 +367,10 @@ func TestStandbyReadyUnderSyncedAppends(t *testing.T) {
 	l := mustOpen(t, t.TempDir(), o)
 	defer l.Close()
 	b := sizedBatch(t, 64<<10, 1)
-	for range 5*16 + 1 { // five rolls
+	for i := range 5*16 + 1 { // five rolls, before appends 16, 32, 48, 64 and 80
+		if i > 0 && i%16 == 0 {
+			waitForStandby(t, l, fmt.Sprintf("after %d synced appends, before roll %d: the reservation stopped", i, i/16))
+		}
 		mustAppend(t, l, b)
 		if err := l.Sync(context.Background()); err != nil {
 			t.Fatal(err)
