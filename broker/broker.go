@@ -402,6 +402,8 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleOffsetCommit(c, h, body)
 	case wire.OffsetFetch:
 		return b.handleOffsetFetch(c, h, body)
+	case wire.ListGroups:
+		return b.handleListGroups(c, h, body)
 	case wire.AttachMemory:
 		return b.handleAttachMemory(c, h, body)
 	case wire.ProduceShared:

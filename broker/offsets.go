@@ -1,6 +1,6 @@
 package broker
 
-// Behavior: OffsetCommit, OffsetFetch.
+// Behavior: OffsetCommit, OffsetFetch, ListGroups.
 //
 // Committed offsets are records in the internal topic __consumer_offsets (partition = hash of
 // the group id modulo offsets.topic.num.partitions, as Kafka), so they are as durable as any
@@ -363,6 +363,31 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 		complete(pend, h, resp)
 	})
 	return pend
+}
+
+// handleListGroups answers ListGroups: every group with a committed offset, sorted by id.
+func (b *Broker) handleListGroups(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
+	var req wire.ListGroupsRequest
+	if err := req.ReadFrom(body); err != nil {
+		return b.malformed(c, h, err)
+	}
+	s := b.offsets
+	seen := map[string]bool{}
+	s.mu.RLock()
+	for gp := range s.offsets {
+		seen[gp.group] = true
+	}
+	s.mu.RUnlock()
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	resp := &wire.ListGroupsResponse{Groups: make([]wire.ListedGroup, len(ids))}
+	for i, id := range ids {
+		resp.Groups[i].GroupID = id
+	}
+	return respond(c, h, resp)
 }
 
 func (b *Broker) handleOffsetFetch(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {

@@ -378,6 +378,25 @@ func listOffsets(ctx context.Context, call func(context.Context, wire.Request, w
 	return errors.Join(errs...)
 }
 
+// ListGroups returns the ids of the consumer groups the broker knows, sorted (Kafka's
+// Admin.listConsumerGroups). Sluice's groups have no membership yet: a group is known from its
+// first committed offset until its last one is deleted with its topic.
+func (a *Admin) ListGroups(ctx context.Context) ([]string, error) {
+	var resp wire.ListGroupsResponse
+	if err := a.call(ctx, &wire.ListGroupsRequest{}, &resp); err != nil {
+		return nil, fmt.Errorf("client: list groups: %w", err)
+	}
+	if err := resultErr("list groups", resp.ErrorCode, nil); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(resp.Groups))
+	for i, g := range resp.Groups {
+		ids[i] = g.GroupID
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
 // ListGroupOffsets returns the offsets group has committed (Kafka's
 // Admin.listConsumerGroupOffsets): for each partition, the next offset its consumers will read.
 // A group that has committed nothing has none. Sluice has no group membership yet, so a group

@@ -138,6 +138,9 @@ func TestAdminGroupOffsets(t *testing.T) {
 	if got, err := a.ListGroupOffsets(ctx, "g"); err != nil || len(got) != 0 {
 		t.Fatalf("a group that committed nothing: %v, %v", got, err)
 	}
+	if ids, err := a.ListGroups(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("groups before any commit: %v, %v; want none", ids, err)
+	}
 	newConsumer := func() *client.Consumer {
 		c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: []string{b.Addr().String()}},
 			GroupID: "g", AutoOffsetReset: client.OffsetResetEarliest, MaxPollRecords: 2})
@@ -163,6 +166,12 @@ func TestAdminGroupOffsets(t *testing.T) {
 	if got, err := a.ListGroupOffsets(ctx, "g"); err != nil || len(got) != 1 || got[p0] != 2 {
 		t.Fatalf("after the consumer committed 2 records: %v, %v; want go-0 at 2", got, err)
 	}
+	if err := a.CommitGroupOffsets(ctx, "another", map[client.TopicPartition]int64{p1: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := a.ListGroups(ctx); err != nil || strings.Join(ids, ",") != "another,g" {
+		t.Fatalf("groups after two committed: %v, %v; want another and g", ids, err)
+	}
 
 	// Back to offset 1 on partition 0, and a first commit on partition 1.
 	if err := a.CommitGroupOffsets(ctx, "g", map[client.TopicPartition]int64{p0: 1, p1: 0}); err != nil {
@@ -187,6 +196,17 @@ func TestAdminGroupOffsets(t *testing.T) {
 	}
 	if _, err := a.ListGroupOffsets(ctx, ""); !errors.Is(err, client.ErrNoGroup) {
 		t.Errorf("no group: %v, want ErrNoGroup", err)
+	}
+	// A group is known while it has a committed offset: its topic's deletion takes them all.
+	// (The consumer goes first: its closing commit would be retried against the deleted topic.)
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteTopic(ctx, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := a.ListGroups(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("groups after their topic's deletion: %v, %v; want none", ids, err)
 	}
 }
 

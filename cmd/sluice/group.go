@@ -19,7 +19,7 @@ import (
 // groupCmd is kafka-consumer-groups for what Sluice's groups are today: committed offsets,
 // with no membership (no members to list, no rebalances).
 func groupCmd() *cobra.Command {
-	cmd, withAdmin := adminCommand("group", "Show a consumer group's committed offsets and lag, and reset them")
+	cmd, withAdmin := adminCommand("group", "List consumer groups, show their committed offsets and lag, and reset them")
 
 	var describeTopic string
 	describe := &cobra.Command{
@@ -225,7 +225,25 @@ consumer of the group would commit its own position over the reset.`,
 	reset.Flags().Int64Var(&shiftBy, "shift-by", 0, "by this many offsets from the committed offset (negative: back); every partition needs one")
 	reset.Flags().BoolVar(&execute, "execute", false, "commit the new offsets (without it, only print them)")
 
-	cmd.AddCommand(describe, reset)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the consumer groups (those with a committed offset)",
+		Args:  noArgs("to see one group, use describe GROUP"),
+		RunE: func(*cobra.Command, []string) error {
+			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+				ids, err := a.ListGroups(ctx)
+				if err != nil {
+					return err
+				}
+				for _, id := range ids {
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+				}
+				return nil
+			})
+		},
+	}
+
+	cmd.AddCommand(list, describe, reset)
 	return cmd
 }
 

@@ -49,10 +49,16 @@ func TestGroupDescribeAndResetOffsets(t *testing.T) {
 	if out, errOut, err := run("describe", "grp-readers"); err != nil || out != "" || !strings.Contains(errOut, "no committed offset") {
 		t.Fatalf("a group with no commits: %q %q %v", out, errOut, err)
 	}
+	if out, _, err := run("list"); err != nil || out != "" {
+		t.Fatalf("group list before any commit: %q, %v; want nothing", out, err)
+	}
 	// The group reads 2 records of partition 0 and commits (consume --group commits on exit).
 	consumeOut := e.run("--topic", "grp", "--partition", "0", "--group", "grp-readers", "--from-beginning", "--max-messages", "2")
 	if consumeOut != "a\nb\n" {
 		t.Fatalf("consume: %q", consumeOut)
+	}
+	if out, _, err := run("list"); err != nil || out != "grp-readers\n" {
+		t.Fatalf("group list: %q, %v; want grp-readers", out, err)
 	}
 	out, _, err := run("describe", "grp-readers")
 	if err != nil || !same(fields(out), "grp-readers grp 0 2 5 3") {

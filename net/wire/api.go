@@ -18,6 +18,7 @@ const (
 	Metadata        APIKey = 3
 	OffsetCommit    APIKey = 8
 	OffsetFetch     APIKey = 9
+	ListGroups      APIKey = 16
 	APIVersions     APIKey = 18
 	CreateTopics    APIKey = 19
 	DeleteTopics    APIKey = 20
@@ -37,7 +38,6 @@ const (
 	LeaveGroup                  APIKey = 13
 	SyncGroup                   APIKey = 14
 	DescribeGroups              APIKey = 15
-	ListGroups                  APIKey = 16
 	InitProducerID              APIKey = 22
 	OffsetForLeaderEpoch        APIKey = 23
 	CreatePartitions            APIKey = 37
@@ -75,7 +75,7 @@ var apiTable = []apiInfo{
 	{LeaveGroup, "LeaveGroup", false, 0, 0},
 	{SyncGroup, "SyncGroup", false, 0, 0},
 	{DescribeGroups, "DescribeGroups", false, 0, 0},
-	{ListGroups, "ListGroups", false, 0, 0},
+	{ListGroups, "ListGroups", true, 0, 0},
 	{APIVersions, "ApiVersions", true, 0, 0},
 	{CreateTopics, "CreateTopics", true, 0, 0},
 	{DeleteTopics, "DeleteTopics", true, 0, 0},
@@ -196,6 +196,8 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(OffsetCommitRequest), nil
 	case OffsetFetch:
 		return new(OffsetFetchRequest), nil
+	case ListGroups:
+		return new(ListGroupsRequest), nil
 	case APIVersions:
 		return new(APIVersionsRequest), nil
 	case CreateTopics:
@@ -235,6 +237,8 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(OffsetCommitResponse), nil
 	case OffsetFetch:
 		return new(OffsetFetchResponse), nil
+	case ListGroups:
+		return new(ListGroupsResponse), nil
 	case APIVersions:
 		return new(APIVersionsResponse), nil
 	case CreateTopics:

@@ -181,6 +181,11 @@ func samples() []sample {
 			}},
 		}}},
 		{"OffsetFetchResponse/loading", &OffsetFetchResponse{ErrorCode: ErrCoordinatorLoadInProgress}},
+
+		{"ListGroupsRequest", &ListGroupsRequest{}},
+		{"ListGroupsResponse", &ListGroupsResponse{ThrottleMs: 2, Groups: []ListedGroup{{GroupID: "billing"}, {GroupID: "audit", ProtocolType: "consumer"}}}},
+		{"ListGroupsResponse/none", &ListGroupsResponse{}},
+		{"ListGroupsResponse/loading", &ListGroupsResponse{ErrorCode: ErrCoordinatorLoadInProgress}},
 	}
 }
 
