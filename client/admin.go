@@ -410,6 +410,13 @@ func (a *Admin) ListGroupOffsets(ctx context.Context, group string) (map[TopicPa
 	if err := a.call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
+	return committedOffsets(op, &resp)
+}
+
+// committedOffsets reads an OffsetFetch answer for op: the committed offset of each partition
+// that has one, and an error for the whole request's code or, joined, one per partition's,
+// naming it.
+func committedOffsets(op string, resp *wire.OffsetFetchResponse) (map[TopicPartition]int64, error) {
 	if err := resultErr(op, resp.ErrorCode, nil); err != nil {
 		return nil, err
 	}

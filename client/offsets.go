@@ -657,9 +657,8 @@ func (c *Consumer) Committed(ctx context.Context, tps []TopicPartition) (map[Top
 	}
 	ctx, cancel := c.apiContext(ctx)
 	defer cancel()
-	out := make(map[TopicPartition]int64, len(tps))
 	if len(tps) == 0 {
-		return out, nil
+		return map[TopicPartition]int64{}, nil
 	}
 	sorted := slices.Clone(tps)
 	sortTopicPartitions(sorted)
@@ -671,24 +670,10 @@ func (c *Consumer) Committed(ctx context.Context, tps []TopicPartition) (map[Top
 		t := &req.Topics[len(req.Topics)-1]
 		t.Partitions = append(t.Partitions, tp.Partition)
 	}
+	op := fmt.Sprintf("committed offsets of group %.300q", c.cfg.GroupID)
 	var resp wire.OffsetFetchResponse
 	if err := c.coordinatorCall(ctx, req, &resp); err != nil {
-		return nil, fmt.Errorf("client: committed offsets of group %s: %w", c.cfg.GroupID, err)
+		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
-	if resp.ErrorCode != wire.NoError {
-		return nil, fmt.Errorf("client: committed offsets of group %s: %w", c.cfg.GroupID, resp.ErrorCode)
-	}
-	var errs []error
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Topic, p.Partition}
-			switch {
-			case p.ErrorCode != wire.NoError:
-				errs = append(errs, resultErr(fmt.Sprintf("committed offset of %s for group %s", tp, c.cfg.GroupID), p.ErrorCode, nil))
-			case p.Offset >= 0:
-				out[tp] = p.Offset
-			}
-		}
-	}
-	return out, errors.Join(errs...)
+	return committedOffsets(op, &resp)
 }

@@ -82,10 +82,16 @@ func mustAppend(t testing.TB, l *Log, b []byte) AppendInfo {
 // readAll reads every batch in [from, end) through Read, checking each with Validate.
 func readAll(t testing.TB, l *Log, from batch.Offset) []batch.Batch {
 	t.Helper()
+	return readRange(t, l, from, l.EndOffset())
+}
+
+// readRange reads every batch in [from, to) through Read, checking each with Validate.
+func readRange(t testing.TB, l *Log, from, to batch.Offset) []batch.Batch {
+	t.Helper()
 	var out []batch.Batch
 	off := from
-	for off < l.EndOffset() {
-		s, err := l.Read(off, 1<<20, l.EndOffset())
+	for off < to {
+		s, err := l.Read(off, 1<<20, to)
 		if err != nil {
 			t.Fatalf("Read(%d): %v", off, err)
 		}
@@ -95,7 +101,7 @@ func readAll(t testing.TB, l *Log, from batch.Offset) []batch.Batch {
 			t.Fatal(err)
 		}
 		if len(buf) == 0 {
-			t.Fatalf("Read(%d) below end %d returned nothing", off, l.EndOffset())
+			t.Fatalf("Read(%d) below %d returned nothing", off, to)
 		}
 		for len(buf) > 0 {
 			b, rest, err := batch.Next(buf)

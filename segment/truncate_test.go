@@ -50,36 +50,11 @@ func truncationValue(off batch.Offset) string {
 // `to`.
 func checkTruncationRecords(t *testing.T, l *Log, from, to batch.Offset) {
 	t.Helper()
-	off := from
-	for off < to {
-		s, err := l.Read(off, 1<<20, to)
-		if err != nil {
-			t.Fatalf("Read(%d): %v", off, err)
-		}
-		buf, err := s.AppendTo(nil)
-		s.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(buf) == 0 {
-			t.Fatalf("Read(%d) below %d returned nothing", off, to)
-		}
-		for len(buf) > 0 {
-			b, rest, err := batch.Next(buf)
-			if err != nil {
-				break // a partial batch at the end of the read
+	for _, b := range readRange(t, l, from, to) {
+		for i, v := range values(t, []batch.Batch{b}) {
+			if off := b.BaseOffset() + batch.Offset(i); v != truncationValue(off) {
+				t.Fatalf("offset %d holds %q, want %q", off, v, truncationValue(off))
 			}
-			buf = rest
-			if b.LastOffset() < off {
-				continue
-			}
-			vs := values(t, []batch.Batch{b})
-			for i, v := range vs {
-				if want := truncationValue(b.BaseOffset() + batch.Offset(i)); v != want {
-					t.Fatalf("offset %d holds %q, want %q", b.BaseOffset()+batch.Offset(i), v, want)
-				}
-			}
-			off = b.NextOffset()
 		}
 	}
 }

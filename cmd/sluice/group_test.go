@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sluicemq/sluice/client"
 )
 
@@ -18,15 +20,7 @@ func TestGroupDescribeAndResetOffsets(t *testing.T) {
 	e.produce("grp", 0, 1_000_000, "a", "b", "c") // offsets 0-2 at 1,000 s
 	e.produce("grp", 0, 2_000_000, "d", "e")      // offsets 3-4 at 2,000 s
 	e.produce("grp", 1, 1_000_000, "x")
-	run := func(args ...string) (stdout, stderr string, err error) {
-		cmd := groupCmd()
-		var out, errOut bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetErr(&errOut)
-		cmd.SetArgs(append(args, "--broker", e.b.Addr().String()))
-		err = cmd.ExecuteContext(e.ctx)
-		return out.String(), errOut.String(), err
-	}
+	run := func(args ...string) (stdout, stderr string, err error) { return e.runCmd(groupCmd(), args...) }
 	fields := func(out string) [][]string {
 		var rows [][]string
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
@@ -144,4 +138,15 @@ func TestGroupDescribeAndResetOffsets(t *testing.T) {
 	if got, err := a.ListGroupOffsets(e.ctx, "g"); err != nil || len(got) != 0 {
 		t.Fatalf("the refused resets committed %v (%v)", got, err)
 	}
+}
+
+// runCmd runs cmd (a command group of the CLI, such as topicCmd()) with args and the env's
+// broker, and returns its stdout and stderr.
+func (e *consumeEnv) runCmd(cmd *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(append(args, "--broker", e.b.Addr().String()))
+	err = cmd.ExecuteContext(e.ctx)
+	return out.String(), errOut.String(), err
 }

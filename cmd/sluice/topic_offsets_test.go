@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -15,13 +14,8 @@ func TestTopicOffsets(t *testing.T) {
 	e.produce("offs", 0, 2_000_000, "c")      // offset 2 at 2,000 s
 	e.produce("offs", 2, 1_500_000, "d")      // partition 2, offset 0 at 1,500 s
 	run := func(args ...string) (string, error) {
-		cmd := topicCmd()
-		var out, errOut bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetErr(&errOut)
-		cmd.SetArgs(append([]string{"offsets", "--broker", e.b.Addr().String()}, args...))
-		err := cmd.ExecuteContext(e.ctx)
-		return out.String(), err
+		out, _, err := e.runCmd(topicCmd(), append([]string{"offsets"}, args...)...)
+		return out, err
 	}
 	for _, tc := range []struct {
 		args    []string
