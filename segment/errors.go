@@ -20,6 +20,12 @@ var (
 	// deleted), instead of ErrClosed, which it wraps: a caller can tell a partition that is gone
 	// from a log closed for another reason (shutdown).
 	ErrDeleted = fmt.Errorf("%w: deleted", ErrClosed)
+	// ErrUnavailable is returned by Append when the log cannot take the append for now, for
+	// want of something that comes back by itself: a file descriptor, memory or disk space
+	// for a new segment at a roll, disk space for the write itself, or the active segment's
+	// next index pages. Nothing was written and the log is not stopped (Err is nil): the
+	// append may be retried, and the error wraps the cause.
+	ErrUnavailable = errors.New("segment: log cannot take appends for now")
 	// ErrTooLarge is returned by Append for a request larger than a whole segment can hold.
 	ErrTooLarge = errors.New("segment: append larger than segment.bytes")
 )

@@ -121,6 +121,11 @@ func (l *Log) flushLoop() {
 			}
 		case <-l.reconfigured:
 			continue // the ticker follows the new flush.ms at the top of the loop
+		case <-l.retryKick:
+			l.flushMu.Lock()
+			l.retryLocked()
+			l.flushMu.Unlock()
+			continue
 		case <-ft.c:
 			if l.flushMs.Load() <= 0 {
 				continue // flush.ms became never after this tick was sent
@@ -190,7 +195,8 @@ const writebackPage = 4096
 // block reserve (Options.PreallocateBytes), then starts writeback of the whole pages appended
 // since the last time (Options.WritebackBytes), which so finds its blocks allocated. Errors
 // are ignored: both are advice, and an I/O error surfaces at the next write or fsync, which
-// fails the log. Called with flushMu held.
+// fails the log. Index pages that cannot be faulted in hold appends (prefaultLocked). Called
+// with flushMu held.
 func (l *Log) prepareDiskLocked() {
 	if l.Err() != nil {
 		return
@@ -205,8 +211,7 @@ func (l *Log) prepareDiskLocked() {
 		return
 	}
 	defer s.release()
-	if err := s.prefaultIndexes(); err != nil {
-		_ = l.fail(err)
+	if !l.prefaultLocked(s) {
 		return
 	}
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
@@ -229,8 +234,8 @@ func (l *Log) prepareDiskLocked() {
 	}
 }
 
-// prefaultActiveLocked faults in the active segment's next index pages. Called with flushMu
-// held.
+// prefaultActiveLocked faults in the active segment's next index pages, holding appends while
+// it cannot (prefaultLocked). Called with flushMu held.
 func (l *Log) prefaultActiveLocked() {
 	l.appendMu.Lock()
 	s := l.active
@@ -238,9 +243,7 @@ func (l *Log) prefaultActiveLocked() {
 	if s == nil || s.finished || !s.acquire() {
 		return
 	}
-	if err := s.prefaultIndexes(); err != nil {
-		_ = l.fail(err)
-	}
+	l.prefaultLocked(s)
 	s.release()
 }
 
@@ -261,8 +264,8 @@ func (l *Log) syncWanted() bool {
 // leaves the active one alone: after a roll that nobody waits on, an fsync of the segment
 // taking the appends would only compete with them (Kafka too flushes only up to the new
 // segment at a roll). Everything below the active segment is then durable, and the recovery
-// point moves to its start if the active segment has not been synced yet. Called with flushMu
-// held.
+// point moves to its start if the active segment has not been synced yet; a failed write of it
+// does not stop the log (checkpointFailedLocked) but is returned. Called with flushMu held.
 func (l *Log) finishRolledLocked() error {
 	if err := l.Err(); err != nil {
 		return err
@@ -289,7 +292,7 @@ func (l *Log) finishRolledLocked() error {
 	}
 	if cp := (checkpoint{offset: active.base, segment: active.base, pos: 0, maxTs: -1}); cp != l.checkpoint {
 		if err := l.writeCheckpoint(cp); err != nil {
-			return l.fail(err)
+			return l.checkpointFailedLocked(err)
 		}
 	}
 	return nil
@@ -319,8 +322,10 @@ func (l *Log) finishSealedLocked(segs []*Segment, active *Segment) (bool, error)
 }
 
 // flushLocked syncs everything appended so far, finishes rolled segments (sync, trim indexes,
-// release mappings) and writes the checkpoint when a segment was finished or when asked.
-// Called with flushMu held; takes appendMu only to snapshot the log end.
+// release mappings) and writes the checkpoint when a segment was finished or when asked. A
+// failed sync stops the log; a failed checkpoint write does not (checkpointFailedLocked: the
+// flusher writes it again later) but is returned, for truncations, which must not go on
+// without it. Called with flushMu held; takes appendMu only to snapshot the log end.
 func (l *Log) flushLocked(forceCheckpoint bool) error {
 	if err := l.Err(); err != nil {
 		return err
@@ -359,7 +364,7 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 			return l.fail(err)
 		}
 		if err := l.writeCheckpoint(cp); err != nil {
-			return l.fail(err)
+			return l.checkpointFailedLocked(err)
 		}
 	}
 	return nil
@@ -456,6 +461,7 @@ func (l *Log) writeCheckpoint(c checkpoint) error {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	l.checkpoint = c
+	l.checkpointWrittenLocked()
 	return nil
 }
 

@@ -34,6 +34,8 @@ type Log struct {
 	end      atomic.Int64               // log end offset: the next offset to assign
 	synced   atomic.Int64               // every offset below is durable
 	failure  atomic.Pointer[error]      // the disk error that stopped the log
+	// res is what the log retries instead of stopping (resource.go: the policy per error).
+	res resourceState
 
 	appendMu sync.Mutex
 	active   *Segment // guarded by appendMu
@@ -72,8 +74,10 @@ type Log struct {
 	// diskWork wakes the flusher for the active segment's disk housekeeping: its block
 	// reserve and writeback (buffered 1).
 	diskWork chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	// retryKick wakes the flusher for a retry that resourceState scheduled (buffered 1).
+	retryKick chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // Dir is the log's directory.
@@ -138,13 +142,19 @@ func (l *Log) closedErr() error {
 	return ErrClosed
 }
 
-// fail stops the log after a disk error: later appends fail, waiters for durability fail.
+// fail stops the log after an I/O error of its data (resource.go says which errors those
+// are): later appends and reads fail, waiters for durability fail, long polls on Changed wake,
+// and Options.OnFailure hears of it once, so that the log is reopened through recovery.
 func (l *Log) fail(err error) error {
 	wrapped := fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
 	if l.failure.CompareAndSwap(nil, &wrapped) {
 		l.logger.Error("log stopped after a disk error", "dir", l.dir, "err", err)
+		if l.opts.OnFailure != nil {
+			l.opts.OnFailure(wrapped)
+		}
 	}
 	l.releaseWaiters(-1, l.Err())
+	l.notify()
 	return l.Err()
 }
 
@@ -238,6 +248,10 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 		l.appendMu.Unlock()
 		return AppendInfo{}, err
 	}
+	if err := l.res.heldErr(); err != nil {
+		l.appendMu.Unlock()
+		return AppendInfo{}, err
+	}
 	next := batch.Offset(l.end.Load())
 	if assign {
 		info.FirstOffset, info.LastOffset = next, next+info.span-1
@@ -248,8 +262,10 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	s := l.active
 	if l.shouldRollLocked(s, len(buf), info) {
 		if err := l.rollLocked(next); err != nil {
+			// Nothing written, the new segment's files removed: the next append rolls again.
+			err = l.refuseLocked(err)
 			l.appendMu.Unlock()
-			return AppendInfo{}, l.fail(err)
+			return AppendInfo{}, err
 		}
 		s = l.active
 	}
@@ -265,8 +281,14 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	}
 	pos := s.size.Load()
 	if err := s.app.write(buf, pos); err != nil {
+		err = fmt.Errorf("write segment %d at %d: %w", s.base, pos, err)
+		if l.cutWrite(s, pos, err) { // no space: nothing promised was touched
+			err = l.refuseLocked(err)
+			l.appendMu.Unlock()
+			return AppendInfo{}, err
+		}
 		l.appendMu.Unlock()
-		return AppendInfo{}, l.fail(fmt.Errorf("write segment %d at %d: %w", s.base, pos, err))
+		return AppendInfo{}, l.fail(err)
 	}
 	at := pos
 	for rest := buf; len(rest) > 0; {
@@ -287,6 +309,7 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	size := pos + int64(len(buf))
 	s.size.Store(size)
 	l.end.Store(int64(info.LastOffset + 1))
+	l.appendedLocked()
 	flushMessages := l.opts.FlushMessages
 	diskWork := l.opts.WritebackBytes > 0 && size-s.writebackFrom.Load() >= l.opts.WritebackBytes
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend {
@@ -401,8 +424,12 @@ func (s *Slice) AppendTo(dst []byte) ([]byte, error) {
 // watermark for consumers; the log end for followers), all from one segment. As Kafka
 // (KIP-74), if the first batch is larger than maxBytes it is returned whole, so a consumer
 // always makes progress. off == upTo gives an empty Slice; off outside [start, end] gives
-// an *OutOfRangeError. The caller must Release the Slice.
+// an *OutOfRangeError. A stopped log (Err) serves nothing: bytes past its last good sync may
+// not be what the disk holds. The caller must Release the Slice.
 func (l *Log) Read(off batch.Offset, maxBytes int, upTo batch.Offset) (Slice, error) {
+	if err := l.Err(); err != nil {
+		return Slice{}, err
+	}
 	hdr := headerPool.Get().(*[batch.HeaderSize]byte)
 	defer headerPool.Put(hdr)
 	for {

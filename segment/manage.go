@@ -32,6 +32,7 @@ func (l *Log) close(why error) error {
 
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	l.stopRetryLocked()
 	var err error
 	if l.Err() == nil {
 		err = l.flushLocked(false)
@@ -120,7 +121,8 @@ func (l *Log) DeleteExpired(highWatermark batch.Offset) (RetentionResult, error)
 		if err := l.rollLocked(batch.Offset(l.end.Load())); err != nil {
 			l.appendMu.Unlock()
 			l.flushMu.Unlock()
-			return RetentionResult{NewStart: l.StartOffset()}, l.fail(fmt.Errorf("roll for retention: %w", err))
+			// Nothing rolled (resource.go): the next retention pass tries again.
+			return RetentionResult{NewStart: l.StartOffset()}, fmt.Errorf("%w: roll for retention: %w", ErrUnavailable, err)
 		}
 		l.appendMu.Unlock()
 		// No fsync under appendMu: appends go on into the new segment meanwhile. flushMu,
@@ -250,7 +252,10 @@ func (l *Log) truncateTailLocked(off batch.Offset) error {
 	l.notify()
 	// Make the truncation durable and move the recovery point below the removed bytes.
 	l.checkpoint = checkpoint{offset: -1}
-	return l.flushLocked(true)
+	if err := l.flushLocked(true); err != nil {
+		return l.fail(err) // a recovery point past the cut would trust bytes that are gone
+	}
+	return nil
 }
 
 // truncateSegmentLocked cuts t at the first batch whose last offset is >= off and makes it the
@@ -413,7 +418,10 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	l.notify()
 	// Make the renames durable and move the recovery point to the new segment.
 	l.checkpoint = checkpoint{offset: -1}
-	return l.flushLocked(true)
+	if err := l.flushLocked(true); err != nil {
+		return l.fail(err) // a recovery point past the cut would trust bytes that are gone
+	}
+	return nil
 }
 
 // MaxTimestamp returns the largest batch max timestamp in the log, -1 if it holds none.

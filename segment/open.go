@@ -18,17 +18,19 @@ import (
 func Open(dir string, opts Options) (*Log, error) {
 	o := opts.withDefaults()
 	l := &Log{
-		dir:      dir,
-		opts:     o,
-		logger:   o.Logger.With("log", dir),
-		kick:     make(chan struct{}, 1),
-		diskWork: make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		dir:       dir,
+		opts:      o,
+		logger:    o.Logger.With("log", dir),
+		kick:      make(chan struct{}, 1),
+		diskWork:  make(chan struct{}, 1),
+		retryKick: make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 
 		reconfigured: make(chan struct{}, 1),
 	}
 	l.flushMs.Store(int64(o.FlushMs))
+	l.res.init(&l.opts, l.logger)
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -125,13 +127,16 @@ func (l *Log) recover() ([]*Segment, error) {
 			return segs, err
 		}
 		var r scanResult
+		rescanFrom := fileSize // where the bytes not known to be durable start (DistrustUnsynced)
 		switch {
 		case haveCP && base < cp.segment && !last:
 			r, err = l.openTrusted(s, fileSize, bases[i+1], buf)
 		case haveCP && base == cp.segment:
 			r, err = l.openFromCheckpoint(s, fileSize, cp, buf)
 			scanned = scanned || r.end < fileSize || r.batches > 0
+			rescanFrom = min(cp.pos, fileSize)
 		default:
+			rescanFrom = 0
 			if err = s.rebuildIndexes(o, true); err == nil {
 				r = s.scan(o, 0, fileSize, base, buf)
 			}
@@ -160,6 +165,11 @@ func (l *Log) recover() ([]*Segment, error) {
 			}
 			last = true
 			bases = bases[:i+1]
+		}
+		if o.DistrustUnsynced && rescanFrom < r.end {
+			if err := s.rewrite(rescanFrom, r.end, buf); err != nil {
+				return segs, err
+			}
 		}
 		if last {
 			if err := s.activate(o); err != nil {

@@ -66,6 +66,21 @@ type Options struct {
 	// MmapAppend writes through a memory mapping of a preallocated segment instead of pwrite.
 	// Off by default: see BENCHMARKS.md for why pwrite won.
 	MmapAppend bool
+	// RetryBackoff and RetryBackoffMax bound the flusher's retries of the work that failed for
+	// want of a resource (vfs.IsTransient) or that it must not skip (a recovery-point write, the
+	// active segment's next index pages): the first retry comes after RetryBackoff, each next
+	// one after twice the last, at most RetryBackoffMax (1 s and 1 min).
+	RetryBackoff, RetryBackoffMax time.Duration
+	// DistrustUnsynced makes recovery write again, as it reads them, the bytes it scans past the
+	// recovery point, before it syncs them: for reopening a log stopped by a failed fsync, after
+	// which the kernel may hold pages it failed to write as clean, so that a second fsync
+	// reports success without writing them (Linux does). Bytes the kernel dropped read back
+	// from the disk as they are there, fail their CRC, and are cut by the scan first.
+	DistrustUnsynced bool
+	// OnFailure, if set, is called once when the log stops after an I/O error of its data
+	// (Err turns non-nil), with that error: the broker's supervisor reopens it. It runs on the
+	// goroutine that met the error, with the log's locks held: it must not block or call the log.
+	OnFailure func(err error)
 	// Now is the clock (time.Now if nil); tests inject a fake one.
 	Now func() time.Time
 	// Logger receives recovery and truncation reports (slog.Default if nil).
@@ -91,6 +106,8 @@ var Defaults = Options{
 	CheckpointInterval: time.Minute,
 	WritebackBytes:     4 << 20,
 	PreallocateBytes:   64 << 20,
+	RetryBackoff:       time.Second,
+	RetryBackoffMax:    time.Minute,
 }
 
 func (o Options) withDefaults() Options {
@@ -133,6 +150,13 @@ func (o Options) withDefaults() Options {
 	if o.PreallocateBytes == 0 {
 		o.PreallocateBytes = d.PreallocateBytes
 	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = d.RetryBackoff
+	}
+	if o.RetryBackoffMax <= 0 {
+		o.RetryBackoffMax = max(d.RetryBackoffMax, o.RetryBackoff)
+	}
+	o.RetryBackoffMax = max(o.RetryBackoffMax, o.RetryBackoff)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

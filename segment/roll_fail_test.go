@@ -94,10 +94,11 @@ func testFailedRoll(t *testing.T, o Options, refuse *atomic.Bool) {
 }
 
 // When the index pages ahead cannot be faulted in (vfs.Populate fails: on Linux, a store to them
-// would raise SIGBUS, as on a full disk), the flusher fails the log, and appends get the error
-// instead of the process crashing at the store. (A segment becoming active at a roll fails the
-// roll the same way, through activate.)
-func TestFailedPrefaultFailsTheLog(t *testing.T) {
+// would raise SIGBUS, as on a full disk), the flusher holds appends, which get ErrUnavailable
+// with the cause instead of the process crashing at the store; the log is not stopped, and
+// appends resume by themselves once the flusher's retry faults the pages in. (A segment
+// becoming active at a roll fails that roll the same way, through activate.)
+func TestFailedPrefaultHoldsAppends(t *testing.T) {
 	var refuse atomic.Bool
 	injected := errors.New("injected")
 	o := testOptions(&vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
@@ -110,24 +111,30 @@ func TestFailedPrefaultFailsTheLog(t *testing.T) {
 	// populate, not a new segment's.
 	o.SegmentBytes, o.SegmentIndexBytes = 64<<20, 1<<20
 	o.WritebackBytes = 4 << 10 // the flusher wakes at every append
+	o.RetryBackoff, o.RetryBackoffMax = time.Millisecond, 5*time.Millisecond
 	l := mustOpen(t, t.TempDir(), o)
 	defer l.Close()
 	b := sizedBatch(t, 8<<10, 1)
 	mustAppend(t, l, b)
 	refuse.Store(true)
-	for i := 0; l.Err() == nil; i++ {
+	var err error
+	for i := 0; err == nil; i++ {
 		if i == 2000 { // 16 MiB, 2 s at least
-			t.Fatal("the log did not fail after its index pages could not be faulted in")
+			t.Fatal("appends went on after the index pages could not be faulted in")
 		}
-		if _, err := l.Append(b, 7); err != nil {
-			break
+		if _, err = l.Append(b, 7); err == nil {
+			time.Sleep(time.Millisecond) // pacing the appends, not waiting for a condition
 		}
-		time.Sleep(time.Millisecond)
 	}
-	if err := l.Err(); !errors.Is(err, injected) {
-		t.Fatalf("log error %v, want the injected populate failure", err)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, injected) {
+		t.Fatalf("append after the failure: %v, want ErrUnavailable wrapping the injected populate failure", err)
 	}
-	if _, err := l.Append(b, 7); !errors.Is(err, injected) {
-		t.Fatalf("append after the failure: %v, want the injected populate failure", err)
+	if l.Err() != nil {
+		t.Fatalf("the log stopped: %v", l.Err())
 	}
+	refuse.Store(false)
+	waitFor(t, "appends to resume", func() bool {
+		_, err := l.Append(b, 7)
+		return err == nil
+	})
 }

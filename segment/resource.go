@@ -1,0 +1,228 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/retry"
+	"github.com/sluicemq/sluice/internal/vfs"
+)
+
+// What the log does when an operation fails. One rule decides: the log stops (fail: Err is set
+// for good, every waiter fails, the broker reopens it through recovery) only when data it
+// promised may not be on the disk as promised; everything else is retried.
+//
+//	site                                     error              the log
+//	recovery-point write (flusher)           any                keeps serving; the flusher
+//	                                                            retries with backoff; the old
+//	                                                            file stays valid
+//	index pages ahead (prefault, flusher)    any                appends refused (ErrUnavailable)
+//	                                                            until a retry faults them in;
+//	                                                            reads go on
+//	roll: new segment's files and indexes    any                that append refused
+//	                                                            (ErrUnavailable); the new
+//	                                                            files are removed; the next
+//	                                                            append tries again
+//	append write                             ENOSPC, EDQUOT     the partial write is cut; that
+//	                                                            append refused (ErrUnavailable)
+//	append write                             other (EIO)        stopped
+//	fsync or msync of segment or index data  any (ENOSPC too)   stopped, never retried
+//	trimming a finished segment's indexes    any                stopped
+//	truncation, and its recovery point       any                stopped
+//
+// Why each: the recovery point says only that everything below it is durable; it is written
+// to a temporary file and renamed, so a write that fails leaves the old one, which says less
+// but is still true, and a restart then scans a little more. Index pages that cannot be
+// faulted in would crash the process (SIGBUS) at the appender's store, so the appender must
+// not write there, but nothing written is in doubt. A roll creates files that nothing refers
+// to until it succeeds, and removes them when it fails. An append whose write found no space
+// wrote at most part of the batch past the published size, which no reader sees and no
+// waiter counts: the log cuts it (a crash must not find half of it, or whole batches never
+// acknowledged) and goes on. A failed fsync is different: the kernel may have dropped the
+// dirty pages or kept them marked clean, so a retry could report success for data that never
+// reached the disk; the bytes past the last good sync cannot be trusted, and only recovery
+// (a rescan of what the disk holds, every batch's CRC checked, the tail written again:
+// Options.DistrustUnsynced) brings the log back.
+
+// resourceState is how the log retries what failed for a reason that passes.
+//
+// Ownership: held is set and cleared under flushMu and loaded by appenders without it;
+// appends is guarded by appendMu; the rest by flushMu.
+type resourceState struct {
+	// held, while set, refuses every append with the error it holds (ErrUnavailable wrapping
+	// why): the active segment's next index pages could not be faulted in.
+	held atomic.Pointer[error]
+	// appends is the episode of appends refused with ErrUnavailable (a failed roll, a write
+	// that found no space); the next append that succeeds ends it.
+	appends retry.Episode
+
+	backoff          retry.Backoff
+	timer            *time.Timer // sends on Log.retryKick when the next retry is due; nil until one is
+	checkpointOwed   bool        // a recovery-point write failed and none has succeeded since
+	checkpointFailed retry.Episode
+	prefaultFailed   retry.Episode
+}
+
+func (r *resourceState) init(o *Options, logger *slog.Logger) {
+	r.backoff = retry.Backoff{Min: o.RetryBackoff, Max: o.RetryBackoffMax}
+	r.appends = retry.Episode{Logger: logger, What: "append"}
+	r.checkpointFailed = retry.Episode{Logger: logger, What: "recovery point write"}
+	r.prefaultFailed = retry.Episode{Logger: logger, What: "faulting in the active segment's index pages (appends are refused meanwhile)"}
+}
+
+// heldErr is the error appends get while they are held, or nil.
+func (r *resourceState) heldErr() error {
+	if e := r.held.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// armRetryLocked schedules the flusher's next retry after the backoff. Called with flushMu held.
+func (l *Log) armRetryLocked() {
+	d := l.res.backoff.Next()
+	if l.res.timer == nil {
+		l.res.timer = time.AfterFunc(d, func() {
+			select {
+			case l.retryKick <- struct{}{}:
+			default:
+			}
+		})
+		return
+	}
+	l.res.timer.Reset(d)
+}
+
+// retryLocked is the flusher's retry: the held index pages first (appends wait on them), then
+// the owed recovery point. Called with flushMu held.
+func (l *Log) retryLocked() {
+	if l.Err() != nil {
+		return
+	}
+	if l.res.held.Load() != nil {
+		l.prefaultActiveLocked()
+	}
+	if l.res.checkpointOwed {
+		_ = l.flushLocked(true)
+	}
+}
+
+// stopRetryLocked stops the retry timer (Close). Called with flushMu held.
+func (l *Log) stopRetryLocked() {
+	if l.res.timer != nil {
+		l.res.timer.Stop()
+	}
+}
+
+// retriedLocked resets the backoff once nothing the flusher retries is failing. Called with
+// flushMu held.
+func (l *Log) retriedLocked() {
+	if !l.res.checkpointOwed && l.res.held.Load() == nil {
+		l.res.backoff.Reset()
+	}
+}
+
+// checkpointFailedLocked records a failed recovery-point write: the flusher writes one again
+// after the backoff (and at each checkpoint interval). It returns err for callers that must
+// not go on without the new recovery point (DeleteExpired, truncations). Called with flushMu
+// held.
+func (l *Log) checkpointFailedLocked(err error) error {
+	l.res.checkpointOwed = true
+	l.res.checkpointFailed.Fail(l.opts.Now(), err, "recovery_point", l.checkpoint.offset)
+	l.armRetryLocked()
+	return err
+}
+
+// checkpointWrittenLocked ends a run of failed recovery-point writes. Called with flushMu held
+// (or by recovery, before the flusher starts).
+func (l *Log) checkpointWrittenLocked() {
+	if !l.res.checkpointOwed {
+		return
+	}
+	l.res.checkpointOwed = false
+	l.res.checkpointFailed.Succeed(l.opts.Now(), "recovery_point", l.checkpoint.offset)
+	l.retriedLocked()
+}
+
+// prefaultLocked faults in s's next index pages. When it cannot, appends are held (refused
+// with ErrUnavailable) until a retry can: the appender's stores there would crash the process.
+// It reports whether the pages are ready. Called with flushMu held.
+func (l *Log) prefaultLocked(s *Segment) bool {
+	err := s.prefaultIndexes()
+	if err == nil {
+		if l.res.held.Load() != nil {
+			l.res.held.Store(nil)
+			l.res.prefaultFailed.Succeed(l.opts.Now(), "segment", s.base)
+			l.retriedLocked()
+		}
+		return true
+	}
+	held := fmt.Errorf("%w: the index pages ahead cannot be faulted in: %w", ErrUnavailable, err)
+	l.res.held.Store(&held)
+	l.res.prefaultFailed.Fail(l.opts.Now(), err, "segment", s.base)
+	l.armRetryLocked()
+	return false
+}
+
+// refuseLocked answers an append that the log could not take for now (rollLocked failed, or
+// the write found no space and was cut), without stopping the log: the episode is logged once.
+// Called with appendMu held.
+func (l *Log) refuseLocked(err error) error {
+	l.res.appends.Fail(l.opts.Now(), err)
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// appendedLocked ends a run of refused appends. Called with appendMu held, after an append
+// succeeded.
+func (l *Log) appendedLocked() {
+	if failing, _ := l.res.appends.Failing(); failing {
+		l.res.appends.Succeed(l.opts.Now(), "log_end", l.end.Load())
+	}
+}
+
+// cutWrite undoes what a failed write of an append at pos may have left past it (a short write
+// before the error), for an error that says nothing about the data already written (no space).
+// It reports whether the log may go on: only for pwrite, whose failed write leaves the
+// segment's state as it was; the mmap appender's write fails only in a remap, which may have
+// lost its mapping. Called with appendMu held.
+func (l *Log) cutWrite(s *Segment, pos int64, err error) bool {
+	if !vfs.IsNoSpace(err) {
+		return false
+	}
+	a, ok := s.app.(pwriteAppender)
+	if !ok {
+		return false
+	}
+	size, serr := a.f.Size()
+	if serr != nil {
+		return false
+	}
+	if size > pos {
+		// No sync: nothing past pos is promised, and a crash before the cut reaches the disk
+		// finds the partial batch, whose length or CRC recovery refuses.
+		if terr := a.f.Truncate(pos); terr != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// rewrite writes bytes [from, to) of s's log file again, as read (Options.DistrustUnsynced),
+// so that the sync after it writes them to the disk.
+func (s *Segment) rewrite(from, to int64, buf []byte) error {
+	for pos := from; pos < to; {
+		n := int(min(int64(len(buf)), to-pos))
+		if _, err := s.file.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("rewrite segment %d at %d: %w", s.base, pos, err)
+		}
+		if _, err := s.file.WriteAt(buf[:n], pos); err != nil {
+			return fmt.Errorf("rewrite segment %d at %d: %w", s.base, pos, err)
+		}
+		pos += int64(n)
+	}
+	return nil
+}
