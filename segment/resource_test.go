@@ -352,7 +352,7 @@ func TestDistrustUnsyncedRewritesTheScannedTail(t *testing.T) {
 	reopen("after a clean close", 0)
 	end := l.EndOffset()
 	mustAppend(t, l, makeBatch(t, "tail", 2, 1))
-	abandon(l) // the recovery point stays at end; the tail is in the file, past it
+	abandon(l)                                       // the recovery point stays at end; the tail is in the file, past it
 	reopen("with a tail past the recovery point", 1) // the tail, in one write of the scan buffer
 	defer l.Close()
 	if l.EndOffset() != end+2 {
