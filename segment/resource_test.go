@@ -352,8 +352,10 @@ func TestDistrustUnsyncedRewritesTheScannedTail(t *testing.T) {
 	reopen("after a clean close", 0)
 	end := l.EndOffset()
 	mustAppend(t, l, makeBatch(t, "tail", 2, 1))
-	abandon(l)                                       // the recovery point stays at end; the tail is in the file, past it
-	reopen("with a tail past the recovery point", 1) // the tail, in one write of the scan buffer
+	// The recovery point stays at end; the tail is in the file, past it, and is written again
+	// in one write of the scan buffer.
+	abandon(l)
+	reopen("with a tail past the recovery point", 1)
 	defer l.Close()
 	if l.EndOffset() != end+2 {
 		t.Fatalf("recovered to %d, want %d", l.EndOffset(), end+2)
