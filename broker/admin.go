@@ -392,16 +392,16 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 			case wire.LatestTimestamp:
 				res.Offset = int64(p.highWatermark())
 			case wire.EarliestTimestamp:
-				res.Offset = int64(p.log.StartOffset())
+				res.Offset = int64(p.log().StartOffset())
 			default:
 				ts := rp.Timestamp
 				if ts == wire.MaxTimestamp {
 					// The first record with the log's largest timestamp (none in an empty log).
-					if ts = p.log.MaxTimestamp(); ts < 0 {
+					if ts = p.log().MaxTimestamp(); ts < 0 {
 						break
 					}
 				}
-				off, ts, ok, err := p.log.OffsetForTimestamp(ts)
+				off, ts, ok, err := p.log().OffsetForTimestamp(ts)
 				switch {
 				case err != nil:
 					res.ErrorCode = errorCode(err)

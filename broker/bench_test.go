@@ -88,7 +88,7 @@ func BenchmarkProduce(b *testing.B) {
 			close(work)
 			wg.Wait()
 			b.StopTimer()
-			if _, err := br.partition("p", 0).log.DeleteExpired(br.partition("p", 0).highWatermark()); err != nil {
+			if _, err := br.partition("p", 0).log().DeleteExpired(br.partition("p", 0).highWatermark()); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -102,7 +102,7 @@ func fillTopic(b *testing.B, br *Broker, topic string, total int) {
 	buf := make([]byte, len(one))
 	for written := 0; written < total; written += len(one) {
 		copy(buf, one)
-		if _, err := p.log.Append(buf, 0); err != nil {
+		if _, err := p.log().Append(buf, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -177,7 +177,7 @@ func benchFetch(b *testing.B, tr string, fetchSize int32, depth, logBytes int, c
 	// lets the benchmark keep depth requests in flight without waiting for the previous answer.
 	perBatch := int64(batch.Batch(one).NumRecords())
 	step := int64(int(fetchSize)/len(one)) * perBatch
-	end := int64(br.partition("f", 0).log.EndOffset())
+	end := int64(br.partition("f", 0).log().EndOffset())
 	network, address, _ := client.ParseAddress(addrs[tr])
 	nc, err := net.Dial(network, address)
 	if err != nil {

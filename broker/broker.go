@@ -25,7 +25,8 @@ import (
 //
 // Ownership: mu guards the partition map; each partition guards itself. The reconciler goroutine
 // is the only writer of the map besides Open and Close. Goroutines (reconciler, retention,
-// parked fetches, acks=all waiters) stop through ctx and Close waits for them through wg.
+// parked fetches, acks=all waiters, the log supervisor) stop through ctx and Close waits for
+// them through wg.
 type Broker struct {
 	cfg           Config
 	logger        *slog.Logger
@@ -46,9 +47,11 @@ type Broker struct {
 	// ready is closed once Open has registered the broker and loaded the committed offsets.
 	// The listeners open earlier (registration needs their addresses), so requests that arrive
 	// in between wait for it.
-	ready   chan struct{}
-	wg      sync.WaitGroup
-	closing atomic.Bool
+	ready chan struct{}
+	// healKick wakes the log supervisor (heal.go) when a partition log stops (buffered 1).
+	healKick chan struct{}
+	wg       sync.WaitGroup
+	closing  atomic.Bool
 }
 
 const cleanShutdownFile = ".clean-shutdown"
@@ -64,6 +67,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.mu.partitions = map[topicPartition]*partition{}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.ready = make(chan struct{})
+	b.healKick = make(chan struct{}, 1)
 
 	marker := filepath.Join(cfg.DataDir, cleanShutdownFile)
 	if _, err := os.Stat(marker); err == nil {
@@ -121,9 +125,10 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.reconcileLoop(updates, stop)
 	go b.retentionLoop()
+	go b.healLoop()
 	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
 	return b, nil
 }
@@ -166,6 +171,8 @@ func (c Config) withDefaults() Config {
 	c.IndexIntervalBytes = positive(c.IndexIntervalBytes, d.IndexIntervalBytes)
 	c.IndexMaxBytes = positive(c.IndexMaxBytes, d.IndexMaxBytes)
 	c.ShutdownTimeout = positive(c.ShutdownTimeout, d.ShutdownTimeout)
+	c.LogRetryBackoff = positive(c.LogRetryBackoff, d.LogRetryBackoff)
+	c.LogRetryBackoffMax = max(positive(c.LogRetryBackoffMax, d.LogRetryBackoffMax), c.LogRetryBackoff)
 	// Negative means "never" or "unlimited" for these, so only zero takes the default.
 	c.RetentionMs = nonZero(c.RetentionMs, d.RetentionMs)
 	c.RetentionBytes = nonZero(c.RetentionBytes, d.RetentionBytes)
@@ -288,7 +295,7 @@ func (b *Broker) applyRetention(p *partition) {
 		// committed in it, which a restart would then not find.
 		return
 	}
-	_, err := p.log.DeleteExpired(p.highWatermark())
+	_, err := p.log().DeleteExpired(p.highWatermark())
 	if err != nil && !errors.Is(err, segment.ErrClosed) {
 		// A closed log is a partition deleted or moved away since the pass listed it, or the
 		// broker shutting down: nothing to report.
@@ -350,7 +357,7 @@ func (b *Broker) closeLogs() error {
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range parts {
-		if err := p.log.Close(); err != nil {
+		if err := p.log().Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
 		}
 	}

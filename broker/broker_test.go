@@ -281,7 +281,7 @@ func TestAcksSemantics(t *testing.T) {
 	if res.ErrorCode != wire.NoError {
 		t.Fatal(res.ErrorCode)
 	}
-	if synced := b.partition("acks", 0).log.SyncedOffset(); synced <= 2 {
+	if synced := b.partition("acks", 0).log().SyncedOffset(); synced <= 2 {
 		t.Fatalf("acks=all answered before its record was fsynced (synced offset %d)", synced)
 	}
 	// Invalid acks.
@@ -674,7 +674,7 @@ func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
 	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.ErrNotEnoughReplicas {
 		t.Fatalf("acks=all with min.insync.replicas=2 on one node: %v, want NOT_ENOUGH_REPLICAS", res.ErrorCode)
 	}
-	if end := b.partition("mir", 0).log.EndOffset(); end != 0 {
+	if end := b.partition("mir", 0).log().EndOffset(); end != 0 {
 		t.Fatalf("the refused acks=all batch was appended: log end %d", end)
 	}
 	if res := produce(t, c, "mir", 0, wire.AcksLeader, records(t, "one")); res.ErrorCode != wire.NoError || res.BaseOffset != 0 {
@@ -876,7 +876,7 @@ func TestRetentionSkipsOffsetsTopicEvenWhenItWouldEmptyIt(t *testing.T) {
 	if code := cr.Topics[0].Partitions[0].ErrorCode; code != wire.NoError {
 		t.Fatalf("commit: %v", code)
 	}
-	offsetsLog := b.partition(OffsetsTopic, 0).log
+	offsetsLog := b.partition(OffsetsTopic, 0).log()
 	committedEnd := offsetsLog.EndOffset()
 	if committedEnd == 0 {
 		t.Fatal("the commit appended nothing")
@@ -885,7 +885,7 @@ func TestRetentionSkipsOffsetsTopicEvenWhenItWouldEmptyIt(t *testing.T) {
 	// Emptied twice: the pass that emptied it the first time, which may have come to the
 	// offsets partition after it, has ended before the second one empties it.
 	createTopic(t, c, "control", 1, zero...)
-	control := b.partition("control", 0).log
+	control := b.partition("control", 0).log()
 	for i := range 2 {
 		if p := produce(t, c, "control", 0, wire.AcksLeader, records(t, "gone")); p.ErrorCode != wire.NoError {
 			t.Fatal(p.ErrorCode)
@@ -941,7 +941,7 @@ func TestRetentionKeepsCommittedOffsets(t *testing.T) {
 		commit("busy", int64(i))
 	}
 	time.Sleep(10 * cfg.RetentionCheck)
-	if start := b.partition(OffsetsTopic, 0).log.StartOffset(); start != 0 {
+	if start := b.partition(OffsetsTopic, 0).log().StartOffset(); start != 0 {
 		t.Errorf("retention moved %s-0's log start to %d", OffsetsTopic, start)
 	}
 	if err := b.Close(context.Background()); err != nil {
@@ -986,7 +986,7 @@ func TestZeroRetentionDeletesEverySegment(t *testing.T) {
 		if tc.keepsActive {
 			want = batch.Offset(last)
 		}
-		l := b.partition(tc.topic, 0).log
+		l := b.partition(tc.topic, 0).log()
 		deadline := time.Now().Add(5 * time.Second)
 		for l.StartOffset() != want && time.Now().Before(deadline) {
 			time.Sleep(cfg.RetentionCheck)
@@ -1062,7 +1062,7 @@ func TestProduceTimestampBounds(t *testing.T) {
 			t.Errorf("%s: timestamp now%+d ms: %v, want %v", tc.topic, tc.ts-now, res.ErrorCode, tc.want)
 		}
 	}
-	if end := b.partition("deflt", 0).log.EndOffset(); end != 2 {
+	if end := b.partition("deflt", 0).log().EndOffset(); end != 2 {
 		t.Errorf("deflt holds %d records, want the 2 accepted", end)
 	}
 }
@@ -1085,7 +1085,7 @@ func TestRetentionOfADeletedPartitionSaysNothing(t *testing.T) {
 	if dr.Topics[0].ErrorCode != wire.NoError {
 		t.Fatalf("delete: %v", dr.Topics[0].ErrorCode)
 	}
-	if _, err := p.log.DeleteExpired(p.highWatermark()); !errors.Is(err, segment.ErrClosed) {
+	if _, err := p.log().DeleteExpired(p.highWatermark()); !errors.Is(err, segment.ErrClosed) {
 		t.Fatalf("the deleted partition's log: %v, want it closed", err)
 	}
 	b.applyRetention(p)

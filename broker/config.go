@@ -57,6 +57,14 @@ type Config struct {
 	IdleTimeout       time.Duration // connections.max.idle.ms: 10 min
 	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
 
+	// LogRetryBackoff and LogRetryBackoffMax (Sluice's own, after the clients'
+	// retry.backoff.ms and retry.backoff.max.ms) space the retries of what failed for want of
+	// a resource: a log's recovery-point writes and index pages, and the reopening of a log
+	// stopped by an I/O error (heal.go): the first after LogRetryBackoff, each next one after
+	// twice the last, at most LogRetryBackoffMax.
+	LogRetryBackoff    time.Duration // log.retry.backoff.ms: 1 s
+	LogRetryBackoffMax time.Duration // log.retry.backoff.max.ms: 1 min
+
 	Logger *slog.Logger
 
 	// logFS does the partition logs' file operations; nil means the operating system. Tests
@@ -92,6 +100,8 @@ func DefaultConfig() Config {
 		SharedMemoryBytes:      64 << 20,
 		PreallocateBytes:       segment.Defaults.PreallocateBytes,
 		IdleTimeout:            10 * time.Minute,
+		LogRetryBackoff:        segment.Defaults.RetryBackoff,
+		LogRetryBackoffMax:     segment.Defaults.RetryBackoffMax,
 		ShutdownTimeout:        30 * time.Second,
 	}
 }
@@ -310,6 +320,10 @@ func (c *Config) Set(key, value string) error {
 			zero: unset("delete every segment, the active one too", "")})
 	case "log.retention.check.interval.ms":
 		return dur(&c.RetentionCheck, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64})
+	case "log.retry.backoff.ms":
+		return dur(&c.LogRetryBackoff, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64})
+	case "log.retry.backoff.max.ms":
+		return dur(&c.LogRetryBackoffMax, time.Millisecond, bounds{lo: 1, hi: math.MaxInt64})
 	case "log.flush.interval.messages":
 		return i64(&c.FlushMessages, bounds{lo: 1, hi: math.MaxInt64, topic: "flush.messages"})
 	case "log.flush.interval.ms":

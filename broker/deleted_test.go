@@ -58,7 +58,7 @@ func TestRequestsReachingADeletedLog(t *testing.T) {
 			t.Errorf("produce %d to a log with a failed disk: %v, want KAFKA_STORAGE_ERROR", i, got.ErrorCode)
 		}
 	}
-	if err := b.partition("broken", 0).log.Err(); err == nil {
+	if err := b.partition("broken", 0).log().Err(); err == nil {
 		t.Fatal("the failed write did not stop the log")
 	}
 }

@@ -22,5 +22,9 @@
 // fsynced; every error that reaches a client goes through errorCode, the one mapping from
 // errors to protocol codes.
 //
+// Stopped logs: a partition log stops only on an I/O error of its data (segment/resource.go);
+// the log supervisor (heal.go) then reopens it through recovery, with a backoff, and swaps it
+// into the partition; produce and fetch get a retriable KAFKA_STORAGE_ERROR meanwhile.
+//
 // Lock order: reconcileMu, then mu (the partition map); partition.waitMu is a leaf.
 package broker

@@ -53,7 +53,10 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrCorruptMessage
 	case errors.Is(err, segment.ErrTooLarge):
 		return wire.ErrRecordListTooLarge
-	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed):
+	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed), errors.Is(err, segment.ErrUnavailable):
+		// Retriable: a stopped log is reopened by the supervisor (heal.go), and an append the
+		// log could not take for now (segment.ErrUnavailable) is taken once the resource
+		// it lacked is back.
 		return wire.ErrKafkaStorageError
 	case errors.Is(err, cluster.ErrTopicExists):
 		return wire.ErrTopicAlreadyExists

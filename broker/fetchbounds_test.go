@@ -51,7 +51,7 @@ func TestFetchBoundsReadStartFirst(t *testing.T) {
 	default:
 		t.Fatal("the fetch did not run the hook between its reads")
 	}
-	if start, end := p.log.StartOffset(), p.log.EndOffset(); start != 2 || end != 2 {
+	if start, end := p.log().StartOffset(), p.log().EndOffset(); start != 2 || end != 2 {
 		t.Fatalf("after the append and retention the log is [%d, %d), want [2, 2)", start, end)
 	}
 	if res.LogStartOffset > res.HighWatermark {

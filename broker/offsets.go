@@ -125,7 +125,7 @@ func (s *offsetStore) forget(gone func(topicPartition) bool) {
 		}
 		bt, err := builder.Build()
 		if err == nil {
-			_, err = p.log.Append(bt, p.leaderEpoch.Load())
+			_, err = p.log().Append(bt, p.leaderEpoch.Load())
 		}
 		if err != nil {
 			s.b.logger.Error("deleting committed offsets of a deleted partition", "partition", p.tp.String(), "err", err)
@@ -148,8 +148,8 @@ func (s *offsetStore) replay(partition int32) error {
 		return nil // not hosted here
 	}
 	var buf []byte
-	for off := p.log.StartOffset(); off < p.log.EndOffset(); {
-		sl, err := p.log.Read(off, 1<<20, p.log.EndOffset())
+	for off := p.log().StartOffset(); off < p.log().EndOffset(); {
+		sl, err := p.log().Read(off, 1<<20, p.log().EndOffset())
 		if err != nil {
 			return fmt.Errorf("replay %s-%d: %w", OffsetsTopic, partition, err)
 		}
@@ -337,8 +337,9 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 	}
 	bt, err := builder.Build()
 	var info appendInfo
+	l := p.log() // the wait below is on the log that took the append (heal.go may swap it)
 	if err == nil {
-		info, err = p.log.Append(bt, p.leaderEpoch.Load())
+		info, err = l.Append(bt, p.leaderEpoch.Load())
 	}
 	unlock()
 	if err != nil {
@@ -347,7 +348,7 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 		return respond(c, h, resp)
 	}
 	pend := c.NewPending()
-	p.log.OnSynced(info.LastOffset, func(err error) {
+	l.OnSynced(info.LastOffset, func(err error) {
 		if err == nil {
 			s.mu.Lock()
 			for i, gp := range pending {

@@ -101,7 +101,7 @@ func TestRefusedLargeRequestStopsPipelinedProduces(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, nc) // until the broker closes it
 		nc.Close()
-		if end := b.partition(topic, 0).log.EndOffset(); end != 0 {
+		if end := b.partition(topic, 0).log().EndOffset(); end != 0 {
 			t.Fatalf("probe %d: %d records appended from requests pipelined behind one that closed the connection", probe, end)
 		}
 	}

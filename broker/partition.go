@@ -30,12 +30,15 @@ func (tp topicPartition) String() string { return fmt.Sprintf("%s-%d", tp.topic,
 // partition is one partition hosted by this broker: its log, its resolved topic config and the
 // fetches parked on it.
 //
-// Ownership: log is set at creation; cfg and leaderEpoch are swapped atomically by the metadata
-// reconciler; waiters is guarded by waitMu.
+// Ownership: the log is set at creation and swapped only by the log supervisor (heal.go), which
+// reopens a stopped log under reconcileMu; cfg and leaderEpoch are swapped atomically by the
+// metadata reconciler; waiters is guarded by waitMu.
 type partition struct {
-	tp          topicPartition
-	topicID     cluster.TopicID
-	log         *segment.Log
+	tp      topicPartition
+	topicID cluster.TopicID
+	// current is the partition's log. Load it once per request (log): a request that appends
+	// and then waits for durability waits on the log it appended to.
+	current     atomic.Pointer[segment.Log]
 	cfg         atomic.Pointer[cluster.TopicConfig]
 	leaderEpoch atomic.Int32
 	// isrSize is the size of the partition's in-sync replica set, as the metadata last
@@ -46,10 +49,14 @@ type partition struct {
 	waiters map[chan struct{}]struct{}
 }
 
+// log is the partition's current log (a stopped one until the supervisor swaps in its reopened
+// successor).
+func (p *partition) log() *segment.Log { return p.current.Load() }
+
 // highWatermark is the offset below which records are committed: what consumers may read,
 // ListOffsets' latest, and the bound below which retention may delete. With no replication
 // yet, every record is committed once appended: it is the log end.
-func (p *partition) highWatermark() batch.Offset { return p.log.EndOffset() }
+func (p *partition) highWatermark() batch.Offset { return p.log().EndOffset() }
 
 // park registers wake to be signalled on the next append.
 func (p *partition) park(wake chan struct{}) {
@@ -122,6 +129,9 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		FS:                 b.cfg.logFS,
 		WritebackBytes:     b.cfg.WritebackBytes,
 		PreallocateBytes:   b.cfg.PreallocateBytes,
+		RetryBackoff:       b.cfg.LogRetryBackoff,
+		RetryBackoffMax:    b.cfg.LogRetryBackoffMax,
+		OnFailure:          b.logStopped,
 	}
 }
 
@@ -160,7 +170,8 @@ func (b *Broker) openPartition(t cluster.TopicMeta, pm cluster.PartitionMeta) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, topicID: t.ID, log: l}
+	p := &partition{tp: tp, topicID: t.ID}
+	p.current.Store(l)
 	p.cfg.Store(&cfg)
 	p.leaderEpoch.Store(pm.LeaderEpoch)
 	p.isrSize.Store(int32(len(pm.ISR)))
@@ -250,7 +261,7 @@ func (b *Broker) reconcile(md *cluster.Metadata) error {
 			cfg, err := cluster.ResolveTopicConfig(t.Configs, b.topicDefaults)
 			if err == nil && cfg != *p.cfg.Load() {
 				p.cfg.Store(&cfg)
-				p.log.Reconfigure(b.logOptions(&cfg))
+				p.log().Reconfigure(b.logOptions(&cfg))
 			}
 		}
 	}
@@ -298,7 +309,7 @@ func (b *Broker) dropPartition(p *partition) {
 	}
 	b.mu.Unlock()
 	p.wake()
-	if err := p.log.Delete(); err != nil {
+	if err := p.log().Delete(); err != nil {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
 	}
 	if s := b.offsets; s != nil && p.tp.topic != OffsetsTopic {

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/segment"
 )
 
 var produceRequests = sync.Pool{New: func() any { return new(wire.ProduceRequest) }}
@@ -50,8 +51,12 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 	resp.ThrottleMs = 0
 	resp.Topics = slices.Grow(resp.Topics[:0], len(req.Topics))[:len(req.Topics)]
 	validAcks := req.Acks == wire.AcksNone || req.Acks == wire.AcksLeader || req.Acks == wire.AcksAll
+	// syncWait is an acks=all partition's wait for durability, on the log that took the
+	// append: should that log stop and another be swapped in (heal.go), the wait fails with
+	// the stopped log instead of being counted against the new one, whose offsets past its
+	// recovered end are other records.
 	type syncWait struct {
-		p    *partition
+		log  *segment.Log
 		last batch.Offset
 		out  *wire.ProduceResponsePartition
 	}
@@ -79,11 +84,12 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				// could not promise (min.insync.replicas above a topic's replica count, or an
 				// ISR that shrank).
 				res.ErrorCode = wire.ErrNotEnoughReplicas
-				res.LogStartOffset = int64(p.log.StartOffset())
+				res.LogStartOffset = int64(p.log().StartOffset())
 				continue
 			}
-			info, appendTime, err := b.appendRecords(p, rp.Records)
-			res.LogStartOffset = int64(p.log.StartOffset())
+			l := p.log()
+			info, appendTime, err := b.appendRecords(p, l, rp.Records)
+			res.LogStartOffset = int64(p.log().StartOffset())
 			if err != nil {
 				res.ErrorCode = errorCode(err)
 				msg := err.Error()
@@ -92,7 +98,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 			}
 			res.BaseOffset, res.LogAppendTimeMs = int64(info.FirstOffset), appendTime
 			if req.Acks == wire.AcksAll && !p.cfg.Load().WriteCaching {
-				waits = append(waits, syncWait{p, info.LastOffset, res})
+				waits = append(waits, syncWait{l, info.LastOffset, res})
 			}
 		}
 	}
@@ -120,14 +126,14 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		mu.Lock()
 		defer mu.Unlock()
 		for _, w := range waits {
-			if w.out.ErrorCode == wire.NoError && w.p.log.SyncedOffset() <= w.last {
+			if w.out.ErrorCode == wire.NoError && w.log.SyncedOffset() <= w.last {
 				w.out.ErrorCode = wire.ErrRequestTimedOut
 			}
 		}
 		finish()
 	})
 	for _, w := range waits {
-		w.p.log.OnSynced(w.last, func(err error) {
+		w.log.OnSynced(w.last, func(err error) {
 			if err != nil {
 				mu.Lock()
 				w.out.ErrorCode = errorCode(err)
@@ -145,8 +151,9 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 }
 
 // appendRecords applies the topic's per-batch rules, then appends. It returns the log append
-// time stamped on the batches (-1 for CreateTime topics).
-func (b *Broker) appendRecords(p *partition, records []byte) (info appendInfo, appendTime int64, err error) {
+// time stamped on the batches (-1 for CreateTime topics). l is p's log, loaded once by the caller
+// so that it waits for durability on the log that took the append.
+func (b *Broker) appendRecords(p *partition, l *segment.Log, records []byte) (info appendInfo, appendTime int64, err error) {
 	cfg := p.cfg.Load()
 	appendTime = -1
 	logAppendTime := cfg.TimestampType == "LogAppendTime"
@@ -185,7 +192,7 @@ func (b *Broker) appendRecords(p *partition, records []byte) (info appendInfo, a
 		}
 		rest = r
 	}
-	info, err = p.log.Append(records, p.leaderEpoch.Load())
+	info, err = l.Append(records, p.leaderEpoch.Load())
 	if err != nil {
 		return info, -1, fmt.Errorf("append %s: %w", p.tp, err)
 	}

@@ -1,0 +1,146 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/sluicemq/sluice/internal/retry"
+	"github.com/sluicemq/sluice/segment"
+)
+
+// The log supervisor brings stopped partition logs back without a restart.
+//
+// A segment.Log stops only on an I/O error of its data (a failed write, fsync or msync; see
+// segment/resource.go): it then refuses appends and reads, and fails its durability waiters.
+// Its OnFailure wakes the supervisor, which wakes the partition's parked fetches (they answer
+// with the error at once), and reopens the log through recovery after log.retry.backoff.ms,
+// then after twice as long at each failed attempt, up to log.retry.backoff.max.ms. Recovery
+// rescans what the disk holds past the recovery point, cuts the log at the first bad batch and,
+// with DistrustUnsynced, writes the scanned tail again before syncing it (after a failed fsync
+// the kernel may hold the pages it could not write as clean). The reopened log is swapped into
+// the partition, its parked fetches are woken to read from it, and "log recovered" is logged
+// with its offsets and how long it was down.
+//
+// Meanwhile produce and fetch get KAFKA_STORAGE_ERROR, which clients retry. Nothing
+// acknowledged is lost: an acks=all append on a write.caching=false topic waits for durability
+// on the log that took it (produce.go's syncWait), so a write whose fsync failed is answered
+// with the error, never acknowledged by the reopened log; what recovery keeps of it is durable
+// (written again and synced) before the new log serves it.
+//
+// Ownership: the supervisor goroutine (healLoop) owns its map of stopped logs; it swaps a
+// partition's log only under reconcileMu, after checking that the partition is still the one
+// hosted (a deleted topic's partition is never brought back). Close cancels b.ctx and waits
+// for it through wg.
+
+// healState is the supervisor's record of one stopped log.
+type healState struct {
+	log      *segment.Log // the stopped log
+	since    time.Time    // when the supervisor found it stopped
+	next     time.Time    // when to try reopening it
+	attempts int
+	backoff  retry.Backoff
+}
+
+// logStopped is every partition log's segment.Options.OnFailure: it wakes the supervisor. It
+// runs with the log's locks held, so it only signals.
+func (b *Broker) logStopped(error) {
+	select {
+	case b.healKick <- struct{}{}:
+	default:
+	}
+}
+
+// healLoop is the log supervisor's goroutine: a pass when a log stops and whenever the next
+// attempt is due.
+func (b *Broker) healLoop() {
+	defer b.wg.Done()
+	stopped := map[*partition]*healState{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.healKick:
+		case <-timer.C:
+		}
+		if next := b.healPass(stopped, time.Now()); !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+	}
+}
+
+// healPass finds the stopped logs, reopens those whose attempt is due, and returns when the
+// next attempt is (zero when no log is stopped).
+func (b *Broker) healPass(stopped map[*partition]*healState, now time.Time) time.Time {
+	found := map[*partition]bool{}
+	var next time.Time
+	for _, p := range b.partitionList() {
+		l := p.log()
+		if l.Err() == nil {
+			continue
+		}
+		st := stopped[p]
+		if st == nil || st.log != l {
+			st = &healState{log: l, since: now, backoff: retry.Backoff{Min: b.cfg.LogRetryBackoff, Max: b.cfg.LogRetryBackoffMax}}
+			st.next = now.Add(st.backoff.Next())
+			stopped[p] = st
+			p.wake() // parked fetches answer with the error now, not at their max wait
+			b.logger.Warn("partition log stopped; reopening it through recovery",
+				"partition", p.tp.String(), "log_end", l.EndOffset(), "synced", l.SyncedOffset(),
+				"retry_in", st.next.Sub(now), "err", l.Err())
+		}
+		if !now.Before(st.next) {
+			if b.ctx.Err() != nil {
+				return time.Time{}
+			}
+			if b.reopenLog(p, st, now) {
+				delete(stopped, p)
+				continue
+			}
+			st.next = now.Add(st.backoff.Next())
+		}
+		found[p] = true
+		if next.IsZero() || st.next.Before(next) {
+			next = st.next
+		}
+	}
+	for p := range stopped {
+		if !found[p] {
+			delete(stopped, p) // deleted, or swapped and healthy
+		}
+	}
+	return next
+}
+
+// reopenLog closes p's stopped log, opens it again through recovery and swaps it in. It reports
+// whether p needs nothing more (reopened, or no longer hosted). Under reconcileMu: the
+// reconciler neither deletes p nor reconfigures its log meanwhile.
+func (b *Broker) reopenLog(p *partition, st *healState, now time.Time) bool {
+	b.reconcileMu.Lock()
+	defer b.reconcileMu.Unlock()
+	if b.partition(p.tp.topic, p.tp.partition) != p || p.log() != st.log {
+		return true
+	}
+	old := st.log
+	_ = old.Close() // returns the error that stopped it; its files close as readers release them
+	opts := b.logOptions(p.cfg.Load())
+	opts.DistrustUnsynced = true
+	l, err := segment.Open(old.Dir(), opts)
+	st.attempts++
+	if err != nil {
+		if st.attempts == 1 {
+			b.logger.Warn("reopening partition log failed; retrying", "partition", p.tp.String(), "err", err)
+		} else {
+			b.logger.Debug("reopening partition log failed; retrying", "partition", p.tp.String(), "attempts", st.attempts, "err", err)
+		}
+		return false
+	}
+	p.current.Store(l)
+	p.wake()
+	b.logger.Info("log recovered", "partition", p.tp.String(),
+		"log_start", l.StartOffset(), "log_end", l.EndOffset(), "end_before", old.EndOffset(),
+		"synced_before", old.SyncedOffset(), "attempts", st.attempts,
+		"down_for", now.Sub(st.since).Round(time.Millisecond), "err", old.Err())
+	return true
+}
