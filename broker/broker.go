@@ -358,6 +358,13 @@ func (b *Broker) closeLogs() error {
 	var errs []error
 	for _, p := range parts {
 		if err := p.log().Close(); err != nil {
+			if errors.Is(err, segment.ErrFailed) {
+				// A log stopped by an I/O error and not reopened yet: logged when it stopped,
+				// and the next start recovers it as the supervisor would have. Not a failure
+				// of the shutdown.
+				b.logger.Warn("closed a stopped partition log", "partition", p.tp.String(), "err", err)
+				continue
+			}
 			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
@@ -19,6 +20,7 @@ import (
 func TestRequestsReachingADeletedLog(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
+	cfg.LogRetryBackoff = time.Minute // the stopped log stays stopped while the test looks at it
 	broken := filepath.Join(dir, "broken-0") + string(filepath.Separator)
 	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
 		if op == vfs.OpWrite && strings.HasPrefix(path, broken) && strings.HasSuffix(path, ".log") {

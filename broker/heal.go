@@ -31,13 +31,17 @@ import (
 // hosted (a deleted topic's partition is never brought back). Close cancels b.ctx and waits
 // for it through wg.
 
-// healState is the supervisor's record of one stopped log.
+// healState is the supervisor's record of one stopped log. It outlives the reopening by
+// log.retry.backoff.max.ms: a log that stops again within that time (a disk that takes the
+// reopening but fails the next write) is reopened after a backoff that goes on doubling, not
+// one back at its minimum.
 type healState struct {
-	log      *segment.Log // the stopped log
-	since    time.Time    // when the supervisor found it stopped
-	next     time.Time    // when to try reopening it
-	attempts int
-	backoff  retry.Backoff
+	log       *segment.Log // the stopped log; nil once reopened
+	since     time.Time    // when the supervisor found it stopped
+	next      time.Time    // when to try reopening it
+	recovered time.Time    // when it was last reopened
+	attempts  int
+	backoff   retry.Backoff
 }
 
 // logStopped is every partition log's segment.Options.OnFailure: it wakes the supervisor. It
@@ -81,10 +85,13 @@ func (b *Broker) healPass(stopped map[*partition]*healState, now time.Time) time
 			continue
 		}
 		st := stopped[p]
-		if st == nil || st.log != l {
-			st = &healState{log: l, since: now, backoff: retry.Backoff{Min: b.cfg.LogRetryBackoff, Max: b.cfg.LogRetryBackoffMax}}
-			st.next = now.Add(st.backoff.Next())
+		if st == nil {
+			st = &healState{backoff: retry.Backoff{Min: b.cfg.LogRetryBackoff, Max: b.cfg.LogRetryBackoffMax}}
 			stopped[p] = st
+		}
+		if st.log != l {
+			st.log, st.since, st.attempts = l, now, 0
+			st.next = now.Add(st.backoff.Next())
 			p.wake() // parked fetches answer with the error now, not at their max wait
 			b.logger.Warn("partition log stopped; reopening it through recovery",
 				"partition", p.tp.String(), "log_end", l.EndOffset(), "synced", l.SyncedOffset(),
@@ -95,7 +102,7 @@ func (b *Broker) healPass(stopped map[*partition]*healState, now time.Time) time
 				return time.Time{}
 			}
 			if b.reopenLog(p, st, now) {
-				delete(stopped, p)
+				st.log, st.recovered = nil, now
 				continue
 			}
 			st.next = now.Add(st.backoff.Next())
@@ -105,9 +112,9 @@ func (b *Broker) healPass(stopped map[*partition]*healState, now time.Time) time
 			next = st.next
 		}
 	}
-	for p := range stopped {
-		if !found[p] {
-			delete(stopped, p) // deleted, or swapped and healthy
+	for p, st := range stopped {
+		if !found[p] && (st.log != nil || now.Sub(st.recovered) > b.cfg.LogRetryBackoffMax) {
+			delete(stopped, p) // deleted, or healthy for long enough
 		}
 	}
 	return next
