@@ -377,6 +377,11 @@ func (s *Segment) finish() error {
 		if err := s.app.finish(size); err != nil {
 			return err
 		}
+	} else if err := s.file.Sync(); err != nil {
+		// A segment that recovery scanned past the recovery point, never active since: its
+		// bytes may not have been synced before the crash, and the recovery point will say
+		// they are.
+		return err
 	}
 	s.syncedSize = size
 	if err := errors.Join(s.offsets.Trim(), s.times.Trim()); err != nil {

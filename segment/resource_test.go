@@ -381,3 +381,64 @@ func abandon(l *Log) {
 	}
 	l.flushMu.Unlock()
 }
+
+// A recovery point that could not be written for several rolls leaves sealed segments past it.
+// Recovery scans them, and syncs each before the new recovery point says they are durable
+// (a crash may have left their bytes in the page cache alone); with DistrustUnsynced it first
+// writes them again.
+func TestRecoverySyncsTheSealedSegmentsItScanned(t *testing.T) {
+	var failCheckpoint, counting atomic.Bool
+	var syncs, writes atomic.Int64
+	first := filepath.Base(segmentPath("", 0, logSuffix))
+	fsys := &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if failCheckpoint.Load() && op == vfs.OpCreate && strings.HasSuffix(path, checkpointFile+".tmp") {
+			return syscall.EMFILE
+		}
+		if counting.Load() && strings.HasSuffix(path, logSuffix) && filepath.Base(path) != first {
+			switch op {
+			case vfs.OpSync:
+				syncs.Add(1)
+			case vfs.OpWrite:
+				writes.Add(1)
+			}
+		}
+		return nil
+	}}
+	o := testOptions(fsys)
+	o.PreallocateBytes = -1 // no standby segments: every roll creates its segment
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
+	failCheckpoint.Store(true)
+	var want []string
+	for i := range 12 { // 3 segments of 4
+		b := sizedBatchLike(t, makeBatch(t, "s-"+string(rune('a'+i)), 1, 1), 4<<10)
+		mustAppend(t, l, b)
+		want = append(want, values(t, []batch.Batch{b})...)
+	}
+	if n := len(l.Segments()); n < 3 {
+		t.Fatalf("%d segments, want 3 or more", n)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	abandon(l)
+	failCheckpoint.Store(false)
+
+	o.DistrustUnsynced = true
+	counting.Store(true)
+	l = mustOpen(t, dir, o)
+	counting.Store(false)
+	defer l.Close()
+	segs := len(l.Segments())
+	// Every segment but the first (which the recovery point names) was scanned: each is
+	// written again and synced (the sealed ones by finish, the active one by syncRecovered).
+	if n := syncs.Load(); n < int64(segs-1) {
+		t.Fatalf("%d syncs of the %d scanned segments at open", n, segs-1)
+	}
+	if n := writes.Load(); n < int64(segs-1) {
+		t.Fatalf("%d writes to the %d scanned segments at open", n, segs-1)
+	}
+	if got := values(t, readAll(t, l, 0)); !equalStrings(got, want) {
+		t.Fatalf("recovered %d records, want %d", len(got), len(want))
+	}
+}
