@@ -47,11 +47,12 @@ type Broker struct {
 	// ready is closed once Open has registered the broker and loaded the committed offsets.
 	// The listeners open earlier (registration needs their addresses), so requests that arrive
 	// in between wait for it.
-	ready chan struct{}
+	ready   chan struct{}
+	wg      sync.WaitGroup
+	closing atomic.Bool
+
 	// healKick wakes the log supervisor (heal.go) when a partition log stops (buffered 1).
 	healKick chan struct{}
-	wg       sync.WaitGroup
-	closing  atomic.Bool
 }
 
 const cleanShutdownFile = ".clean-shutdown"

@@ -34,11 +34,9 @@ func (tp topicPartition) String() string { return fmt.Sprintf("%s-%d", tp.topic,
 // reopens a stopped log under reconcileMu; cfg and leaderEpoch are swapped atomically by the
 // metadata reconciler; waiters is guarded by waitMu.
 type partition struct {
-	tp      topicPartition
-	topicID cluster.TopicID
-	// current is the partition's log. Load it once per request (log): a request that appends
-	// and then waits for durability waits on the log it appended to.
-	current     atomic.Pointer[segment.Log]
+	tp          topicPartition
+	topicID     cluster.TopicID
+	current     atomic.Pointer[segment.Log] // read through log(), once per request
 	cfg         atomic.Pointer[cluster.TopicConfig]
 	leaderEpoch atomic.Int32
 	// isrSize is the size of the partition's in-sync replica set, as the metadata last
@@ -50,7 +48,8 @@ type partition struct {
 }
 
 // log is the partition's current log (a stopped one until the supervisor swaps in its reopened
-// successor).
+// successor). A request loads it once: one that appends and then waits for durability waits on
+// the log it appended to.
 func (p *partition) log() *segment.Log { return p.current.Load() }
 
 // highWatermark is the offset below which records are committed: what consumers may read,

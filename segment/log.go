@@ -74,10 +74,11 @@ type Log struct {
 	// diskWork wakes the flusher for the active segment's disk housekeeping: its block
 	// reserve and writeback (buffered 1).
 	diskWork chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+
 	// retryKick wakes the flusher for a retry that resourceState scheduled (buffered 1).
 	retryKick chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
 }
 
 // Dir is the log's directory.

@@ -18,16 +18,16 @@ import (
 func Open(dir string, opts Options) (*Log, error) {
 	o := opts.withDefaults()
 	l := &Log{
-		dir:       dir,
-		opts:      o,
-		logger:    o.Logger.With("log", dir),
-		kick:      make(chan struct{}, 1),
-		diskWork:  make(chan struct{}, 1),
-		retryKick: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		dir:      dir,
+		opts:     o,
+		logger:   o.Logger.With("log", dir),
+		kick:     make(chan struct{}, 1),
+		diskWork: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 
 		reconfigured: make(chan struct{}, 1),
+		retryKick:    make(chan struct{}, 1),
 	}
 	l.flushMs.Store(int64(o.FlushMs))
 	l.res.init(&l.opts, l.logger)
