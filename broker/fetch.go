@@ -228,9 +228,11 @@ func (f *fetch) try(final bool) bool {
 				f.addSlice(segment.Slice{}, -1)
 				continue
 			}
+			// One log for the partition's whole answer (the supervisor may swap a stopped one).
 			// The start first: retention can move it up to the log end between the two reads,
 			// and a response must never say start > high watermark.
-			start := p.log().StartOffset()
+			l := p.log()
+			start := l.StartOffset()
 			if hook := testHookFetchBounds.Load(); hook != nil {
 				(*hook)()
 			}
@@ -243,7 +245,7 @@ func (f *fetch) try(final bool) bool {
 			var s segment.Slice
 			var err error
 			if f.shared && f.req.SpanMaxBytes > 0 {
-				s, err = p.log().Read(batch.Offset(rp.FetchOffset), int(f.req.SpanMaxBytes), hw)
+				s, err = l.Read(batch.Offset(rp.FetchOffset), int(f.req.SpanMaxBytes), hw)
 				if err == nil && s.Len >= sharedSpanMin {
 					if id, ok := s.FileID(); ok {
 						f.spans = append(f.spans, wire.FileSpan{Index: int32(len(f.lens)), Path: id.Path, Dev: id.Dev, Ino: id.Ino, Pos: s.Pos, Len: int32(s.Len)})
@@ -265,7 +267,7 @@ func (f *fetch) try(final bool) bool {
 				continue
 			}
 			if s.File == nil && err == nil {
-				s, err = p.log().Read(batch.Offset(rp.FetchOffset), limit, hw)
+				s, err = l.Read(batch.Offset(rp.FetchOffset), limit, hw)
 			}
 			if err != nil {
 				res.ErrorCode, failed = errorCode(err), true
