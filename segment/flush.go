@@ -273,6 +273,7 @@ func (l *Log) finishRolledLocked() error {
 	l.appendMu.Lock()
 	segs := l.Segments()
 	active := l.active
+	rolls := l.res.rolls
 	l.appendMu.Unlock()
 	finished, err := l.finishSealedLocked(segs, active)
 	if err != nil {
@@ -280,6 +281,9 @@ func (l *Log) finishRolledLocked() error {
 	}
 	if !finished {
 		return nil
+	}
+	if ok, err := l.dirDurableLocked(rolls); !ok {
+		return err
 	}
 	synced := batch.Offset(l.synced.Load())
 	if active.base > synced {
@@ -336,6 +340,7 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 	active := l.active
 	activeSize := active.size.Load()
 	activeMaxTs := active.maxTs.Load()
+	rolls := l.res.rolls
 	l.appendMu.Unlock()
 
 	finished, err := l.finishSealedLocked(segs, active)
@@ -353,6 +358,9 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 		}
 	}
 	if end > batch.Offset(l.synced.Load()) {
+		if ok, err := l.dirDurableLocked(rolls); !ok {
+			return err
+		}
 		l.synced.Store(int64(end))
 	}
 	l.releaseWaiters(end, nil)

@@ -370,6 +370,7 @@ func (l *Log) rollLocked(base batch.Offset) error {
 		return err
 	}
 	l.active = s
+	l.res.rolls++ // its directory entry is not durable yet (dirDurableLocked)
 	segs := append(append([]*Segment(nil), l.Segments()...), s)
 	l.segments.Store(&segs)
 	l.logger.Debug("rolled segment", "dir", l.dir, "base", base, "previous", old.base, "previous_bytes", old.size.Load())

@@ -31,6 +31,10 @@ import (
 //	                                                            append refused (ErrUnavailable)
 //	append write                             other (EIO)        stopped
 //	fsync or msync of segment or index data  any (ENOSPC too)   stopped, never retried
+//	fsync of the directory after a roll      EMFILE, ENFILE,    nothing more counted durable
+//	                                         ENOMEM, ENOSPC     (waiters wait) until a retry
+//	                                                            syncs it
+//	fsync of the directory after a roll      other (EIO)        stopped
 //	trimming a finished segment's indexes    any                stopped
 //	truncation, and its recovery point       any                stopped
 //
@@ -60,6 +64,15 @@ type resourceState struct {
 	// that found no space); the next append that succeeds ends it.
 	appends retry.Episode
 
+	// rolls counts the segments created by rolls (guarded by appendMu); dirSynced is the count
+	// when the directory's entries were last made durable (flushMu), -1 before the first time.
+	// Records in a segment whose directory entry may not be durable are not counted durable:
+	// a power loss could take the whole file (the recovery point's directory sync, which
+	// used to cover this, may be failing for a while now).
+	rolls, dirSynced int64
+	dirOwed          bool // a directory sync failed and none has succeeded since
+	dirFailed        retry.Episode
+
 	backoff          retry.Backoff
 	timer            *time.Timer // sends on Log.retryKick when the next retry is due; nil until one is
 	checkpointOwed   bool        // a recovery-point write failed and none has succeeded since
@@ -72,6 +85,36 @@ func (r *resourceState) init(o *Options, logger *slog.Logger) {
 	r.appends = retry.Episode{Logger: logger, What: "append"}
 	r.checkpointFailed = retry.Episode{Logger: logger, What: "recovery point write"}
 	r.prefaultFailed = retry.Episode{Logger: logger, What: "faulting in the active segment's index pages (appends are refused meanwhile)"}
+	r.dirFailed = retry.Episode{Logger: logger, What: "syncing the log directory (the newest segment's records are not acknowledged meanwhile)"}
+	r.dirSynced = -1
+}
+
+// dirDurableLocked makes the directory's entries durable if a segment was created since they
+// last were (rolls is the count the caller snapshot under appendMu with the offsets it means to
+// count durable), and reports whether they are. A transient failure is retried by the flusher;
+// another stops the log. Called with flushMu held.
+func (l *Log) dirDurableLocked(rolls int64) (bool, error) {
+	if rolls == l.res.dirSynced {
+		return true, nil
+	}
+	err := l.opts.FS.SyncDir(l.dir)
+	if err == nil {
+		l.res.dirSynced = rolls
+		if l.res.dirOwed {
+			l.res.dirOwed = false
+			l.res.dirFailed.Succeed(l.opts.Now())
+			l.retriedLocked()
+		}
+		return true, nil
+	}
+	err = fmt.Errorf("sync log directory: %w", err)
+	if !vfs.IsTransient(err) {
+		return false, l.fail(err)
+	}
+	l.res.dirOwed = true
+	l.res.dirFailed.Fail(l.opts.Now(), err)
+	l.armRetryLocked()
+	return false, err
 }
 
 // heldErr is the error appends get while they are held, or nil.
@@ -106,7 +149,7 @@ func (l *Log) retryLocked() {
 	if l.res.held.Load() != nil {
 		l.prefaultActiveLocked()
 	}
-	if l.res.checkpointOwed {
+	if l.res.checkpointOwed || l.res.dirOwed {
 		_ = l.flushLocked(true)
 	}
 }
@@ -121,7 +164,7 @@ func (l *Log) stopRetryLocked() {
 // retriedLocked resets the backoff once nothing the flusher retries is failing. Called with
 // flushMu held.
 func (l *Log) retriedLocked() {
-	if !l.res.checkpointOwed && l.res.held.Load() == nil {
+	if !l.res.checkpointOwed && !l.res.dirOwed && l.res.held.Load() == nil {
 		l.res.backoff.Reset()
 	}
 }

@@ -442,3 +442,66 @@ func TestRecoverySyncsTheSealedSegmentsItScanned(t *testing.T) {
 		t.Fatalf("recovered %d records, want %d", len(got), len(want))
 	}
 }
+
+// A new segment's records are not counted durable (Synced, acks=all waiters) until the log
+// directory's entry for it is: a power loss could take the whole file otherwise. The recovery
+// point's write used to be what synced the directory after a roll; with that write failing
+// (EMFILE) the flusher syncs the directory itself, and while that fails too, waiters wait and a
+// retry releases them once it can. MemFS's crash drops the directory entries never synced.
+func TestRolledSegmentIsDurableBeforeItsRecordsAre(t *testing.T) {
+	var failCheckpoint, failDir atomic.Bool
+	m := newMem(t)
+	fsys := &vfs.ErrorFS{FS: m, Inject: func(op vfs.Op, path string) error {
+		switch {
+		case failCheckpoint.Load() && op == vfs.OpCreate && strings.HasSuffix(path, checkpointFile+".tmp"):
+			return syscall.EMFILE
+		case failDir.Load() && op == vfs.OpSyncDir:
+			return syscall.EMFILE
+		}
+		return nil
+	}}
+	o := testOptions(fsys)
+	o.RetryBackoff, o.RetryBackoffMax = time.Millisecond, 5*time.Millisecond
+	l := mustOpen(t, "/p", o)
+	var want []string
+	appendOne := func(i int) {
+		b := sizedBatchLike(t, makeBatch(t, "d-"+string(rune('a'+i)), 1, 1), 4<<10)
+		mustAppend(t, l, b)
+		want = append(want, values(t, []batch.Batch{b})...)
+	}
+	appendOne(0)
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Two rolls, with neither the recovery point nor the directory synced after them: the
+	// new segments' records are not durable yet.
+	failCheckpoint.Store(true)
+	failDir.Store(true)
+	for i := 1; len(l.Segments()) < 3; i++ {
+		appendOne(i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	err := l.Sync(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Sync returned with the new segments' directory entries not durable")
+	}
+	if l.Err() != nil {
+		t.Fatalf("a directory sync failing with EMFILE stopped the log: %v", l.Err())
+	}
+	if synced, base := l.SyncedOffset(), l.Segments()[1].Base(); synced > base {
+		t.Fatalf("synced offset %d past the base %d of a segment whose entry is not durable", synced, base)
+	}
+	failDir.Store(false) // the flusher's retry syncs it; the next Sync returns
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	crashed := m.Crash(vfs.CrashOptions{})
+	_ = l.Close()
+	o.FS = crashed
+	l = mustOpen(t, "/p", o)
+	defer l.Close()
+	if got := values(t, readAll(t, l, 0)); !equalStrings(got, want) {
+		t.Fatalf("after the crash: %d records, want the %d synced", len(got), len(want))
+	}
+}
