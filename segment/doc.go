@@ -47,7 +47,8 @@
 //     its offset have been cut away (so the new segment never overlaps an old one on disk), and
 //     a crash in between restarts the log at its old start or at the new one (or, with the
 //     renames half done, at the base of the first old segment left), never at 0.
-//   - Synced() never passes an offset whose bytes were not fsynced; an I/O error of the data (a
+//   - Synced() never passes an offset whose bytes were not fsynced, nor one in a segment whose
+//     directory entry was not (a roll is followed by a directory sync); an I/O error of the data (a
 //     failed write, a failed fsync or msync of segment or index data) stops the log for good
 //     (Err: appends and reads refused) and fails every waiter, so nothing unwritten is
 //     acknowledged; only recovery (Open, with DistrustUnsynced after a failed fsync) brings
