@@ -48,14 +48,14 @@
 //     a crash in between restarts the log at its old start or at the new one (or, with the
 //     renames half done, at the base of the first old segment left), never at 0.
 //   - Synced() never passes an offset whose bytes were not fsynced, nor one in a segment whose
-//     directory entry was not (a roll is followed by a directory sync); an I/O error of the data (a
-//     failed write, a failed fsync or msync of segment or index data) stops the log for good
+//     directory entry was not (a roll is followed by a directory sync); an I/O error of the data
+//     (a failed write, a failed fsync or msync of segment or index data) stops the log for good
 //     (Err: appends and reads refused) and fails every waiter, so nothing unwritten is
-//     acknowledged; only recovery (Open, with DistrustUnsynced after a failed fsync) brings
-//     it back. Errors that leave the data alone (out of file descriptors, memory or disk
-//     space, at a recovery-point write, a roll, index pages ahead, or an append's write) never
-//     stop it: the work is retried with a capped backoff, logged once per episode, and
-//     appends meanwhile get ErrUnavailable. resource.go holds the table of sites.
+//     acknowledged; only recovery (Open, with DistrustUnsynced after a failed fsync) brings it
+//     back. Errors that leave the data alone (out of file descriptors, memory or disk space, at a
+//     recovery-point write, a roll, index pages ahead, or an append's write) never stop it: the
+//     work is retried with a capped backoff, logged once per episode, and appends meanwhile get
+//     ErrUnavailable. resource.go holds the table of sites.
 //
 // # Concurrency and lock order
 //
