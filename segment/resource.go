@@ -50,7 +50,11 @@ import (
 // dirty pages or kept them marked clean, so a retry could report success for data that never
 // reached the disk; the bytes past the last good sync cannot be trusted, and only recovery
 // (a rescan of what the disk holds, every batch's CRC checked, the tail written again:
-// Options.DistrustUnsynced) brings the log back.
+// Options.DistrustUnsynced) brings the log back. The mmap appender's write fails only in a
+// remap, which may have lost its mapping: stopped too. The directory sync after a roll opens
+// the directory (EMFILE) and is what makes the new segment's file survive a power loss: until
+// it succeeds its records are not counted durable, so acks=all waits (and times out, which the
+// producer retries) rather than being answered for records a power loss could take.
 
 // resourceState is how the log retries what failed for a reason that passes.
 //
