@@ -150,6 +150,7 @@ func (l *Log) fail(err error) error {
 	wrapped := fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
 	if l.failure.CompareAndSwap(nil, &wrapped) {
 		l.logger.Error("log stopped after a disk error", "dir", l.dir, "err", err)
+		l.markStopped(err)
 		if l.opts.OnFailure != nil {
 			l.opts.OnFailure(wrapped)
 		}

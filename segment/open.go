@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -34,12 +35,23 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
+	stopped := l.stoppedBefore()
+	if stopped {
+		l.logger.Warn("log was stopped by an I/O error: recovery writes again what it scans")
+		l.opts.DistrustUnsynced = true
+	}
 	segs, err := l.recover()
 	if err != nil {
 		for _, s := range segs {
 			_ = s.closeFiles()
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	if stopped {
+		// Not durable until the next directory sync: a crash before it only distrusts again.
+		if err := o.FS.Remove(filepath.Join(dir, stoppedFile)); err != nil {
+			l.logger.Warn("could not clear the stopped mark", "err", err)
+		}
 	}
 	l.segments.Store(&segs)
 	l.active = segs[len(segs)-1]

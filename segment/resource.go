@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,39 @@ import (
 // the directory (EMFILE) and is what makes the new segment's file survive a power loss: until
 // it succeeds its records are not counted durable, so acks=all waits (and times out, which the
 // producer retries) rather than being answered for records a power loss could take.
+
+// stoppedFile marks a log stopped by an I/O error of its data, so that the next Open recovers
+// it as DistrustUnsynced whoever opens it: the broker's supervisor, or a restart that came
+// before it could (the page cache, and its pages marked clean after a failed writeback, outlive
+// the process). Recovery removes it.
+const stoppedFile = "stopped"
+
+// markStopped writes stoppedFile, as well as the disk lets it: on a disk that fails every
+// write, recovery fails too until it is back, and the mark is written by then or not needed.
+func (l *Log) markStopped(err error) {
+	fsys := l.opts.FS
+	f, cerr := fsys.Create(filepath.Join(l.dir, stoppedFile))
+	if cerr != nil {
+		l.logger.Warn("could not mark the stopped log for a distrustful recovery", "err", cerr)
+		return
+	}
+	_, werr := f.WriteAt([]byte(err.Error()+"\n"), 0)
+	werr = errors.Join(werr, f.Sync(), f.Close(), fsys.SyncDir(l.dir))
+	if werr != nil {
+		l.logger.Warn("could not mark the stopped log for a distrustful recovery", "err", werr)
+	}
+}
+
+// stoppedBefore reports whether the log was marked stopped (markStopped) and not recovered
+// since.
+func (l *Log) stoppedBefore() bool {
+	f, err := l.opts.FS.Open(filepath.Join(l.dir, stoppedFile))
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
+}
 
 // resourceState is how the log retries what failed for a reason that passes.
 //

@@ -505,3 +505,50 @@ func TestRolledSegmentIsDurableBeforeItsRecordsAre(t *testing.T) {
 		t.Fatalf("after the crash: %d records, want the %d synced", len(got), len(want))
 	}
 }
+
+// A log stopped by an I/O error of its data is marked so, and the next Open recovers it as
+// DistrustUnsynced even without the option (a broker restarted before its supervisor reopened
+// the log: the page cache, with pages a failed writeback left marked clean, outlives the
+// process), then clears the mark.
+func TestStoppedLogIsRecoveredDistrustfullyAfterARestart(t *testing.T) {
+	var failSync, counting atomic.Bool
+	var writes atomic.Int64
+	fsys := &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if failSync.Load() && op == vfs.OpSync && strings.HasSuffix(path, logSuffix) {
+			return syscall.EIO
+		}
+		if counting.Load() && op == vfs.OpWrite && strings.HasSuffix(path, logSuffix) {
+			writes.Add(1)
+		}
+		return nil
+	}}
+	o := testOptions(fsys)
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
+	acked := appendSynced(t, l, 3, "a")
+	failSync.Store(true)
+	mustAppend(t, l, makeBatch(t, "unsynced", 1, 1))
+	if err := l.Sync(context.Background()); !errors.Is(err, ErrFailed) {
+		t.Fatalf("sync: %v, want the log stopped", err)
+	}
+	failSync.Store(false)
+	l.Close()
+	mark := filepath.Join(dir, stoppedFile)
+	if _, err := vfs.Default.Open(mark); err != nil {
+		t.Fatalf("the stopped log is not marked: %v", err)
+	}
+
+	counting.Store(true)
+	l = mustOpen(t, dir, o) // o.DistrustUnsynced is false
+	counting.Store(false)
+	defer l.Close()
+	if writes.Load() == 0 {
+		t.Fatal("recovery did not write the unsynced tail again")
+	}
+	if _, err := vfs.Default.Open(mark); err == nil {
+		t.Fatal("the mark is still there after recovery")
+	}
+	if got := acknowledged(values(t, readAll(t, l, 0))); !equalStrings(got, acked) {
+		t.Fatalf("recovered %v, want %v", got, acked)
+	}
+}
