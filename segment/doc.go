@@ -11,6 +11,8 @@
 //	  00000000000000052311.log ...    the next segment: its name is its base offset
 //	  recovery-point                  checkpoint, below
 //	  *.deleted                       segments retired while readers held them; removed at open
+//	  stopped                         present once an I/O error stopped the log: the next open
+//	                                  writes again what it scans (resource.go); removed then
 //
 // The recovery-point file (40 bytes, big-endian, written to a temporary file, fsynced, renamed,
 // directory fsynced):
