@@ -90,6 +90,9 @@ func (b *Broker) healPass(stopped map[*partition]*healState, now time.Time) time
 			stopped[p] = st
 		}
 		if st.log != l {
+			if !st.recovered.IsZero() && now.Sub(st.recovered) > b.cfg.LogRetryBackoffMax {
+				st.backoff.Reset() // healthy for long enough since the last reopening
+			}
 			st.log, st.since, st.attempts = l, now, 0
 			st.next = now.Add(st.backoff.Next())
 			p.wake() // parked fetches answer with the error now, not at their max wait
