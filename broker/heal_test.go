@@ -302,3 +302,42 @@ func TestStoppedLogReleasesLongPollsAndCloseStopsTheSupervisor(t *testing.T) {
 		t.Fatal("Close did not return with a stopped log waiting for its supervisor")
 	}
 }
+
+// A disk that lets the log reopen but fails its next write makes it stop again at once: the
+// supervisor's delays go on doubling (5, 10, 20, 40 ms here) instead of starting again at the
+// minimum, so such a disk costs a reopening per backoff, not a busy loop.
+func TestLogStoppingAgainAfterItsRecoveryBacksOffFurther(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "t-0") + string(filepath.Separator)
+	cfg := testConfig(t, dir)
+	cfg.LogRetryBackoff, cfg.LogRetryBackoffMax = 5*time.Millisecond, 10*time.Second
+	var on atomic.Bool
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if on.Load() && op == vfs.OpWrite && strings.HasPrefix(path, part) && strings.HasSuffix(path, ".log") {
+			return syscall.EIO
+		}
+		return nil
+	}}
+	logs := captureLogs(&cfg)
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "t", 1)
+	on.Store(true)
+	for i := range 4 {
+		if got := produce(t, c, "t", 0, wire.AcksLeader, records(t, "x")); got.ErrorCode != wire.ErrKafkaStorageError {
+			t.Fatalf("produce %d: %v, want KAFKA_STORAGE_ERROR", i, got.ErrorCode)
+		}
+		waitUntil(t, "the log recovered", func() bool { return strings.Count(logs(), `msg="log recovered"`) > i })
+	}
+	var delays []string
+	for _, line := range strings.Split(logs(), "\n") {
+		if strings.Contains(line, "partition log stopped; reopening it through recovery") {
+			_, rest, _ := strings.Cut(line, "retry_in=")
+			delay, _, _ := strings.Cut(rest, " ")
+			delays = append(delays, delay)
+		}
+	}
+	if got := strings.Join(delays, ","); got != "5ms,10ms,20ms,40ms" {
+		t.Fatalf("delays before the reopenings: %s, want 5ms,10ms,20ms,40ms", got)
+	}
+}
