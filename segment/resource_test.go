@@ -552,3 +552,47 @@ func TestStoppedLogIsRecoveredDistrustfullyAfterARestart(t *testing.T) {
 		t.Fatalf("recovered %v, want %v", got, acked)
 	}
 }
+
+// Opening a log whose index (or any file) cannot be opened for want of a descriptor or of
+// memory fails with an error that vfs.IsResource recognises, for the caller to retry (the
+// broker's supervisor does), and changes nothing: the next Open, once descriptors are back,
+// finds every record.
+func TestOpenOutOfDescriptorsFailsRetriably(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		op    vfs.Op
+		errno syscall.Errno
+	}{
+		{"index open EMFILE", vfs.OpOpen, syscall.EMFILE},
+		{"index open ENFILE", vfs.OpOpen, syscall.ENFILE},
+		{"index map ENOMEM", vfs.OpMap, syscall.ENOMEM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var on atomic.Bool
+			fsys := &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+				if on.Load() && op == tc.op && strings.HasSuffix(path, indexSuffix) {
+					return tc.errno
+				}
+				return nil
+			}}
+			o := testOptions(fsys)
+			dir := t.TempDir()
+			l := mustOpen(t, dir, o)
+			acked := appendSynced(t, l, 4, "a")
+			l.Close()
+			on.Store(true)
+			if l, err := Open(dir, o); err == nil {
+				l.Close()
+				t.Fatal("opened with the index refused")
+			} else if !vfs.IsResource(err) {
+				t.Fatalf("Open: %v, want an error vfs.IsResource recognises", err)
+			}
+			on.Store(false)
+			l = mustOpen(t, dir, o)
+			defer l.Close()
+			if got := values(t, readAll(t, l, 0)); !equalStrings(got, acked) {
+				t.Fatalf("reopened: %v, want %v", got, acked)
+			}
+		})
+	}
+}
