@@ -66,6 +66,11 @@ func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
 			return // an acks=all producer waits for the flusher: resumed after the fsync
 		}
 		n := min(step, segmentBytes-sb.reserved)
+		if !l.opts.mayReserve(n) { // the disk is getting full: give the steps made back
+			_ = l.dropStandbyLocked()
+			l.standbyFailed, l.standbyFailedAt = true, active.base
+			return
+		}
 		if err := vfs.Preallocate(sb.f, sb.reserved, n); err != nil {
 			_ = l.dropStandbyLocked()
 			l.standbyFailed, l.standbyFailedAt = true, active.base
