@@ -122,6 +122,7 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		FS:                 b.cfg.logFS,
 		WritebackBytes:     b.cfg.WritebackBytes,
 		PreallocateBytes:   b.cfg.PreallocateBytes,
+		Reserve:            b.disk.reserve,
 	}
 }
 
@@ -301,6 +302,7 @@ func (b *Broker) dropPartition(p *partition) {
 	if err := p.log.Delete(); err != nil {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
 	}
+	b.disk.kick() // space freed: produce may resume
 	if s := b.offsets; s != nil && p.tp.topic != OffsetsTopic {
 		s.forget(func(tp topicPartition) bool { return tp == p.tp })
 	}

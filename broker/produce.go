@@ -82,8 +82,16 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				res.LogStartOffset = int64(p.log.StartOffset())
 				continue
 			}
+			if err := b.disk.admit(); err != nil { // the disk is full: retriable, resumes by itself
+				res.ErrorCode = errorCode(err)
+				msg := err.Error()
+				res.ErrorMessage = &msg
+				res.LogStartOffset = int64(p.log.StartOffset())
+				continue
+			}
 			info, appendTime, err := b.appendRecords(p, rp.Records)
 			res.LogStartOffset = int64(p.log.StartOffset())
+			b.disk.appended(int64(len(rp.Records)))
 			if err != nil {
 				res.ErrorCode = errorCode(err)
 				msg := err.Error()
