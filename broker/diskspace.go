@@ -242,12 +242,10 @@ func (m *diskMonitor) check() {
 	}
 	prev := spaceState(m.state.Load())
 	next := nextSpaceState(prev, free, lim)
-	m.minFree.Store(lim.min)
-	m.alertFree.Store(lim.alert)
-	m.free.Store(free)
-	m.state.Store(int32(next))
-	m.enabled.Store(true)
-
+	if next != prev {
+		m.logTransition(prev, next, st, free, lim)
+	}
+	// The ballast first, then the state: whoever sees the state sees the ballast's too.
 	switch {
 	case next == spaceDegraded && m.mu.ballastHeld:
 		if err := os.Remove(m.ballastPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -267,9 +265,11 @@ func (m *diskMonitor) check() {
 			m.mu.ballastHeld, m.mu.ballastErr = true, false
 		}
 	}
-	if next != prev {
-		m.logTransition(prev, next, st, free, lim)
-	}
+	m.minFree.Store(lim.min)
+	m.alertFree.Store(lim.alert)
+	m.free.Store(free)
+	m.state.Store(int32(next))
+	m.enabled.Store(true)
 }
 
 func (m *diskMonitor) logTransition(prev, next spaceState, st spaceStat, free int64, lim spaceLimits) {
