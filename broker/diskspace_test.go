@@ -136,7 +136,7 @@ func TestDiskMonitorStates(t *testing.T) {
 		{650 * mib, spaceOK, true, true, false}, // 250 MiB above alert: < 4 steps of room
 		{399 * mib, spaceAlert, true, true, false},
 		{99 * mib, spaceDegraded, false, false, false},
-		{99 * mib, spaceDegraded, false, false, false}, // the ballast's release moved nothing
+		{99 * mib, spaceDegraded, false, false, false},  // the ballast's release moved nothing
 		{105 * mib, spaceDegraded, false, false, false}, // inside the hysteresis
 		{107 * mib, spaceAlert, true, true, false},
 		{1000 * mib, spaceOK, true, true, true},
