@@ -55,7 +55,7 @@ func TestFullDiskRecoversWithoutARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	for _, name := range []string{"fill", "keep"} {
+	for _, name := range []string{"fill", "keep", "more"} {
 		if err := a.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -107,42 +107,79 @@ func TestFullDiskRecoversWithoutARestart(t *testing.T) {
 	}
 
 	// Delete the topic that filled it, with the CLI, as an operator would.
-	cmd := rootCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"topic", "delete", "fill", "--broker", addr})
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("topic delete on a full disk: %v: %s\n%s", err, out.String(), logs.String())
+	deleteTopic := func(name string) {
+		t.Helper()
+		cmd := rootCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{"topic", "delete", name, "--broker", addr})
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("topic delete %s on a full disk: %v: %s\n%s", name, err, out.String(), logs.String())
+		}
 	}
+	deleteTopic("fill")
+	t.Log("topic deleted")
 
 	// Produce resumes without a restart once the broker has deleted the data.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		r := produceTo("keep", big)
-		if r.ErrorCode == wire.NoError {
-			break
+	produceResumes := func(why string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			r := produceTo("keep", big)
+			if r.ErrorCode == wire.NoError {
+				break
+			}
+			if r.ErrorCode != wire.ErrKafkaStorageError || time.Now().After(deadline) {
+				t.Fatalf("produce after %s: %v\n%s", why, r.ErrorCode, logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if r.ErrorCode != wire.ErrKafkaStorageError || time.Now().After(deadline) {
-			t.Fatalf("produce after the topic was deleted: %v\n%s", r.ErrorCode, logs.String())
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if _, err := os.Stat(filepath.Join(dataDir, "ballast")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no ballast file once space returned after %s\n%s", why, logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, err := os.Stat(filepath.Join(dataDir, "ballast")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ballast file once space returned\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	produceResumes("the topic was deleted")
+	t.Log("produce resumed")
 	if s := logs.String(); strings.Contains(s, "log stopped") {
 		t.Fatalf("a log stopped on the full disk:\n%s", s)
 	}
 
+	// Now something else takes every last byte: the broker's own margin is gone, and only the
+	// ballast's space is left, for raft to commit a deletion and for the shutdown's recovery
+	// points (one small file per log, 50 of them the offsets topic's) and clean-shutdown
+	// marker. Without the ballast those fail with ENOSPC (tmpfs allocates a page per file),
+	// and the shutdown exits 1.
+	filler := filepath.Join(mnt, "filler")
+	fillDisk(t, filler)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, err := os.Stat(filepath.Join(dataDir, "ballast"))
+		if r := produceTo("keep", big[:0]); r.ErrorCode == wire.ErrKafkaStorageError && errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not degraded, or the ballast not released, on a disk with no free byte\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Log("degraded by a filler file, ballast released")
+	deleteTopic("more")
+	t.Log("topic deleted with only the ballast's space")
+
 	status, killedBy := exitAfterSignal(t, proc, syscall.SIGTERM, logs)
 	if status != 0 {
-		t.Fatalf("exit after SIGTERM: status %d (signal %v)\n%s", status, killedBy, logs.String())
+		t.Fatalf("exit after SIGTERM on a full disk: status %d (signal %v)\n%s", status, killedBy, logs.String())
+	}
+	if s := logs.String(); strings.Contains(s, "log stopped") {
+		t.Fatalf("a log stopped on the full disk:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, ".clean-shutdown")); err != nil {
+		t.Fatalf("no clean-shutdown marker after SIGTERM on a full disk: %v\n%s", err, logs.String())
 	}
 }
 
@@ -160,4 +197,24 @@ func bigBatch(t *testing.T, size int) []byte {
 		t.Fatal(err)
 	}
 	return append([]byte(nil), recs...)
+}
+
+// fillDisk writes path until the filesystem has no byte left (ENOSPC).
+func fillDisk(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for range 1 << 14 { // 1 GiB at most
+		if _, err := f.Write(chunk); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("1 GiB written to a 64 MiB filesystem")
 }
