@@ -16,8 +16,9 @@ import (
 // directory and puts the broker in one of Redpanda's three states.
 //
 //	ok        free >= alert threshold
-//	alert     free <  storage.space.alert.free.bytes or .percent of the filesystem: logged;
-//	          nothing is refused, but no more disk is reserved ahead (log.preallocate.bytes)
+//	alert     free <  storage.space.alert.free.bytes or .percent of the filesystem: logged (at
+//	          the change, then every minute while it lasts); nothing is refused, but no more
+//	          disk is reserved ahead (log.preallocate.bytes)
 //	degraded  free <  storage.space.min.free.bytes: client produce is refused with a retriable
 //	          KAFKA_STORAGE_ERROR saying the disk is full and how much is free; fetches,
 //	          metadata, offset commits, topic deletion and retention go on. The ballast file
@@ -95,7 +96,8 @@ const (
 	defaultMinFreeShare  = 50      // ... or 1/50 (2 %) of the filesystem, the smaller
 	ballastShare         = 50      // the ballast is at most 1/50 of the filesystem
 	spaceCheckInterval   = time.Second
-	reserveHeadroomShare = 4 // a reserve step takes at most 1/4 of the room above alert
+	spaceReminder        = time.Minute // the alert and degraded states are logged again this often
+	reserveHeadroomShare = 4           // a reserve step takes at most 1/4 of the room above alert
 )
 
 // spaceLimits resolves the thresholds of c against a filesystem of total bytes.
@@ -170,10 +172,11 @@ type diskMonitor struct {
 
 	mu struct {
 		sync.Mutex
-		ballastWant int64 // the ballast's size for this filesystem (0: none)
-		ballastHeld bool  // the ballast file exists at ballastWant bytes
-		statErr     bool  // a failed reading was logged; logged again only after a success
-		ballastErr  bool  // a failure to make the ballast was logged (once per episode)
+		ballastWant int64     // the ballast's size for this filesystem (0: none)
+		ballastHeld bool      // the ballast file exists at ballastWant bytes
+		statErr     bool      // a failed reading was logged; logged again only after a success
+		ballastErr  bool      // a failure to make the ballast was logged (once per episode)
+		loggedAt    time.Time // the state was last logged
 	}
 }
 
@@ -242,8 +245,11 @@ func (m *diskMonitor) check() {
 	}
 	prev := spaceState(m.state.Load())
 	next := nextSpaceState(prev, free, lim)
-	if next != prev {
+	// Logged at each change, and again every spaceReminder while not ok, so that the current
+	// log shows it.
+	if now := time.Now(); next != prev || next != spaceOK && now.Sub(m.mu.loggedAt) >= spaceReminder {
 		m.logTransition(prev, next, st, free, lim)
+		m.mu.loggedAt = now
 	}
 	// The ballast first, then the state: whoever sees the state sees the ballast's too.
 	switch {
