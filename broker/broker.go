@@ -68,6 +68,7 @@ func Open(cfg Config) (*Broker, error) {
 	// The first reading, before raft and the logs write: on a full disk it deletes the
 	// ballast, so that they can.
 	b.disk = newDiskMonitor(cfg)
+	b.disk.onLow = b.dropStandbys
 	b.disk.check()
 
 	marker := filepath.Join(cfg.DataDir, cleanShutdownFile)

@@ -40,7 +40,11 @@ import (
 // when it is at most a quarter of the space above the alert threshold: the reserves of many
 // logs together never reach the alert line, and a filesystem with less than four steps of
 // room (256 MiB above the line with the default 64 MiB) reserves nothing ahead at all, which
-// only costs the latency that preallocation saves on ext4.
+// only costs the latency that preallocation saves on ext4. When the state falls from ok, the
+// logs drop their standby segments (up to segment.bytes each, reserved while there was
+// room), so that the space they hold unused goes back to the data; an active segment's
+// reserve (at most log.preallocate.bytes) is used by its next appends or given back at its
+// roll.
 //
 // Ownership: check runs on the monitor's goroutine (and once in Open, before the logs open),
 // serialised by mu, which guards the ballast; everything the request paths and the flushers
@@ -159,6 +163,9 @@ type diskMonitor struct {
 	logger   *slog.Logger
 	interval time.Duration
 	wake     chan struct{}
+	// onLow runs, on the monitor's goroutine, each time the state falls from ok (the broker
+	// drops the logs' standby segments). Set before the first check.
+	onLow func()
 
 	state atomic.Int32 // a spaceState
 	// free is the last reading's free bytes (ballast counted as if present) minus the bytes
@@ -221,8 +228,17 @@ func (m *diskMonitor) kick() {
 	}
 }
 
-// check reads the free space, moves the state, and deletes or makes the ballast to match.
+// check reads the free space, moves the state, and deletes or makes the ballast to match;
+// when the state falls from ok it calls onLow, so that the logs give back the standby
+// segments they reserved while there was room.
 func (m *diskMonitor) check() {
+	if fell := m.checkLocked(); fell && m.onLow != nil {
+		m.onLow()
+	}
+}
+
+// checkLocked is check but onLow, which it reports the need for. It takes mu.
+func (m *diskMonitor) checkLocked() (fell bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st, err := m.stat.readSpace(m.dir)
@@ -231,7 +247,7 @@ func (m *diskMonitor) check() {
 			m.mu.statErr = true
 			m.logger.Warn("cannot read the data directory's free space; disk-space states are off until it can", "dir", m.dir, "err", err)
 		}
-		return
+		return false
 	}
 	m.mu.statErr = false
 	lim := m.cfg.spaceLimits(st.total)
@@ -276,6 +292,7 @@ func (m *diskMonitor) check() {
 	m.free.Store(free)
 	m.state.Store(int32(next))
 	m.enabled.Store(true)
+	return prev == spaceOK && next != spaceOK
 }
 
 func (m *diskMonitor) logTransition(prev, next spaceState, st spaceStat, free int64, lim spaceLimits) {

@@ -113,7 +113,8 @@ func TestSpaceLimitsAndBallastSize(t *testing.T) {
 // The monitor over a sequence of readings: the state, whether the ballast file exists,
 // whether produce is admitted and whether a 64 MiB reserve step is granted, after each. The
 // ballast (8 MiB) goes when the disk is degraded and comes back when space returns, and the
-// state is judged as if it were there, so releasing it moves nothing.
+// state is judged as if it were there, so releasing it moves nothing. onLow (the logs drop
+// their standby segments) runs when the state falls from ok, not at each worse step.
 func TestDiskMonitorStates(t *testing.T) {
 	dir := t.TempDir()
 	fake := &fakeSpace{dir: dir, total: 1 << 30, ballast: 8 * mib}
@@ -125,6 +126,8 @@ func TestDiskMonitorStates(t *testing.T) {
 	cfg.spaceStat = fake
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := newDiskMonitor(cfg.withDefaults())
+	falls := 0
+	m.onLow = func() { falls++ }
 	for i, s := range []struct {
 		free        int64 // outside the ballast
 		state       spaceState
@@ -154,6 +157,9 @@ func TestDiskMonitorStates(t *testing.T) {
 		if admitErr != nil && (!errors.Is(admitErr, ErrDiskFull) || !strings.Contains(admitErr.Error(), "MiB free")) {
 			t.Fatalf("step %d: refusal %q, want ErrDiskFull saying how much is free", i, admitErr)
 		}
+	}
+	if falls != 1 {
+		t.Fatalf("onLow ran %d times, want once (the one fall from ok)", falls)
 	}
 }
 
@@ -203,10 +209,11 @@ func TestFullDiskRefusesProduceAndResumes(t *testing.T) {
 	cfg.BallastBytes = mib
 	cfg.spaceStat = fake
 	cfg.spaceCheckInterval = 5 * time.Millisecond
+	cfg.PreallocateBytes = 256 << 10
 	logs := captureLogs(&cfg)
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
-	createTopic(t, c, "keep", 1)
+	createTopic(t, c, "keep", 1, wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("1048576")})
 	createTopic(t, c, "drop", 1)
 	if r := produce(t, c, "keep", 0, wire.AcksAll, records(t, "before")); r.ErrorCode != wire.NoError {
 		t.Fatalf("produce with space: %v", r.ErrorCode)
@@ -214,6 +221,18 @@ func TestFullDiskRefusesProduceAndResumes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ballastFile)); err != nil {
 		t.Fatalf("no ballast file at start: %v", err)
 	}
+	// Past half the 1 MiB segment, with room, the log reserves its next segment ahead.
+	if r := produce(t, c, "keep", 0, wire.AcksAll, records(t, strings.Repeat("x", 600<<10))); r.ErrorCode != wire.NoError {
+		t.Fatalf("produce with space: %v", r.ErrorCode)
+	}
+	standbys := func() []string {
+		names, err := filepath.Glob(filepath.Join(dir, "keep-0", "standby-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	waitUntil(t, "a standby segment reserved with room", func() bool { return len(standbys()) > 0 })
 
 	fake.setFree(100 * mib)
 	var refused wire.ProduceResponsePartition
@@ -230,6 +249,7 @@ func TestFullDiskRefusesProduceAndResumes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ballastFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("ballast file still there on a full disk: %v", err)
 	}
+	waitUntil(t, "the standby segment given back", func() bool { return len(standbys()) == 0 })
 	if !strings.Contains(logs(), "disk space degraded") {
 		t.Fatalf("no log line for the degraded state:\n%s", logs())
 	}

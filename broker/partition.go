@@ -309,6 +309,20 @@ func (b *Broker) dropPartition(p *partition) {
 	b.logger.Info("deleted partition", "partition", p.tp.String())
 }
 
+// dropStandbys has every log give back its standby segment, reserved ahead of its next roll
+// (the disk-space monitor's onLow: the disk runs low).
+func (b *Broker) dropStandbys() {
+	dropped := 0
+	for _, p := range b.partitionList() {
+		if err := p.log.DropStandby(); err != nil {
+			b.logger.Warn("dropping a standby segment", "partition", p.tp.String(), "err", err)
+			continue
+		}
+		dropped++
+	}
+	b.logger.Info("disk space low: reserves ahead given back", "logs", dropped)
+}
+
 // removeStrayDirs deletes partition directories of topics that no longer exist (deleted while
 // the broker was down).
 func (b *Broker) removeStrayDirs(md *cluster.Metadata) error {

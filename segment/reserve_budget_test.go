@@ -90,3 +90,31 @@ func TestReserveBudgetBoundsPreallocation(t *testing.T) {
 		t.Fatalf("active segment reserved to %d, past the granted %d", to, o.PreallocateBytes)
 	}
 }
+
+// TestDropStandbyGivesTheReserveBack: DropStandby deletes a reserved standby segment (the
+// broker's answer to a disk running low), and the next roll creates its file as without one.
+func TestDropStandbyGivesTheReserveBack(t *testing.T) {
+	o := standbyOptions(vfs.Default)
+	dir := t.TempDir()
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	b := sizedBatch(t, 64<<10, 1)
+	for range 16 {
+		mustAppend(t, l, b)
+	}
+	first := l.active.base
+	waitForStandby(t, l, "once the active one was full")
+	if err := l.DropStandby(); err != nil {
+		t.Fatal(err)
+	}
+	if left := standbyFiles(t, dir); len(left) != 0 || l.standby.Load() != nil {
+		t.Fatalf("standby still there after DropStandby: %v", left)
+	}
+	info := mustAppend(t, l, b) // rolls, without a standby
+	if l.active.base == first || l.active.base != info.FirstOffset {
+		t.Fatalf("no roll after DropStandby: active segment %d", l.active.base)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -82,8 +82,22 @@ func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
 	l.standby.Store(sb)
 }
 
+// DropStandby deletes the standby segment, made or in preparation, to give its reserved blocks
+// back: the broker calls it when the disk runs low. No other is made for the active segment
+// (as after a failure to make one); the next roll creates its segment's file as it does
+// without a standby, and the segment after it may have one again if Options.Reserve allows.
+func (l *Log) DropStandby() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.appendMu.Lock()
+	active := l.active.base
+	l.appendMu.Unlock()
+	l.standbyFailed, l.standbyFailedAt = true, active
+	return l.dropStandbyLocked()
+}
+
 // dropStandbyLocked deletes the standby segment, in preparation or published. Called with
-// flushMu held, from the flusher or once it has stopped (Close).
+// flushMu held: from the flusher, from DropStandby, or once the flusher has stopped (Close).
 func (l *Log) dropStandbyLocked() error {
 	var errs []error
 	for _, sb := range []*standbyFile{l.standbyPrep, l.standby.Swap(nil)} {
