@@ -19,7 +19,8 @@ import (
 // at all. A log that never fills half a segment never makes one; a leftover from a crash ends
 // in ".tmp" and Open removes it. It costs up to segment.bytes of reserved disk per log whose
 // active segment is past half, given back when the segment is finished (truncated to its size)
-// or the log closes.
+// or the log closes, or at once by DropStandby; each step is first granted by Options.Reserve
+// (the broker's bound by free space).
 
 // standbyPrefix starts a standby segment's file name in the log's directory; each standby has
 // a name of its own (standbyPrefix, a sequence number, ".log.tmp"), so that making the next one
