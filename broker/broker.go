@@ -34,6 +34,7 @@ type Broker struct {
 	ctrl          *cluster.Controller
 	srv           *server.Server
 	offsets       *offsetStore
+	disk          *diskMonitor // free space of the data directory's filesystem (diskspace.go)
 
 	mu struct {
 		sync.RWMutex
@@ -69,6 +70,11 @@ func Open(cfg Config) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.ready = make(chan struct{})
 	b.healKick = make(chan struct{}, 1)
+	// The first reading, before raft and the logs write: on a full disk it deletes the
+	// ballast, so that they can.
+	b.disk = newDiskMonitor(cfg)
+	b.disk.onLow = b.dropStandbys
+	b.disk.check()
 
 	marker := filepath.Join(cfg.DataDir, cleanShutdownFile)
 	if _, err := os.Stat(marker); err == nil {
@@ -126,10 +132,14 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.reconcileLoop(updates, stop)
 	go b.retentionLoop()
 	go b.healLoop()
+	go func() {
+		defer b.wg.Done()
+		b.disk.run(b.ctx.Done())
+	}()
 	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
 	return b, nil
 }
@@ -182,6 +192,8 @@ func (c Config) withDefaults() Config {
 	c.WritebackBytes = nonZero(c.WritebackBytes, d.WritebackBytes)
 	c.PreallocateBytes = nonZero(c.PreallocateBytes, d.PreallocateBytes)
 	c.SharedMemoryBytes = nonZero(c.SharedMemoryBytes, d.SharedMemoryBytes)
+	c.SpaceAlertFreePercent = nonZero(c.SpaceAlertFreePercent, d.SpaceAlertFreePercent)
+	c.BallastBytes = nonZero(c.BallastBytes, d.BallastBytes)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -296,7 +308,10 @@ func (b *Broker) applyRetention(p *partition) {
 		// committed in it, which a restart would then not find.
 		return
 	}
-	_, err := p.log().DeleteExpired(p.highWatermark())
+	res, err := p.log().DeleteExpired(p.highWatermark())
+	if res.Segments > 0 {
+		b.disk.kick() // space freed: produce may resume
+	}
 	if err != nil && !errors.Is(err, segment.ErrClosed) {
 		// A closed log is a partition deleted or moved away since the pass listed it, or the
 		// broker shutting down: nothing to report.
@@ -339,37 +354,61 @@ func (b *Broker) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("server: %w", err))
 	}
 	b.wg.Wait()
-	errs = append(errs, b.closeLogs())
+	stopped, err := b.closeLogsCounting()
+	errs = append(errs, err)
 	if err := b.ctrl.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("controller: %w", err))
 	}
-	err := errors.Join(errs...)
-	if err == nil {
-		err = writeFileSync(filepath.Join(b.cfg.DataDir, cleanShutdownFile), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)+"\n"))
+	err = errors.Join(errs...)
+	switch {
+	case err != nil:
+	case stopped > 0:
+		// Their recovery points are not at their ends: the next start recovers them, and
+		// must not be told the shutdown was clean.
+		b.logger.Warn("no clean-shutdown marker: logs stopped by a disk error recover at the next start", "logs", stopped)
+	default:
+		// The marker only spares the next start a log line's worth of doubt: a disk too full
+		// for it is no failure of the shutdown, whose logs are closed and checkpointed.
+		if merr := writeFileSync(filepath.Join(b.cfg.DataDir, cleanShutdownFile), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)+"\n")); merr != nil {
+			b.logger.Warn("cannot write the clean-shutdown marker: the next start recovers from the recovery points", "err", merr)
+		}
 	}
 	b.logger.Info("broker stopped", "err", err)
 	return err
 }
 
 func (b *Broker) closeLogs() error {
+	_, err := b.closeLogsCounting()
+	return err
+}
+
+// closeLogsCounting closes every log. A log that a disk error had stopped before the close
+// was reported then ("log stopped after a disk error"), and its Close, which only gives that
+// error back, is no failure of the shutdown: it is counted in stopped, not returned, so that a
+// broker stopped cleanly on a sick disk exits 0. An error met by the close itself (the final
+// fsync or recovery point) is returned.
+func (b *Broker) closeLogsCounting() (stopped int, err error) {
 	b.mu.Lock()
 	parts := b.mu.partitions
 	b.mu.partitions = map[topicPartition]*partition{}
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range parts {
-		if err := p.log().Close(); err != nil {
-			if errors.Is(err, segment.ErrFailed) {
-				// A log stopped by an I/O error and not reopened yet: logged when it stopped,
-				// and the next start recovers it as the supervisor would have. Not a failure
-				// of the shutdown.
-				b.logger.Warn("closed a stopped partition log", "partition", p.tp.String(), "err", err)
-				continue
-			}
+		l := p.log()
+		failed := l.Err()
+		err := l.Close()
+		switch {
+		case err == nil:
+		case failed != nil && errors.Is(err, segment.ErrFailed):
+			// Stopped by an I/O error and not reopened yet by the supervisor (heal.go): the
+			// next start recovers it as the supervisor would have.
+			b.logger.Warn("closed a stopped partition log", "partition", p.tp.String(), "err", err)
+			stopped++
+		default:
 			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
 		}
 	}
-	return errors.Join(errs...)
+	return stopped, errors.Join(errs...)
 }
 
 // Serve implements server.Handler: one request, on the connection's reader goroutine (or its

@@ -65,6 +65,16 @@ type Config struct {
 	LogRetryBackoff    time.Duration // log.retry.backoff.ms: 1 s
 	LogRetryBackoffMax time.Duration // log.retry.backoff.max.ms: 1 min
 
+	// Disk space (Redpanda's states and ballast file; diskspace.go). Alert below the larger of
+	// SpaceAlertFreeBytes and SpaceAlertFreePercent of the filesystem (-1 turns the percent
+	// off); degraded (client produce refused) below SpaceMinFreeBytes, whose default (0) is
+	// the smaller of 1 GiB and 2 % of the filesystem (-1: never degraded); a ballast file of
+	// BallastBytes, at most 2 % of the filesystem (-1: none), released when degraded.
+	SpaceAlertFreeBytes   int64 // storage.space.alert.free.bytes: 0
+	SpaceAlertFreePercent int64 // storage.space.alert.free.percent: 5
+	SpaceMinFreeBytes     int64 // storage.space.min.free.bytes: min(1 GiB, 2 % of the filesystem)
+	BallastBytes          int64 // storage.ballast.bytes: 64 MiB
+
 	Logger *slog.Logger
 
 	// logFS does the partition logs' file operations; nil means the operating system. Tests
@@ -73,6 +83,10 @@ type Config struct {
 	// openFileLimit is how many files the process may have open; 0 means RLIMIT_NOFILE's.
 	// Tests set a small number.
 	openFileLimit uint64
+	// spaceStat reads the data directory's free space; nil means statfs. Tests inject
+	// readings; spaceCheckInterval (0: 1 s) is how often the monitor reads it.
+	spaceStat          spaceReader
+	spaceCheckInterval time.Duration
 }
 
 // DefaultConfig returns the defaults: a single node with data in ./data, TCP on
@@ -103,6 +117,8 @@ func DefaultConfig() Config {
 		LogRetryBackoff:        segment.Defaults.RetryBackoff,
 		LogRetryBackoffMax:     segment.Defaults.RetryBackoffMax,
 		ShutdownTimeout:        30 * time.Second,
+		SpaceAlertFreePercent:  5,
+		BallastBytes:           64 << 20,
 	}
 }
 
@@ -350,6 +366,16 @@ func (c *Config) Set(key, value string) error {
 		// -1: idle connections are never closed, as in Kafka.
 		return dur(&c.IdleTimeout, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,
 			zero: unset("close a connection as soon as it is idle", "-1 never closes idle connections")})
+	case "storage.space.alert.free.bytes":
+		return i64(&c.SpaceAlertFreeBytes, bounds{lo: 0, hi: math.MaxInt64}) // 0: only the percent
+	case "storage.space.alert.free.percent":
+		return i64(&c.SpaceAlertFreePercent, bounds{lo: -1, hi: 100,
+			zero: "0 would be taken as unset (the default, 5); -1 turns the percent off"})
+	case "storage.space.min.free.bytes":
+		return i64(&c.SpaceMinFreeBytes, bounds{lo: -1, hi: math.MaxInt64,
+			zero: "0 would be taken as unset (the default: the smaller of 1 GiB and 2 % of the filesystem); -1 is never degraded"})
+	case "storage.ballast.bytes":
+		return i64(&c.BallastBytes, sluiceBytes("-1 makes no ballast file"))
 	default:
 		return fmt.Errorf("unknown property %q", key)
 	}

@@ -98,6 +98,12 @@ func TestParseProperties(t *testing.T) {
 		{"log.preallocate.bytes=0", "not supported"},
 		{"shared.memory.max.bytes=0", "not supported"},
 		{"shared.memory.max.bytes=-2", "-1 or [1, ...]"},
+		{"storage.space.alert.free.bytes=-1", "[0, ...]"},
+		{"storage.space.alert.free.percent=0", "not supported"},
+		{"storage.space.alert.free.percent=101", "-1 or [1, 100]"},
+		{"storage.space.min.free.bytes=0", "not supported"},
+		{"storage.space.min.free.bytes=-2", "-1 or [1, ...]"},
+		{"storage.ballast.bytes=0", "not supported"},
 	} {
 		c := DefaultConfig()
 		err := ParseProperties(strings.NewReader(bad.in), &c)
@@ -156,6 +162,14 @@ func TestParseProperties(t *testing.T) {
 		{"log.preallocate.bytes=1", func(c *Config) { c.PreallocateBytes = 1 }},
 		{"shared.memory.max.bytes=-1", func(c *Config) { c.SharedMemoryBytes = -1 }},
 		{"shared.memory.max.bytes=1", func(c *Config) { c.SharedMemoryBytes = 1 }},
+		{"storage.space.alert.free.bytes=0", func(c *Config) {}}, // Redpanda's 0: the percent alone
+		{"storage.space.alert.free.bytes=1073741824", func(c *Config) { c.SpaceAlertFreeBytes = 1 << 30 }},
+		{"storage.space.alert.free.percent=-1", func(c *Config) { c.SpaceAlertFreePercent = -1 }},
+		{"storage.space.alert.free.percent=100", func(c *Config) { c.SpaceAlertFreePercent = 100 }},
+		{"storage.space.min.free.bytes=-1", func(c *Config) { c.SpaceMinFreeBytes = -1 }},
+		{"storage.space.min.free.bytes=1", func(c *Config) { c.SpaceMinFreeBytes = 1 }},
+		{"storage.ballast.bytes=-1", func(c *Config) { c.BallastBytes = -1 }},
+		{"storage.ballast.bytes=1", func(c *Config) { c.BallastBytes = 1 }},
 		{"connections.max.idle.ms=-1", func(c *Config) { c.IdleTimeout = cluster.Forever }},
 		{"connections.max.idle.ms=1", func(c *Config) { c.IdleTimeout = time.Millisecond }},
 		// A property in several units takes Kafka's order, not the file's: the finer unit wins.

@@ -17,6 +17,13 @@
 // directories carry partition.metadata with the topic id, so data of a deleted and re-created
 // topic is never mistaken for the new one.
 //
+// Disk space (diskspace.go): a monitor reads the data directory's free space (statfs) every
+// second and when space is freed, and puts the broker in Redpanda's ok, alert or degraded
+// state; degraded refuses clients' produce with a retriable KAFKA_STORAGE_ERROR and deletes the
+// ballast file (made at start, made again when space returns) so that raft and the logs'
+// recovery points still have room, while fetch, metadata, topic deletion and retention go on.
+// Logs reserve disk ahead (log.preallocate.bytes) only as far as the monitor grants.
+//
 // Invariants: no lock is held across disk or socket I/O in a handler (a slow consumer never
 // blocks a producer); an acknowledged acks=all write on a write.caching=false topic has been
 // fsynced; every error that reaches a client goes through errorCode, the one mapping from

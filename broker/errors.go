@@ -22,7 +22,11 @@ var (
 	// ErrOpenFileLimit refuses a topic whose partitions would need more open files than the
 	// process may have: the broker would fail to open them, then to start again.
 	ErrOpenFileLimit = errors.New("broker: not enough open files allowed for the partitions")
-	errCorrupt       = segment.ErrCorrupt
+	// ErrDiskFull refuses a client's produce while the data directory's filesystem has less
+	// free space than storage.space.min.free.bytes (diskspace.go). Retriable: produce resumes
+	// by itself once space is freed.
+	ErrDiskFull = errors.New("broker: disk full")
+	errCorrupt  = segment.ErrCorrupt
 )
 
 // appendInfo is what an append reports.
@@ -53,10 +57,12 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrCorruptMessage
 	case errors.Is(err, segment.ErrTooLarge):
 		return wire.ErrRecordListTooLarge
-	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed), errors.Is(err, segment.ErrUnavailable):
-		// Retriable: a stopped log is reopened by the supervisor (heal.go), and an append the
+	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed), errors.Is(err, segment.ErrUnavailable),
+		errors.Is(err, ErrDiskFull):
+		// Retriable: a stopped log is reopened by the supervisor (heal.go), an append the
 		// log could not take for now (segment.ErrUnavailable) is taken once the resource
-		// it lacked is back.
+		// it lacked is back, and a full disk (diskspace.go) takes produce again once space
+		// is freed.
 		return wire.ErrKafkaStorageError
 	case errors.Is(err, cluster.ErrTopicExists):
 		return wire.ErrTopicAlreadyExists

@@ -131,6 +131,7 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		RetryBackoff:       b.cfg.LogRetryBackoff,
 		RetryBackoffMax:    b.cfg.LogRetryBackoffMax,
 		OnFailure:          b.logStopped,
+		Reserve:            b.disk.reserve,
 	}
 }
 
@@ -311,10 +312,25 @@ func (b *Broker) dropPartition(p *partition) {
 	if err := p.log().Delete(); err != nil {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
 	}
+	b.disk.kick() // space freed: produce may resume
 	if s := b.offsets; s != nil && p.tp.topic != OffsetsTopic {
 		s.forget(func(tp topicPartition) bool { return tp == p.tp })
 	}
 	b.logger.Info("deleted partition", "partition", p.tp.String())
+}
+
+// dropStandbys has every log give back its standby segment, reserved ahead of its next roll
+// (the disk-space monitor's onLow: the disk runs low).
+func (b *Broker) dropStandbys() {
+	dropped := 0
+	for _, p := range b.partitionList() {
+		if err := p.log().DropStandby(); err != nil {
+			b.logger.Warn("dropping a standby segment", "partition", p.tp.String(), "err", err)
+			continue
+		}
+		dropped++
+	}
+	b.logger.Info("disk space low: reserves ahead given back", "logs", dropped)
 }
 
 // removeStrayDirs deletes partition directories of topics that no longer exist (deleted while

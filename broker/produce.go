@@ -88,8 +88,16 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				continue
 			}
 			l := p.log()
+			if err := b.disk.admit(); err != nil { // the disk is full: retriable, resumes by itself
+				res.ErrorCode = errorCode(err)
+				msg := err.Error()
+				res.ErrorMessage = &msg
+				res.LogStartOffset = int64(l.StartOffset())
+				continue
+			}
 			info, appendTime, err := b.appendRecords(p, l, rp.Records)
-			res.LogStartOffset = int64(p.log().StartOffset())
+			res.LogStartOffset = int64(l.StartOffset())
+			b.disk.appended(int64(len(rp.Records)))
 			if err != nil {
 				res.ErrorCode = errorCode(err)
 				msg := err.Error()

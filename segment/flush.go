@@ -215,7 +215,9 @@ func (l *Log) prepareDiskLocked() {
 		return
 	}
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend && size > s.preallocTo.Load()-pa/2 {
-		s.preallocate(min(size+pa, segmentBytes))
+		if want := min(size+pa, segmentBytes); l.opts.mayReserve(want - s.preallocTo.Load()) {
+			s.preallocate(want)
+		}
 	}
 	if l.opts.WritebackBytes > 0 {
 		to := size &^ (writebackPage - 1)

@@ -63,6 +63,12 @@ type Options struct {
 	// writes to it (the standby segment, standby.go), so that after the first segment no
 	// fallocate runs on a file taking appends. Default 64 MiB; negative turns both off.
 	PreallocateBytes int64
+	// Reserve, when set, is asked before each PreallocateBytes step of reserve ahead (the
+	// active segment's, and each step of a standby segment's) whether n more bytes of the disk
+	// may be reserved now; false skips the step (a standby segment in preparation is then
+	// dropped until the next roll). The broker answers from the free space of the filesystem,
+	// so that reserving ahead never takes the last of the disk. nil reserves every step.
+	Reserve func(n int64) bool
 	// MmapAppend writes through a memory mapping of a preallocated segment instead of pwrite.
 	// Off by default: see BENCHMARKS.md for why pwrite won.
 	MmapAppend bool
@@ -164,6 +170,11 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// mayReserve reports whether n more bytes may be reserved ahead (Options.Reserve).
+func (o *Options) mayReserve(n int64) bool {
+	return n <= 0 || o.Reserve == nil || o.Reserve(n)
 }
 
 // rollJitter draws a segment's share of SegmentJitter (Kafka's randomSegmentJitter): how much

@@ -19,7 +19,8 @@ import (
 // at all. A log that never fills half a segment never makes one; a leftover from a crash ends
 // in ".tmp" and Open removes it. It costs up to segment.bytes of reserved disk per log whose
 // active segment is past half, given back when the segment is finished (truncated to its size)
-// or the log closes.
+// or the log closes, or at once by DropStandby; each step is first granted by Options.Reserve
+// (the broker's bound by free space).
 
 // standbyPrefix starts a standby segment's file name in the log's directory; each standby has
 // a name of its own (standbyPrefix, a sequence number, ".log.tmp"), so that making the next one
@@ -66,6 +67,11 @@ func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
 			return // an acks=all producer waits for the flusher: resumed after the fsync
 		}
 		n := min(step, segmentBytes-sb.reserved)
+		if !l.opts.mayReserve(n) { // the disk is getting full: give the steps made back
+			_ = l.dropStandbyLocked()
+			l.standbyFailed, l.standbyFailedAt = true, active.base
+			return
+		}
 		if err := vfs.Preallocate(sb.f, sb.reserved, n); err != nil {
 			_ = l.dropStandbyLocked()
 			l.standbyFailed, l.standbyFailedAt = true, active.base
@@ -77,8 +83,22 @@ func (l *Log) prepareStandbyLocked(active *Segment, segmentBytes int64) {
 	l.standby.Store(sb)
 }
 
+// DropStandby deletes the standby segment, made or in preparation, to give its reserved blocks
+// back: the broker calls it when the disk runs low. No other is made for the active segment
+// (as after a failure to make one); the next roll creates its segment's file as it does
+// without a standby, and the segment after it may have one again if Options.Reserve allows.
+func (l *Log) DropStandby() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.appendMu.Lock()
+	active := l.active.base
+	l.appendMu.Unlock()
+	l.standbyFailed, l.standbyFailedAt = true, active
+	return l.dropStandbyLocked()
+}
+
 // dropStandbyLocked deletes the standby segment, in preparation or published. Called with
-// flushMu held, from the flusher or once it has stopped (Close).
+// flushMu held: from the flusher, from DropStandby, or once the flusher has stopped (Close).
 func (l *Log) dropStandbyLocked() error {
 	var errs []error
 	for _, sb := range []*standbyFile{l.standbyPrep, l.standby.Swap(nil)} {
