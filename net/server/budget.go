@@ -37,6 +37,8 @@ type budget struct {
 	// waiting counts the waiters queued or about to queue; while it is above
 	// zero, charges go through mu so that they keep the queue's order.
 	waiting atomic.Int32
+	// waits counts the charges that had to wait (Stats.BudgetWaits).
+	waits atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -101,6 +103,7 @@ func (b *budget) acquire(n int64, cancel1, cancel2, cancel3 <-chan struct{}) (wa
 	w := &budgetWaiter{n: n, ready: make(chan struct{})}
 	b.mu.queue = append(b.mu.queue, w)
 	b.mu.Unlock()
+	b.waits.Add(1)
 
 	select {
 	case <-w.ready:
@@ -155,6 +158,14 @@ func (b *budget) grantLocked() {
 		close(w.ready)
 	}
 	b.mu.queue = nil // let a grown backing array go
+}
+
+// waitCount returns how many charges have waited.
+func (b *budget) waitCount() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.waits.Load()
 }
 
 // inUse returns the bytes charged now.

@@ -47,7 +47,6 @@ func (c *Conn) charge(n int) (int64, error) {
 	ch := c.srv.budget.charge(bufCap(n))
 	waited, err := c.srv.budget.acquire(ch, c.stop, c.hard, c.writerDone)
 	if waited {
-		c.srv.stats.budgetWaits.Add(1)
 		c.touch()
 		c.frameStart = c.lastActive.Load()
 	}

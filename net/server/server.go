@@ -274,7 +274,7 @@ type counters struct {
 	direct, handedOff                                          atomic.Int64
 	bytesRead, bytesWritten, copiedFile, sendfile, loaded      atomic.Int64
 	inlinedFile                                                atomic.Int64
-	refused, slowFrames, budgetWaits, frameBytes               atomic.Int64
+	refused, slowFrames, frameBytes                            atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -299,7 +299,7 @@ func (s *Server) Stats() Stats {
 		Refused:            c.refused.Load(),
 		SlowFrames:         c.slowFrames.Load(),
 		QueuedRequestBytes: s.budget.inUse(),
-		BudgetWaits:        c.budgetWaits.Load(),
+		BudgetWaits:        s.budget.waitCount(),
 		FrameBufferBytes:   c.frameBytes.Load(),
 	}
 }
