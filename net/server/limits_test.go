@@ -27,8 +27,8 @@ type recorded struct {
 }
 
 func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler             { return l }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	rec := recorded{msg: r.Message, attrs: map[string]slog.Value{}}
 	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value; return true })
