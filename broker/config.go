@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/index"
 	"github.com/sluicemq/sluice/internal/vfs"
+	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/segment"
 )
@@ -55,6 +56,15 @@ type Config struct {
 	// host may attach to its unix-socket connection (AttachMemory); -1 refuses them all.
 	SharedMemoryBytes int64         // shared.memory.max.bytes: 64 MiB
 	IdleTimeout       time.Duration // connections.max.idle.ms: 10 min
+	// Connection and request limits (net/server): MaxConnections unset is a quarter of the
+	// open-file limit (see maxConnections); the per-address and per-listener limits are unset
+	// (none) by default, the listeners being named plaintext (TCP) and unix.
+	MaxConnections          int           // max.connections: RLIMIT_NOFILE/4
+	MaxConnectionsPerIP     int           // max.connections.per.ip: unlimited
+	PlaintextMaxConnections int           // listener.name.plaintext.max.connections: unlimited
+	UnixMaxConnections      int           // listener.name.unix.max.connections: unlimited
+	RequestTimeout          time.Duration // request.timeout.ms: 30 s from a frame's first byte to its last; -1 none
+	QueuedMaxRequestBytes   int64         // queued.max.request.bytes: 100 MiB; -1 unbounded
 	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	// LogRetryBackoff and LogRetryBackoffMax (Sluice's own, after the clients'
@@ -102,6 +112,8 @@ func DefaultConfig() Config {
 		IdleTimeout:            10 * time.Minute,
 		LogRetryBackoff:        segment.Defaults.RetryBackoff,
 		LogRetryBackoffMax:     segment.Defaults.RetryBackoffMax,
+		RequestTimeout:         server.DefaultRequestTimeout,
+		QueuedMaxRequestBytes:  server.DefaultQueuedMaxRequestBytes,
 		ShutdownTimeout:        30 * time.Second,
 	}
 }
@@ -350,6 +362,20 @@ func (c *Config) Set(key, value string) error {
 		// -1: idle connections are never closed, as in Kafka.
 		return dur(&c.IdleTimeout, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,
 			zero: unset("close a connection as soon as it is idle", "-1 never closes idle connections")})
+	case "max.connections":
+		return integer(&c.MaxConnections, 1, math.MaxInt32)
+	case "max.connections.per.ip":
+		return integer(&c.MaxConnectionsPerIP, 1, math.MaxInt32)
+	case "listener.name.plaintext.max.connections":
+		return integer(&c.PlaintextMaxConnections, 1, math.MaxInt32)
+	case "listener.name.unix.max.connections":
+		return integer(&c.UnixMaxConnections, 1, math.MaxInt32)
+	case "request.timeout.ms":
+		return dur(&c.RequestTimeout, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,
+			zero: unset("no time at all for a request", "-1 never closes a slow request")})
+	case "queued.max.request.bytes":
+		// Kafka's default -1 (unbounded) is allowed; Sluice's default is 100 MiB.
+		return i64(&c.QueuedMaxRequestBytes, sluiceBytes("-1 leaves queued requests unbounded"))
 	default:
 		return fmt.Errorf("unknown property %q", key)
 	}
