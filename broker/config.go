@@ -65,7 +65,7 @@ type Config struct {
 	UnixMaxConnections      int           // listener.name.unix.max.connections: unlimited
 	RequestTimeout          time.Duration // request.timeout.ms: 30 s from a frame's first byte to its last; -1 none
 	QueuedMaxRequestBytes   int64         // queued.max.request.bytes: 100 MiB; -1 unbounded
-	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
+	ShutdownTimeout         time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	// LogRetryBackoff and LogRetryBackoffMax (Sluice's own, after the clients'
 	// retry.backoff.ms and retry.backoff.max.ms) space the retries of what failed for want of
