@@ -56,6 +56,8 @@ type Config struct {
 	// host may attach to its unix-socket connection (AttachMemory); -1 refuses them all.
 	SharedMemoryBytes int64         // shared.memory.max.bytes: 64 MiB
 	IdleTimeout       time.Duration // connections.max.idle.ms: 10 min
+	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
+
 	// Connection and request limits (net/server): MaxConnections unset is a quarter of the
 	// open-file limit (see maxConnections); the per-address and per-listener limits are unset
 	// (none) by default, the listeners being named plaintext (TCP) and unix.
@@ -65,7 +67,6 @@ type Config struct {
 	UnixMaxConnections      int           // listener.name.unix.max.connections: unlimited
 	RequestTimeout          time.Duration // request.timeout.ms: 30 s from a frame's first byte to its last; -1 none
 	QueuedMaxRequestBytes   int64         // queued.max.request.bytes: 100 MiB; -1 unbounded
-	ShutdownTimeout         time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	// LogRetryBackoff and LogRetryBackoffMax (Sluice's own, after the clients'
 	// retry.backoff.ms and retry.backoff.max.ms) space the retries of what failed for want of
