@@ -150,6 +150,8 @@ type Conn struct {
 	inFrame, frameArmed bool
 	frameStart          int64
 	readDeadline        time.Time
+	// chunks hold the first half of a large frame while it arrives (readFrame).
+	chunks []*[]byte
 	// ip is the peer's address as the per-address limits count it ("" on a unix socket).
 	ip string
 

@@ -153,3 +153,62 @@ func TestQueuedRequestBytesPausesReads(t *testing.T) {
 		})
 	}
 }
+
+// A connection that dies with a large frame more than half read has had the frame's full
+// buffer, beyond the pools; its death returns free memory to the operating system (once per
+// scavengeInterval), so an idle broker does not keep it until the runtime's next forced
+// collection. A large frame that arrives whole does not.
+func TestAbandonedLargeFrameReturnsMemory(t *testing.T) {
+	const declared = 10 << 20
+	cfg := testConfig(t, "tcp")
+	s := startServer(t, cfg, echo)
+	whole := dial(t, s, "tcp")
+	whole.send(wire.Produce, 1, make([]byte, declared))
+	whole.recv()
+	if st := s.Stats(); st.MemoryReturns != 0 {
+		t.Fatalf("%d returns of memory after a frame that arrived whole", st.MemoryReturns)
+	}
+
+	c := dial(t, s, "tcp")
+	c.sendPartial(declared, 6<<20)
+	waitFor(t, "the frame's own buffer", func() bool { return s.Stats().FrameBufferBytes >= declared })
+	c.nc.Close()
+	waitFor(t, "free memory returned", func() bool { return s.Stats().MemoryReturns == 1 })
+	if st := s.Stats(); st.FrameBufferBytes != 0 || st.QueuedRequestBytes != 0 {
+		t.Fatalf("after the close: buffers %d, budget %d", st.FrameBufferBytes, st.QueuedRequestBytes)
+	}
+}
+
+// Large frames read through chunks arrive intact: every byte where it was sent, whatever the
+// size relative to the chunks, pipelined back to back with small ones.
+func TestLargeFramesIntact(t *testing.T) {
+	cfg := testConfig(t, "unix")
+	cfg.OverlapBytes = -1
+	s := startServer(t, cfg, echo)
+	c := dial(t, s, "unix")
+	sizes := []int{frameGrowFrom - 100, frameGrowFrom + 1, 3*frameGrowFrom/2 + 7, 2 * frameGrowFrom, 5*frameGrowFrom + 3}
+	var frames []byte
+	for i, n := range sizes {
+		body := make([]byte, n)
+		for j := range body {
+			body[j] = byte(j*7 + i)
+		}
+		frames = appendRequest(frames, wire.Produce, int32(i), body)
+		frames = appendRequest(frames, wire.Metadata, int32(100+i), []byte("small"))
+	}
+	go c.nc.Write(frames) // the server answers while this is written
+	for i, n := range sizes {
+		corr, body := c.recv()
+		if corr != int32(i) || len(body) != n {
+			t.Fatalf("frame %d: correlation %d, %d bytes; want %d bytes", i, corr, len(body), n)
+		}
+		for j, b := range body {
+			if b != byte(j*7+i) {
+				t.Fatalf("frame %d of %d bytes: byte %d is %d, want %d", i, n, j, b, byte(j*7+i))
+			}
+		}
+		if corr, body := c.recv(); corr != int32(100+i) || string(body) != "small" {
+			t.Fatalf("after frame %d: %d %q", i, corr, body)
+		}
+	}
+}

@@ -222,7 +222,8 @@ type Server struct {
 	listenerMax [2]int
 	refusals    refusalLog
 
-	acceptWG sync.WaitGroup // accept loops
+	acceptWG sync.WaitGroup // accept loops and the scavenger
+	scavenge chan struct{}  // asks the scavenger to return free memory (noteAbandoned)
 	connWG   sync.WaitGroup // connection readers and writers
 
 	mu struct {
@@ -267,6 +268,9 @@ type Stats struct {
 	// FrameBufferBytes is the capacity of the frame buffers held now, by frames being read
 	// and requests not yet answered (a frame sent slowly holds less than its declared size).
 	FrameBufferBytes int64
+	// MemoryReturns counts the returns of free memory to the operating system asked for
+	// after connections died with a large frame half read (see noteAbandoned).
+	MemoryReturns int64
 }
 
 type counters struct {
@@ -274,7 +278,7 @@ type counters struct {
 	direct, handedOff                                          atomic.Int64
 	bytesRead, bytesWritten, copiedFile, sendfile, loaded      atomic.Int64
 	inlinedFile                                                atomic.Int64
-	refused, slowFrames, frameBytes                            atomic.Int64
+	refused, slowFrames, frameBytes, memoryReturns             atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -301,6 +305,7 @@ func (s *Server) Stats() Stats {
 		QueuedRequestBytes: s.budget.inUse(),
 		BudgetWaits:        s.budget.waitCount(),
 		FrameBufferBytes:   c.frameBytes.Load(),
+		MemoryReturns:      c.memoryReturns.Load(),
 	}
 }
 
@@ -310,7 +315,7 @@ func New(cfg Config, h Handler) (*Server, error) {
 	if cfg.TCPAddr == "" && cfg.UnixPath == "" {
 		return nil, ErrNoListener
 	}
-	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, epoch: time.Now(), closing: make(chan struct{})}
+	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, epoch: time.Now(), closing: make(chan struct{}), scavenge: make(chan struct{}, 1)}
 	s.loader, _ = h.(BodyLoader)
 	s.mu.conns = make(map[*Conn]struct{})
 	s.mu.perIP = make(map[string]int)
@@ -352,6 +357,8 @@ func New(cfg Config, h Handler) (*Server, error) {
 			go s.acceptLoop(l.ln, l.transport)
 		}
 	}
+	s.acceptWG.Add(1)
+	go s.scavengeLoop()
 	return s, nil
 }
 
