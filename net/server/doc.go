@@ -19,8 +19,9 @@
 // The reader reads the 4-byte size, checks it with wire.ReadFrameSize
 // against Config.MaxRequestBytes before allocating, charges the frame to the
 // server's request budget (Config.QueuedMaxRequestBytes, waiting for room if
-// need be), reads the frame into a pooled buffer (grown as its bytes arrive,
-// for a frame over 1 MiB that is not already buffered whole), decodes the
+// need be), reads the frame into a pooled buffer (for a frame over 1 MiB that
+// is not already buffered whole, into 1 MiB chunks until half of it has
+// arrived, then into its own buffer), decodes the
 // header and calls Handler.Serve, which starts the
 // work and returns a Pending at once. The reader then reads the next request
 // without waiting for the response (pipelining). The writer takes Pendings
@@ -88,14 +89,18 @@
 //     not yet answered; beyond that the reader stops reading the socket, so a
 //     slow client slows only itself (backpressure through TCP flow control).
 //   - No frame buffer is allocated before its size is checked and charged to
-//     the budget; a frame's buffer never holds more than twice what has
-//     arrived of it, or 1 MiB, whichever is larger, nor more than its
-//     declared size rounded up to its pool class.
+//     the budget. A frame over 1 MiB that is not buffered whole holds, until
+//     half of it has arrived, what has arrived rounded up to 1 MiB (pooled
+//     chunks), and then a buffer of its declared size: never more than about
+//     twice what has arrived of it, or 1 MiB.
 //   - The budget's charges never exceed Config.QueuedMaxRequestBytes, and are
 //     given back exactly once with the frame buffer: Stats.QueuedRequestBytes
 //     and Stats.FrameBufferBytes are zero once every connection has closed.
-//     Pooled buffers are at most 4 MiB each, are kept by sync.Pool (dropped
-//     by the garbage collector when unused), and larger ones are not pooled.
+//     Pooled buffers are at most 4 MiB each, kept by sync.Pool (which the
+//     garbage collector empties of unused ones), so what the pools keep is
+//     bounded by what the budget let frames hold at once; larger buffers are
+//     not pooled, and a connection that dies with one half read has the free
+//     memory returned to the operating system (at most once per 10 s).
 //   - A request's frame buffer, and everything its Response refers to, stays
 //     valid until the response has been written (or the connection has
 //     died); then the Response's OnDone hooks run exactly once and the frame
