@@ -74,3 +74,31 @@ func TestBudgetOrderAndCancel(t *testing.T) {
 		t.Fatal("a nil budget charged or waited")
 	}
 }
+
+// BenchmarkBudget is the request budget's cost per frame: one charge and its release, with no
+// waiter (the steady state below the bound), on one goroutine and on all of them at once.
+func BenchmarkBudget(b *testing.B) {
+	never := make(chan struct{})
+	b.Run("serial", func(b *testing.B) {
+		bu := newBudget(DefaultQueuedMaxRequestBytes)
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := bu.acquire(4096, never, never, never); err != nil {
+				b.Fatal(err)
+			}
+			bu.release(4096)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		bu := newBudget(DefaultQueuedMaxRequestBytes)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := bu.acquire(4096, never, never, never); err != nil {
+					b.Fatal(err)
+				}
+				bu.release(4096)
+			}
+		})
+	})
+}
