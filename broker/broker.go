@@ -136,7 +136,8 @@ func Open(cfg Config) (*Broker, error) {
 	go b.reconcileLoop(updates, stop)
 	go b.retentionLoop()
 	go b.healLoop()
-	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
+	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir,
+		"max.connections", cfg.maxConnections()) // 0: no limit
 	return b, nil
 }
 
