@@ -79,9 +79,10 @@ func (s *Server) leave(ip, transport string) {
 	}
 }
 
-// refuse closes a connection over a limit, with a log line rate-limited per address.
+// refuse closes a connection over a limit, with a log line rate-limited per address. It
+// counts and logs first, so whoever sees the close sees them.
 func (s *Server) refuse(nc net.Conn, ip, transport, limit string, max int) {
-	nc.Close()
+	defer nc.Close()
 	s.stats.refused.Add(1)
 	addr := ip
 	if addr == "" {
