@@ -124,8 +124,9 @@ func TestQueuedRequestBytesPausesReads(t *testing.T) {
 			hold[0] = 'H'
 			a, b, c := dial(t, s, tr), dial(t, s, tr), dial(t, s, tr)
 			a.send(wire.Produce, 1, hold)
+			pa := <-held
 			b.send(wire.Produce, 2, hold)
-			pa, pb := <-held, <-held
+			pb := <-held
 			if st := s.Stats(); st.QueuedRequestBytes != budget {
 				t.Fatalf("budget held %d, want all %d", st.QueuedRequestBytes, budget)
 			}
