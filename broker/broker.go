@@ -112,6 +112,12 @@ func Open(cfg Config) (*Broker, error) {
 		MaxRequestBytes: cfg.SocketRequestMaxBytes,
 		IdleTimeout:     cfg.IdleTimeout,
 		Logger:          b.logger,
+
+		MaxConnections:         cfg.maxConnections(),
+		MaxConnectionsPerIP:    cfg.MaxConnectionsPerIP,
+		ListenerMaxConnections: cfg.listenerMaxConnections(),
+		RequestTimeout:         cfg.RequestTimeout,
+		QueuedMaxRequestBytes:  cfg.QueuedMaxRequestBytes,
 	}, b)
 	if err != nil {
 		return fail(err)
@@ -140,7 +146,8 @@ func Open(cfg Config) (*Broker, error) {
 		defer b.wg.Done()
 		b.disk.run(b.ctx.Done())
 	}()
-	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
+	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir,
+		"max.connections", cfg.maxConnections()) // 0: no limit
 	return b, nil
 }
 
@@ -189,6 +196,8 @@ func (c Config) withDefaults() Config {
 	c.RetentionBytes = nonZero(c.RetentionBytes, d.RetentionBytes)
 	c.FlushMs = nonZero(c.FlushMs, d.FlushMs)
 	c.IdleTimeout = nonZero(c.IdleTimeout, d.IdleTimeout)
+	c.RequestTimeout = nonZero(c.RequestTimeout, d.RequestTimeout)
+	c.QueuedMaxRequestBytes = nonZero(c.QueuedMaxRequestBytes, d.QueuedMaxRequestBytes)
 	c.WritebackBytes = nonZero(c.WritebackBytes, d.WritebackBytes)
 	c.PreallocateBytes = nonZero(c.PreallocateBytes, d.PreallocateBytes)
 	c.SharedMemoryBytes = nonZero(c.SharedMemoryBytes, d.SharedMemoryBytes)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/index"
 	"github.com/sluicemq/sluice/internal/vfs"
+	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/segment"
 )
@@ -56,6 +57,16 @@ type Config struct {
 	SharedMemoryBytes int64         // shared.memory.max.bytes: 64 MiB
 	IdleTimeout       time.Duration // connections.max.idle.ms: 10 min
 	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
+
+	// Connection and request limits (net/server): MaxConnections unset is a quarter of the
+	// open-file limit (see maxConnections); the per-address and per-listener limits are unset
+	// (none) by default, the listeners being named plaintext (TCP) and unix.
+	MaxConnections          int           // max.connections: RLIMIT_NOFILE/4
+	MaxConnectionsPerIP     int           // max.connections.per.ip: unlimited
+	PlaintextMaxConnections int           // listener.name.plaintext.max.connections: unlimited
+	UnixMaxConnections      int           // listener.name.unix.max.connections: unlimited
+	RequestTimeout          time.Duration // request.timeout.ms: 30 s from a frame's first byte to its last; -1 none
+	QueuedMaxRequestBytes   int64         // queued.max.request.bytes: 100 MiB; -1 unbounded
 
 	// LogRetryBackoff and LogRetryBackoffMax (Sluice's own, after the clients'
 	// retry.backoff.ms and retry.backoff.max.ms) space the retries of what failed for want of
@@ -116,6 +127,8 @@ func DefaultConfig() Config {
 		IdleTimeout:            10 * time.Minute,
 		LogRetryBackoff:        segment.Defaults.RetryBackoff,
 		LogRetryBackoffMax:     segment.Defaults.RetryBackoffMax,
+		RequestTimeout:         server.DefaultRequestTimeout,
+		QueuedMaxRequestBytes:  server.DefaultQueuedMaxRequestBytes,
 		ShutdownTimeout:        30 * time.Second,
 		SpaceAlertFreePercent:  5,
 		BallastBytes:           64 << 20,
@@ -376,6 +389,20 @@ func (c *Config) Set(key, value string) error {
 			zero: "0 would be taken as unset (the default: the smaller of 1 GiB and 2 % of the filesystem); -1 is never degraded"})
 	case "storage.ballast.bytes":
 		return i64(&c.BallastBytes, sluiceBytes("-1 makes no ballast file"))
+	case "max.connections":
+		return integer(&c.MaxConnections, 1, math.MaxInt32)
+	case "max.connections.per.ip":
+		return integer(&c.MaxConnectionsPerIP, 1, math.MaxInt32)
+	case "listener.name.plaintext.max.connections":
+		return integer(&c.PlaintextMaxConnections, 1, math.MaxInt32)
+	case "listener.name.unix.max.connections":
+		return integer(&c.UnixMaxConnections, 1, math.MaxInt32)
+	case "request.timeout.ms":
+		return dur(&c.RequestTimeout, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,
+			zero: unset("no time at all for a request", "-1 never closes a slow request")})
+	case "queued.max.request.bytes":
+		// Kafka's default -1 (unbounded) is allowed; Sluice's default is 100 MiB.
+		return i64(&c.QueuedMaxRequestBytes, sluiceBytes("-1 leaves queued requests unbounded"))
 	default:
 		return fmt.Errorf("unknown property %q", key)
 	}

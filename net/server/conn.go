@@ -142,6 +142,18 @@ type Conn struct {
 	br      *bufio.Reader
 	sizeBuf [wire.FrameSizeLen]byte
 	hdr     wire.RequestHeader // reused so the client id decodes without allocating
+	// inFrame: a frame's first byte has arrived and the frame is not read whole yet; it must
+	// be within RequestTimeout of frameStart (nanoseconds since srv.epoch, the read that
+	// brought the first byte or the end of a wait for budget). frameArmed: readDeadline has
+	// been brought forward for it. readDeadline is the socket's read deadline as the reader
+	// last set it (Close sets its own, to wake the reader).
+	inFrame, frameArmed bool
+	frameStart          int64
+	readDeadline        time.Time
+	// chunks hold the first half of a large frame while it arrives (readFrame).
+	chunks []*[]byte
+	// ip is the peer's address as the per-address limits count it ("" on a unix socket).
+	ip string
 
 	// Owner of the write side only (see above).
 	w writer
@@ -169,7 +181,8 @@ func newConn(s *Server, nc net.Conn, transport string) *Conn {
 	c.direct = directWriteSupported && c.w.rc != nil
 	c.touch()
 	if s.cfg.IdleTimeout > 0 {
-		nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		c.readDeadline = time.Now().Add(s.cfg.IdleTimeout)
+		nc.SetReadDeadline(c.readDeadline)
 	}
 	return c
 }
@@ -274,6 +287,10 @@ func (c *Conn) logEnd(err error) {
 	switch {
 	case errors.As(err, &mf):
 		c.srv.log.Info("server: closing connection on malformed frame", append(attrs, "err", err)...)
+	case errors.Is(err, errSlowFrame):
+		c.srv.stats.slowFrames.Add(1)
+		c.srv.log.Info("server: closing connection: a request frame did not arrive whole within request.timeout.ms",
+			append(attrs, "timeout", c.srv.cfg.RequestTimeout)...)
 	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, errStopped) || errors.Is(err, errIdle):
 		c.srv.log.Debug("server: connection closed", append(attrs, "reason", err)...)
 	default:
@@ -294,6 +311,17 @@ func (c *Conn) readRequests() error {
 		if c.stopping() { // when both are ready select picks at random
 			return errStopped
 		}
+		// Waiting for the next frame's first byte is idle time; from that byte on, the frame
+		// must arrive whole within RequestTimeout.
+		if c.br.Buffered() == 0 {
+			if _, err := c.br.Peek(1); err != nil {
+				return err
+			}
+		}
+		c.frameStart = c.lastActive.Load()
+		if c.br.Buffered() < wire.FrameSizeLen {
+			c.armFrameDeadline()
+		}
 		if _, err := io.ReadFull(c.br, c.sizeBuf[:]); err != nil {
 			return err
 		}
@@ -303,48 +331,51 @@ func (c *Conn) readRequests() error {
 			s.stats.malformed.Add(1)
 			return &malformedError{err}
 		}
-		frame := getBuf(n)
-		if _, err := io.ReadFull(c.br, *frame); err != nil {
-			putBuf(frame)
+		f, err := c.readFrame(n)
+		c.frameDone()
+		if err != nil {
 			return err
 		}
-		body, err := c.hdr.ReadFrom(*frame)
+		body, err := c.hdr.ReadFrom(*f.buf)
 		if err != nil {
-			putBuf(frame)
+			s.putFrame(f)
 			s.stats.malformed.Add(1)
 			return &malformedError{fmt.Errorf("request header: %w", err)}
 		}
 		s.stats.requests.Add(1)
 		s.stats.bytesRead.Add(int64(wire.FrameSizeLen + n))
 		if s.loader != nil {
-			if frame, body, n, err = c.load(frame, body, n); err != nil {
+			if f, body, n, err = c.load(f, body, n); err != nil {
+				if errors.Is(err, errStopped) { // while waiting for budget
+					return err
+				}
 				s.stats.malformed.Add(1)
 				return &malformedError{err}
 			}
 		}
 
 		if s.cfg.OverlapBytes > 0 && n >= s.cfg.OverlapBytes {
-			c.overlap(overlapReq{hdr: c.hdr, body: body, frame: frame})
+			c.overlap(overlapReq{hdr: c.hdr, body: body, frame: f})
 			continue
 		}
 		c.overlapping.Wait() // Serve in request order
 		if c.stopping() {
 			// A request served on the overlap goroutine closed the connection:
 			// nothing after it is served, as if never read.
-			putBuf(frame)
+			s.putFrame(f)
 			<-c.slots
 			return errStopped
 		}
 		p := s.handler.Serve(c.ctx, c, c.hdr, body)
 		if p == nil {
-			putBuf(frame)
+			s.putFrame(f)
 			<-c.slots
 			continue
 		}
 		if p.conn != c {
 			panic("server: Handler.Serve returned a Pending not from this Conn's NewPending")
 		}
-		p.frame = frame
+		p.frame = f
 		if c.outstanding.Add(1) == 1 && c.direct && p.completed() && c.br.Buffered() == 0 && !c.w.failed {
 			// The writer is idle and has nothing queued: write p here.
 			if err := c.writeDirect(p); err != nil {
@@ -357,40 +388,49 @@ func (c *Conn) readRequests() error {
 }
 
 // load asks the server's BodyLoader whether the request just read stands for a
-// body elsewhere and, if so, loads it into a buffer of its own, which replaces
-// the frame: the request is then served, and the buffer released, as one read
-// from the socket. n becomes the loaded body's length. On an error the frame
-// is released. Reader only.
-func (c *Conn) load(frame *[]byte, body []byte, n int) (*[]byte, []byte, int, error) {
+// body elsewhere and, if so, loads it into a buffer of its own, charged against
+// the budget as a frame is, which replaces the frame: the request is then served,
+// and the buffer released, as one read from the socket. n becomes the loaded
+// body's length. On an error the frame is released. Reader only.
+func (c *Conn) load(f frame, body []byte, n int) (frame, []byte, int, error) {
 	s := c.srv
 	m, err := s.loader.BodyLength(c, c.hdr, body)
 	switch {
 	case err != nil:
 	case m < 0:
-		return frame, body, n, nil
+		return f, body, n, nil
 	case m > s.cfg.MaxRequestBytes:
 		err = fmt.Errorf("%w: a body of %d bytes", wire.ErrFrameTooLarge, m)
 	}
 	if err != nil {
-		putBuf(frame)
-		return nil, nil, 0, fmt.Errorf("load %v body: %w", c.hdr.APIKey, err)
+		s.putFrame(f)
+		return frame{}, nil, 0, fmt.Errorf("load %v body: %w", c.hdr.APIKey, err)
 	}
-	loaded := getBuf(m)
-	if err := s.loader.LoadBody(c, c.hdr, body, *loaded); err != nil {
-		putBuf(loaded)
-		putBuf(frame)
-		return nil, nil, 0, fmt.Errorf("load %v body: %w", c.hdr.APIKey, err)
+	// The small frame's charge goes back first: holding it while waiting for the loaded
+	// body's could leave the two waiting on each other with a budget of one large frame.
+	s.budget.release(f.charge)
+	f.charge = 0
+	charge, err := c.charge(m)
+	if err != nil {
+		s.putFrame(f)
+		return frame{}, nil, 0, err
 	}
-	putBuf(frame)
+	loaded := frame{buf: s.takeBuf(m), charge: charge}
+	if err := s.loader.LoadBody(c, c.hdr, body, *loaded.buf); err != nil {
+		s.putFrame(loaded)
+		s.putFrame(f)
+		return frame{}, nil, 0, fmt.Errorf("load %v body: %w", c.hdr.APIKey, err)
+	}
+	s.putFrame(f)
 	s.stats.loaded.Add(int64(m))
-	return loaded, *loaded, m, nil
+	return loaded, *loaded.buf, m, nil
 }
 
 // overlapReq is a request handed to the overlap goroutine.
 type overlapReq struct {
 	hdr   wire.RequestHeader // a copy: the reader decodes the next one into c.hdr
 	body  []byte
-	frame *[]byte
+	frame frame
 }
 
 // overlap hands r to the overlap goroutine, starting it if need be. Reader
@@ -420,7 +460,7 @@ func (c *Conn) overlapLoop() {
 			p = c.srv.handler.Serve(c.ctx, c, r.hdr, r.body)
 		}
 		if p == nil {
-			putBuf(r.frame)
+			c.srv.putFrame(r.frame)
 			c.touch() // before outstanding falls, as the writer does
 			c.outstanding.Add(-1)
 			<-c.slots
@@ -482,19 +522,42 @@ func (r *connReader) Read(b []byte) (int, error) {
 		if c.stopping() {
 			return 0, errStopped
 		}
+		var frameBy time.Time
+		if c.inFrame && c.srv.cfg.RequestTimeout > 0 {
+			if frameBy = c.frameDeadline(); !time.Now().Before(frameBy) {
+				return 0, errSlowFrame
+			}
+		}
 		next, ok := c.idleDeadline()
 		if !ok {
 			return 0, errIdle
 		}
-		if err := c.nc.SetReadDeadline(next); err != nil {
+		if !frameBy.IsZero() && (next.IsZero() || frameBy.Before(next)) {
+			next = frameBy
+		}
+		if err := c.setReadDeadline(next); err != nil {
 			return 0, err
 		}
-		// Close may have set its deadline between our check and ours;
-		// checking again after setting ours closes that window.
 		if c.stopping() {
 			return 0, errStopped
 		}
 	}
+}
+
+// setReadDeadline sets the socket's read deadline to d (zero: none). Close may set its own
+// deadline, to wake the reader, between the reader's check of stop and this call: d would
+// then hide it, so a stop seen after setting d brings the deadline back to the past. Reader
+// only.
+func (c *Conn) setReadDeadline(d time.Time) error {
+	c.readDeadline = d
+	if err := c.nc.SetReadDeadline(d); err != nil {
+		return err
+	}
+	if c.stopping() {
+		c.readDeadline = time.Unix(1, 0)
+		return c.nc.SetReadDeadline(c.readDeadline)
+	}
+	return nil
 }
 
 // read reads from the socket; on a unix socket it also keeps the descriptors

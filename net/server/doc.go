@@ -17,8 +17,12 @@
 //	                  └─ writer: queue ─> wait Complete ─> write parts ─> release
 //
 // The reader reads the 4-byte size, checks it with wire.ReadFrameSize
-// against Config.MaxRequestBytes before allocating, reads the frame into a
-// pooled buffer, decodes the header and calls Handler.Serve, which starts the
+// against Config.MaxRequestBytes before allocating, charges the frame to the
+// server's request budget (Config.QueuedMaxRequestBytes, waiting for room if
+// need be), reads the frame into a pooled buffer (for a frame over 1 MiB that
+// is not already buffered whole, into 1 MiB chunks until half of it has
+// arrived, then into its own buffer), decodes the
+// header and calls Handler.Serve, which starts the
 // work and returns a Pending at once. The reader then reads the next request
 // without waiting for the response (pipelining). The writer takes Pendings
 // from the queue in request order, waits for each to be completed (possibly
@@ -53,6 +57,28 @@
 // closes them, and any descriptors not taken, after its last request has
 // been served.
 //
+// # Limits
+//
+// Connections over Config.MaxConnections, a listener's
+// Config.ListenerMaxConnections or Config.MaxConnectionsPerIP (Kafka's
+// max.connections, listener.name.<listener>.max.connections with listeners
+// named ListenerTCP and ListenerUnix, and max.connections.per.ip) are closed
+// at accept, with one log line per address per Config.RefusedLogInterval.
+// When accept fails for want of descriptors (EMFILE, ENFILE) or memory, the
+// accept loop backs off from 5 ms to 1 s rather than spin.
+//
+// The bytes of request frames being read or waiting for their responses are
+// bounded server-wide by Config.QueuedMaxRequestBytes: a frame is charged its
+// buffer's size once its size field is read, in arrival order, and gives it
+// back with the buffer (see budget). A connection that finds no room stops
+// reading until there is: its peer is held back by TCP flow control, nothing
+// is dropped. A frame larger than the whole bound is read alone.
+//
+// A frame must arrive whole within Config.RequestTimeout of its first byte;
+// a slower one closes its connection. The read deadline moves for that only
+// when a frame is not already buffered whole, so small requests cost no timer
+// change.
+//
 // # Invariants
 //
 //   - Responses are written in request order, whatever order the Pendings
@@ -62,7 +88,19 @@
 //   - At most Config.MaxInFlight requests of a connection have been read and
 //     not yet answered; beyond that the reader stops reading the socket, so a
 //     slow client slows only itself (backpressure through TCP flow control).
-//   - No frame buffer is allocated before its size is checked.
+//   - No frame buffer is allocated before its size is checked and charged to
+//     the budget. A frame over 1 MiB that is not buffered whole holds, until
+//     half of it has arrived, what has arrived rounded up to 1 MiB (pooled
+//     chunks), and then a buffer of its declared size: never more than about
+//     twice what has arrived of it, or 1 MiB.
+//   - The budget's charges never exceed Config.QueuedMaxRequestBytes, and are
+//     given back exactly once with the frame buffer: Stats.QueuedRequestBytes
+//     and Stats.FrameBufferBytes are zero once every connection has closed.
+//     Pooled buffers are at most 4 MiB each, kept by sync.Pool (which the
+//     garbage collector empties of unused ones), so what the pools keep is
+//     bounded by what the budget let frames hold at once; larger buffers are
+//     not pooled, and a connection that dies with one half read has the free
+//     memory returned to the operating system (at most once per 10 s).
 //   - A request's frame buffer, and everything its Response refers to, stays
 //     valid until the response has been written (or the connection has
 //     died); then the Response's OnDone hooks run exactly once and the frame
@@ -78,12 +116,14 @@
 //
 // A connection ends when its peer closes it, on a malformed frame, when it
 // has been idle (no request read and no response outstanding) for
-// Config.IdleTimeout, when the handler calls Conn.Close, or when the server
-// closes. In every case but a write error or a hard close, the reader stops
+// Config.IdleTimeout, when a frame has taken longer than
+// Config.RequestTimeout to arrive, when the handler calls Conn.Close, or when
+// the server closes. In every case but a write error or a hard close, the reader stops
 // first and the writer finishes the queued responses before closing the
 // socket. Server.Close stops accepting, lets in-flight requests finish and
 // their responses be written, and closes connections hard when its context
 // ends.
 //
-// Lock order: Server.mu is the only mutex and is never held across I/O.
+// Lock order: none is needed. The mutexes (Server.mu, Conn.attachMu,
+// budget.mu, refusalLog.mu) are never held together, nor across I/O.
 package server

@@ -17,11 +17,17 @@ var (
 	// ErrNotSocket is returned by New when the unix socket path exists and
 	// is not a socket; it is never removed.
 	ErrNotSocket = errors.New("server: unix socket path exists and is not a socket")
+	// ErrUnknownListener is returned by New when Config.ListenerMaxConnections
+	// names a listener other than ListenerTCP and ListenerUnix.
+	ErrUnknownListener = errors.New("server: unknown listener name")
 
 	// errStopped ends a reader that was asked to stop (Conn.Close, Server.Close).
 	errStopped = errors.New("server: connection stopped")
 	// errIdle ends a reader whose connection has been idle for IdleTimeout.
 	errIdle = errors.New("server: connection idle")
+	// errSlowFrame ends a reader whose request frame has not arrived whole
+	// within RequestTimeout of its first byte.
+	errSlowFrame = errors.New("server: request frame not received within the request timeout")
 	// errShortFile: a file part runs past the end of its file; the frame
 	// size already promised those bytes, so the connection must close.
 	errShortFile = errors.New("server: file part runs past end of file")

@@ -66,7 +66,7 @@ func startServer(t testing.TB, cfg Config, h Handler) *Server {
 
 // serverFuncs are the functions whose presence in a goroutine stack means a
 // server goroutine is still running.
-var serverFuncs = []string{"(*Conn).readLoop", "(*Conn).writeLoop", "(*Conn).overlapLoop", "(*Server).acceptLoop", "(*Server).Close.func"}
+var serverFuncs = []string{"(*Conn).readLoop", "(*Conn).writeLoop", "(*Conn).overlapLoop", "(*Server).acceptLoop", "(*Server).scavengeLoop", "(*Server).Close.func"}
 
 func checkNoServerGoroutines(t testing.TB) {
 	t.Helper()

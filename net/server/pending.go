@@ -36,7 +36,7 @@ type Pending struct {
 	parts  []part
 	next   int // index of the first part not yet taken by the writer (a direct write may stop early)
 	onDone []func()
-	frame  *[]byte // the request's frame buffer, returned to its pool on release
+	frame  frame // the request's frame buffer, returned to its pool (and its budget) on release
 }
 
 // part is one piece of a response: b if file is nil, else n bytes of file
@@ -128,9 +128,9 @@ func (p *Pending) release() {
 		fn()
 	}
 	p.onDone = p.onDone[:0]
-	if p.frame != nil {
-		putBuf(p.frame)
-		p.frame = nil
+	if p.frame != (frame{}) {
+		p.conn.srv.putFrame(p.frame)
+		p.frame = frame{}
 	}
 	clear(p.parts) // drop references to files and buffers
 	p.parts = p.parts[:0]

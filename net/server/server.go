@@ -102,6 +102,33 @@ type Config struct {
 	// them. Default DefaultOverlapBytes; negative: every request on the
 	// reader.
 	OverlapBytes int
+	// MaxConnections bounds the connections open at once over both listeners
+	// (max.connections); one more is closed at accept. Default unlimited; the
+	// broker derives its own from the open-file limit.
+	MaxConnections int
+	// MaxConnectionsPerIP bounds the TCP connections from one IP address
+	// (max.connections.per.ip). Default unlimited. Unix-socket peers have no
+	// address and are not counted.
+	MaxConnectionsPerIP int
+	// ListenerMaxConnections bounds one listener's connections
+	// (listener.name.<listener>.max.connections), by listener name:
+	// ListenerTCP or ListenerUnix. Default: only MaxConnections.
+	ListenerMaxConnections map[string]int
+	// RefusedLogInterval: a connection refused at a limit is logged at most
+	// once per interval per address, the line counting the refusals since
+	// the previous one. Default DefaultRefusedLogInterval.
+	RefusedLogInterval time.Duration
+	// RequestTimeout bounds the time from a request frame's first byte to its
+	// last (request.timeout.ms): a frame sent slower is not waited for, its
+	// connection is closed. Time spent waiting for QueuedMaxRequestBytes does
+	// not count. Default DefaultRequestTimeout; negative disables it.
+	RequestTimeout time.Duration
+	// QueuedMaxRequestBytes bounds the bytes held in request frames read or
+	// being read and not yet answered, server-wide (queued.max.request.bytes):
+	// at the bound, connections stop reading until responses are written.
+	// A frame larger than the bound is read alone. Default
+	// DefaultQueuedMaxRequestBytes; negative: unbounded.
+	QueuedMaxRequestBytes int64
 	// Logger gets connection and listener events. Default slog.Default().
 	Logger *slog.Logger
 	// Listen opens the listeners. Default net.Listen; tests inject their
@@ -119,6 +146,13 @@ const (
 	// DefaultSendBufferBytes holds a 1 MiB fetch (Kafka's max.partition.fetch.bytes) several
 	// times over.
 	DefaultSendBufferBytes = 4 << 20
+	// DefaultRequestTimeout is Kafka's client default request.timeout.ms: a client has given
+	// up on a request still arriving after it, so waiting longer only holds its memory.
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultQueuedMaxRequestBytes is one largest request (wire.MaxRequestBytes).
+	DefaultQueuedMaxRequestBytes = 100 << 20
+	// DefaultRefusedLogInterval: a peer retrying in a loop costs one log line per 10 s.
+	DefaultRefusedLogInterval = 10 * time.Second
 )
 
 // maxIdleTimeout is the longest idle timeout kept as such; a longer one means never.
@@ -145,6 +179,18 @@ func (cfg Config) withDefaults() Config {
 	if cfg.SendBufferBytes == 0 {
 		cfg.SendBufferBytes = DefaultSendBufferBytes
 	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.RequestTimeout > maxIdleTimeout {
+		cfg.RequestTimeout = -1 // "never" as a huge duration: the deadline arithmetic would overflow
+	}
+	if cfg.QueuedMaxRequestBytes == 0 {
+		cfg.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if cfg.RefusedLogInterval <= 0 {
+		cfg.RefusedLogInterval = DefaultRefusedLogInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -170,14 +216,24 @@ type Server struct {
 	// loaned is the capacity of the chunks all writers hold for inlined file parts
 	// (serverLoanBudget).
 	loaned atomic.Int64
+	// budget bounds the bytes of request frames held (QueuedMaxRequestBytes); nil: unbounded.
+	budget *budget
+	// listenerMax is ListenerMaxConnections by listenerIndex (0: no limit of its own).
+	listenerMax [2]int
+	refusals    refusalLog
 
-	acceptWG sync.WaitGroup // accept loops
+	acceptWG sync.WaitGroup // accept loops and the scavenger
+	scavenge chan struct{}  // asks the scavenger to return free memory (noteAbandoned)
 	connWG   sync.WaitGroup // connection readers and writers
 
 	mu struct {
 		sync.Mutex
 		closed bool
 		conns  map[*Conn]struct{}
+		// Connection counts for the limits, from admit to leave (see limits.go).
+		admitted    int
+		perListener [2]int
+		perIP       map[string]int
 	}
 }
 
@@ -201,6 +257,20 @@ type Stats struct {
 	// InlinedFileBytes are the bytes of small file parts read into memory and written with the
 	// bytes around them (also counted in BytesWritten).
 	InlinedFileBytes int64
+
+	Refused    int64 // connections closed at accept for a connection limit
+	SlowFrames int64 // connections closed for a frame not arrived within RequestTimeout
+	// QueuedRequestBytes is what request frames hold of QueuedMaxRequestBytes now (their
+	// declared sizes, rounded up to their buffers'), and BudgetWaits how many times a
+	// connection waited for it.
+	QueuedRequestBytes int64
+	BudgetWaits        int64
+	// FrameBufferBytes is the capacity of the frame buffers held now, by frames being read
+	// and requests not yet answered (a frame sent slowly holds less than its declared size).
+	FrameBufferBytes int64
+	// MemoryReturns counts the returns of free memory to the operating system asked for
+	// after connections died with a large frame half read (see noteAbandoned).
+	MemoryReturns int64
 }
 
 type counters struct {
@@ -208,6 +278,7 @@ type counters struct {
 	direct, handedOff                                          atomic.Int64
 	bytesRead, bytesWritten, copiedFile, sendfile, loaded      atomic.Int64
 	inlinedFile                                                atomic.Int64
+	refused, slowFrames, frameBytes, memoryReturns             atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -228,6 +299,13 @@ func (s *Server) Stats() Stats {
 		CopiedFileBytes:  c.copiedFile.Load(),
 		SendfileBytes:    c.sendfile.Load(),
 		InlinedFileBytes: c.inlinedFile.Load(),
+
+		Refused:            c.refused.Load(),
+		SlowFrames:         c.slowFrames.Load(),
+		QueuedRequestBytes: s.budget.inUse(),
+		BudgetWaits:        s.budget.waitCount(),
+		FrameBufferBytes:   c.frameBytes.Load(),
+		MemoryReturns:      c.memoryReturns.Load(),
 	}
 }
 
@@ -237,9 +315,22 @@ func New(cfg Config, h Handler) (*Server, error) {
 	if cfg.TCPAddr == "" && cfg.UnixPath == "" {
 		return nil, ErrNoListener
 	}
-	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, epoch: time.Now(), closing: make(chan struct{})}
+	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, epoch: time.Now(), closing: make(chan struct{}), scavenge: make(chan struct{}, 1)}
 	s.loader, _ = h.(BodyLoader)
 	s.mu.conns = make(map[*Conn]struct{})
+	s.mu.perIP = make(map[string]int)
+	s.budget = newBudget(cfg.QueuedMaxRequestBytes)
+	s.refusals.interval = cfg.RefusedLogInterval
+	for name, n := range cfg.ListenerMaxConnections {
+		switch name {
+		case ListenerTCP:
+			s.listenerMax[0] = n
+		case ListenerUnix:
+			s.listenerMax[1] = n
+		default:
+			return nil, fmt.Errorf("%w: %q (listeners are %q and %q)", ErrUnknownListener, name, ListenerTCP, ListenerUnix)
+		}
+	}
 	if cfg.TCPAddr != "" {
 		ln, err := cfg.Listen("tcp", cfg.TCPAddr)
 		if err != nil {
@@ -266,6 +357,8 @@ func New(cfg Config, h Handler) (*Server, error) {
 			go s.acceptLoop(l.ln, l.transport)
 		}
 	}
+	s.acceptWG.Add(1)
+	go s.scavengeLoop()
 	return s, nil
 }
 
@@ -317,9 +410,15 @@ func (s *Server) UnixAddr() net.Addr {
 	return s.unix.Addr()
 }
 
+// acceptLoop accepts connections until the listener closes. When accept fails for want of
+// descriptors or memory (EMFILE, ENFILE, ENOMEM, ENOBUFS), the connection waiting stays in
+// the listen queue and the listener stays readable, so retrying at once would spin: the loop
+// backs off from acceptBackoffMin, doubling to acceptBackoffMax, and logs once per episode
+// (when it starts, and when accept works again, with the count of failures).
 func (s *Server) acceptLoop(ln net.Listener, transport string) {
 	defer s.acceptWG.Done()
 	var backoff time.Duration
+	failures := 0
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -330,20 +429,31 @@ func (s *Server) acceptLoop(ln net.Listener, transport string) {
 				s.log.Error("server: accept failed; listener stopped", "transport", transport, "err", err)
 				return
 			}
-			// Out of descriptors or memory: back off as net/http does
-			// rather than spin, but stop at once if the server closes.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("server: accept failed; retrying", "transport", transport, "err", err, "backoff", backoff)
+			if failures == 0 {
+				s.log.Warn("server: accept failed; retrying with backoff", "transport", transport, "err", err)
+			}
+			failures++
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
 			if !s.sleep(backoff) {
 				return
 			}
 			continue
 		}
-		backoff = 0
+		if failures > 0 {
+			s.log.Info("server: accepting again", "transport", transport, "failures", failures)
+		}
+		backoff, failures = 0, 0
 		s.stats.accepted.Add(1)
 		s.startConn(nc, transport)
 	}
 }
+
+// The accept loop's backoff bounds: the first retry comes soon (a descriptor may free at
+// once), later ones at most once a second.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
 
 func retryableAccept(err error) bool {
 	var ne net.Error
@@ -378,6 +488,11 @@ func (s *Server) isClosed() bool {
 }
 
 func (s *Server) startConn(nc net.Conn, transport string) {
+	ip := peerIP(nc)
+	if limit, max := s.admit(ip, transport); limit != "" {
+		s.refuse(nc, ip, transport, limit, max)
+		return
+	}
 	if b, ok := nc.(interface{ SetWriteBuffer(int) error }); ok && s.cfg.SendBufferBytes > 0 {
 		// A send buffer that holds a whole fetch lets sendfile finish in one call instead of
 		// parking on EAGAIN every 200 KiB: +40 % fetch throughput over unix sockets (BENCHMARKS.md).
@@ -386,9 +501,11 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 		}
 	}
 	c := newConn(s, nc, transport)
+	c.ip = ip
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
+		s.leave(ip, transport)
 		nc.Close()
 		return
 	}
@@ -405,6 +522,7 @@ func (s *Server) forget(c *Conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
+	s.leave(c.ip, c.transport)
 	s.stats.open.Add(-1)
 }
 
