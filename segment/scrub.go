@@ -120,6 +120,11 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		return sc.res, nil
 	}
 	err := sc.run()
+	if err != nil && !slices.Contains(l.ScrubCandidates(), s) {
+		// Truncated or deleted under the scrub (a read past the new end): nothing to report.
+		sc.res.Done = true
+		return sc.res, nil
+	}
 	return sc.res, err
 }
 
@@ -241,7 +246,7 @@ func (sc *scrub) streamCRC(pos int64, size, have int) (uint32, error) {
 func (sc *scrub) skip(p int64, size int, expect batch.Offset, reason string) (next ScrubCursor, ok bool, err error) {
 	q := p + int64(size)
 	if q == sc.end {
-		return ScrubCursor{q, expect}, false, sc.mark(CorruptBatch{Pos: p, End: q, FirstOffset: expect, EndOffset: -1, Reason: reason})
+		return ScrubCursor{}, false, sc.last(CorruptBatch{Pos: p, End: q, FirstOffset: expect, EndOffset: -1, Reason: reason})
 	}
 	if sc.end-q >= batch.HeaderSize {
 		var hdr [batch.HeaderSize]byte
@@ -263,9 +268,15 @@ func (sc *scrub) skip(p int64, size int, expect batch.Offset, reason string) (ne
 	return ScrubCursor{}, false, sc.bad(p, expect, reason+" (and no batch follows where its length says: the rest of the segment is unreadable)")
 }
 
-// bad marks everything from p to the segment's end as bad.
+// bad marks everything from p to the segment's end as bad: the scrub of the segment is done.
 func (sc *scrub) bad(p int64, expect batch.Offset, reason string) error {
-	return sc.mark(CorruptBatch{Pos: p, End: sc.end, FirstOffset: expect, EndOffset: -1, Reason: reason})
+	return sc.last(CorruptBatch{Pos: p, End: sc.end, FirstOffset: expect, EndOffset: -1, Reason: reason})
+}
+
+// last marks c, the last bad stretch of the segment (it runs to the end): the scrub is done.
+func (sc *scrub) last(c CorruptBatch) error {
+	sc.res.Next, sc.res.Done = ScrubCursor{sc.end, c.FirstOffset}, true
+	return sc.mark(c)
 }
 
 // nextBase is the base offset of the segment after s (its batches' offsets are all below it).
