@@ -130,6 +130,10 @@ func Open(cfg Config) (*Broker, error) {
 	go b.reconcileLoop(updates, stop)
 	go b.retentionLoop()
 	go b.healLoop()
+	if cfg.ScrubBytesPerSec > 0 {
+		b.wg.Add(1)
+		go b.scrubLoop()
+	}
 	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir)
 	return b, nil
 }
@@ -182,6 +186,7 @@ func (c Config) withDefaults() Config {
 	c.WritebackBytes = nonZero(c.WritebackBytes, d.WritebackBytes)
 	c.PreallocateBytes = nonZero(c.PreallocateBytes, d.PreallocateBytes)
 	c.SharedMemoryBytes = nonZero(c.SharedMemoryBytes, d.SharedMemoryBytes)
+	c.ScrubBytesPerSec = nonZero(c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
