@@ -7,9 +7,9 @@ package broker
 // most log.scrub.bytes.per.sec over all of them (a token bucket, so that the scrub's share of
 // the disk does not grow with the partition count), in chunks of scrubChunk bytes. It takes the
 // partitions in turn, one segment of each (in name order, so a pass is reproducible), and
-// remembers in memory where each partition's scrub got to; after a pass over every partition
-// it rests for scrubRest before it starts again from the oldest segments. A restart starts a
-// new pass.
+// remembers in memory where each partition's scrub got to; a pass over every partition starts
+// again from the oldest segments scrubRest after it began (at once if it took longer), or
+// scrubIdle after a pass that found nothing sealed. A restart starts a new pass.
 //
 // A bad batch is logged once, with the partition, the segment, its offsets and position, and
 // marked on its segment: reads that reach it fail with CORRUPT_MESSAGE (never the bad bytes),
@@ -35,9 +35,13 @@ const (
 	// (four a second at the default rate), small enough that the token bucket's burst (one
 	// chunk) stays a small share of the disk's time.
 	scrubChunk = 1 << 20
-	// scrubRest is the pause between passes, so that a broker with little sealed data does not
-	// re-read it over and over at the full rate.
+	// scrubRest is the shortest time from the start of one pass to the start of the next, so
+	// that a broker with little sealed data does not re-read it over and over at the full rate;
+	// a pass longer than that is followed by the next at once.
 	scrubRest = 10 * time.Minute
+	// scrubIdle is the pause after a pass that found nothing sealed to read (a new broker, or
+	// one whose partitions have one segment each): the next looks again soon.
+	scrubIdle = 5 * time.Second
 )
 
 // scrubber is the scrub's state, owned by its goroutine (run).
@@ -83,23 +87,34 @@ func (b *Broker) scrubLoop() {
 
 // run scrubs until ctx ends.
 func (s *scrubber) run(ctx context.Context) {
+	start, read := time.Now(), int64(0)
 	for ctx.Err() == nil {
-		if !s.step(ctx) {
-			// A pass is over: rest, then start again from every partition's oldest segment.
-			clear(s.progress)
-			t := time.NewTimer(scrubRest)
+		n, more := s.step(ctx)
+		read += n
+		if more {
+			continue
+		}
+		// A pass is over: rest, then start again from every partition's oldest segment.
+		rest := scrubIdle
+		if read > 0 {
+			rest = scrubRest - time.Since(start)
+		}
+		clear(s.progress)
+		if rest > 0 {
+			t := time.NewTimer(rest)
 			select {
 			case <-ctx.Done():
 			case <-t.C:
 			}
 			t.Stop()
 		}
+		start, read = time.Now(), 0
 	}
 }
 
-// step scrubs (the rest of) one segment of the next partition that has one left in this pass;
-// it reports false when none has.
-func (s *scrubber) step(ctx context.Context) bool {
+// step scrubs (the rest of) one segment of the next partition that has one left in this pass,
+// and returns the bytes it read; more is false when no partition has one left.
+func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 	parts := s.partitions()
 	slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
 	// The partitions after the last one scrubbed, then those up to it: round robin.
@@ -109,7 +124,7 @@ func (s *scrubber) step(ctx context.Context) bool {
 	}
 	for _, p := range append(parts[i:len(parts):len(parts)], parts[:i]...) {
 		if ctx.Err() != nil {
-			return true
+			return 0, true
 		}
 		pr, ok := s.progress[p.tp]
 		if !ok {
@@ -139,7 +154,7 @@ func (s *scrubber) step(ctx context.Context) bool {
 		case err == nil:
 			pr.cur = res.Next
 		case ctx.Err() != nil:
-			return true // stopping
+			return res.Bytes, true // stopping
 		case errors.Is(err, segment.ErrClosed):
 			// The partition is going (deleted, or the broker is stopping).
 			pr.done = true
@@ -150,9 +165,9 @@ func (s *scrubber) step(ctx context.Context) bool {
 			pr.seg, pr.cur = seg.Base()+1, segment.ScrubCursor{}
 		}
 		s.progress[p.tp] = pr
-		return true
+		return res.Bytes, true
 	}
-	return false
+	return 0, false
 }
 
 // nextSegment is the first scrub candidate of p at or after the segment pr names and below
