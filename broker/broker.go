@@ -25,8 +25,8 @@ import (
 //
 // Ownership: mu guards the partition map; each partition guards itself. The reconciler goroutine
 // is the only writer of the map besides Open and Close. Goroutines (reconciler, retention,
-// parked fetches, acks=all waiters, the log supervisor) stop through ctx and Close waits for
-// them through wg.
+// scrub, parked fetches, acks=all waiters, the log supervisor) stop through ctx and Close waits
+// for them through wg.
 type Broker struct {
 	cfg           Config
 	logger        *slog.Logger

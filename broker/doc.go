@@ -17,6 +17,10 @@
 // directories carry partition.metadata with the topic id, so data of a deleted and re-created
 // topic is never mistaken for the new one.
 //
+// Scrub (scrub.go): one goroutine re-reads the sealed segments of every hosted partition at
+// log.scrub.bytes.per.sec in all and checks every batch's CRC again; a batch found bad is
+// logged and never served (CORRUPT_MESSAGE), and the replica shows as corrupt in Metadata v1.
+//
 // Invariants: no lock is held across disk or socket I/O in a handler (a slow consumer never
 // blocks a producer); an acknowledged acks=all write on a write.caching=false topic has been
 // fsynced; every error that reaches a client goes through errorCode, the one mapping from
