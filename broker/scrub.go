@@ -9,7 +9,8 @@ package broker
 // partitions in turn, one segment of each (in name order, so a pass is reproducible), and
 // remembers in memory where each partition's scrub got to; a pass over every partition starts
 // again from the oldest segments scrubRest after it began (at once if it took longer), or
-// scrubIdle after a pass that found nothing sealed. A restart starts a new pass.
+// scrubIdle after a pass that found nothing sealed. The pass's state is saved in a small file
+// (scrubpos.go) every 10 s at most and at Close, so that a restart goes on where it stopped.
 //
 // A bad batch is logged once, with the partition, the segment, its offsets and position, and
 // marked on its segment: reads that reach it fail with CORRUPT_MESSAGE (never the bad bytes),
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -55,6 +57,9 @@ type scrubber struct {
 	last     topicPartition // the partition scrubbed last; the next turn takes the one after it
 	// partitions lists the partitions to scrub (Broker.partitionList; tests give their own).
 	partitions func() []*partition
+	// path is the position file (scrubpos.go), "" for none; saved is when it was last written.
+	path  string
+	saved time.Time
 }
 
 // scrubProgress is where a partition's scrub got to: the segment with base seg, at cur (the
@@ -63,14 +68,16 @@ type scrubber struct {
 // came to it: a partition written faster than the scrub reads would otherwise keep the pass
 // chasing its newest segments and never back to its oldest.
 type scrubProgress struct {
+	id    cluster.TopicID // the partition's topic's: another topic of the name starts afresh
 	seg   batch.Offset
 	cur   segment.ScrubCursor
 	until batch.Offset
 	done  bool
 }
 
-func newScrubber(b *Broker, bytesPerSec int64, partitions func() []*partition) *scrubber {
+func newScrubber(b *Broker, bytesPerSec int64, partitions func() []*partition, path string) *scrubber {
 	return &scrubber{
+		path:       path,
 		b:          b,
 		bucket:     newTokenBucket(bytesPerSec, scrubChunk),
 		buf:        make([]byte, min(scrubChunk, max(bytesPerSec, 4<<10))),
@@ -82,11 +89,13 @@ func newScrubber(b *Broker, bytesPerSec int64, partitions func() []*partition) *
 // scrubLoop is the broker's scrub goroutine (log.scrub.bytes.per.sec > 0).
 func (b *Broker) scrubLoop() {
 	defer b.wg.Done()
-	newScrubber(b, b.cfg.ScrubBytesPerSec, b.partitionList).run(b.ctx)
+	newScrubber(b, b.cfg.ScrubBytesPerSec, b.partitionList, scrubPositionPath(b.cfg.DataDir)).run(b.ctx)
 }
 
-// run scrubs until ctx ends.
+// run scrubs until ctx ends, from where the position file says the last run got to.
 func (s *scrubber) run(ctx context.Context) {
+	s.loadPosition()
+	defer s.savePosition(true)
 	start, read := time.Now(), int64(0)
 	for ctx.Err() == nil {
 		n, more := s.step(ctx)
@@ -100,6 +109,7 @@ func (s *scrubber) run(ctx context.Context) {
 			rest = scrubRest - time.Since(start)
 		}
 		clear(s.progress)
+		s.savePosition(true)
 		if rest > 0 {
 			t := time.NewTimer(rest)
 			select {
@@ -127,8 +137,8 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 			return 0, true
 		}
 		pr, ok := s.progress[p.tp]
-		if !ok {
-			pr.until = p.log.SyncedOffset()
+		if !ok || pr.id != p.topicID {
+			pr = scrubProgress{id: p.topicID, until: p.log.SyncedOffset()}
 		}
 		if pr.done {
 			continue
@@ -165,6 +175,7 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 			pr.seg, pr.cur = seg.Base()+1, segment.ScrubCursor{}
 		}
 		s.progress[p.tp] = pr
+		s.savePosition(false)
 		return res.Bytes, true
 	}
 	return 0, false

@@ -117,7 +117,7 @@ func TestScrubberRoundRobinAtItsRateAndStops(t *testing.T) {
 	b := &Broker{logger: testConfig(t, t.TempDir()).Logger}
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		s := newScrubber(b, 1<<20, func() []*partition { return append([]*partition(nil), parts...) })
+		s := newScrubber(b, 1<<20, func() []*partition { return append([]*partition(nil), parts...) }, "")
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -269,5 +269,53 @@ func TestFetchOfScrubbedBadBatch(t *testing.T) {
 	resp = fetchShared(t, u, "t", []int32{0}, 0, 1<<20, 1)
 	if len(resp.Spans) != 1 || resp.Spans[0].Pos != 0 || int64(resp.Spans[0].Len) != pos1 {
 		t.Fatalf("FetchShared before the bad batch: spans %+v, want [0, %d)", resp.Spans, pos1)
+	}
+}
+
+// TestScrubPositionSurvivesRestart stops a scrub most of the way through its pass and starts
+// another on the same position file: it goes on from there (both flips, at the ends of the
+// partitions, are found within the time a scrub from the start could not have reached them).
+func TestScrubPositionSurvivesRestart(t *testing.T) {
+	parts := []*partition{scrubPartition(t, "a", 2<<20), scrubPartition(t, "b", 2<<20)}
+	for i, p := range parts {
+		p.topicID[0] = byte(i + 1)
+	}
+	path := filepath.Join(t.TempDir(), scrubPositionFile)
+	b := &Broker{logger: testConfig(t, t.TempDir()).Logger}
+	list := func() []*partition { return append([]*partition(nil), parts...) }
+	found := func() int {
+		n := 0
+		for _, p := range parts {
+			if p.corrupt() {
+				n++
+			}
+		}
+		return n
+	}
+	synctest.Test(t, func(t *testing.T) {
+		for run := range 2 {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				newScrubber(b, 1<<20, list, path).run(ctx)
+			}()
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			cancel()
+			<-done
+			if n, want := found(), 2*run; n != want {
+				t.Fatalf("run %d: %d flips found after 2 s, want %d", run, n, want)
+			}
+		}
+	})
+	// A damaged file is a new pass.
+	if err := os.WriteFile(path, []byte("sluice-scrub-position 1\nlast a 0\na x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newScrubber(b, 1, list, path)
+	s.loadPosition()
+	if len(s.progress) != 0 {
+		t.Fatalf("damaged position file loaded as %+v", s.progress)
 	}
 }
