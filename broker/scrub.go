@@ -60,6 +60,8 @@ type scrubber struct {
 	// path is the position file (scrubpos.go), "" for none; saved is when it was last written.
 	path  string
 	saved time.Time
+	// pending: the bad batches the position file named, not yet checked again (restoreMarks).
+	pending []savedMark
 }
 
 // scrubProgress is where a partition's scrub got to: the segment with base seg, at cur (the
@@ -109,6 +111,7 @@ func (s *scrubber) run(ctx context.Context) {
 			rest = scrubRest - time.Since(start)
 		}
 		clear(s.progress)
+		s.pending = nil // partitions not hosted for a whole pass are gone
 		s.savePosition(true)
 		if rest > 0 {
 			t := time.NewTimer(rest)
@@ -126,6 +129,9 @@ func (s *scrubber) run(ctx context.Context) {
 // and returns the bytes it read; more is false when no partition has one left.
 func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 	parts := s.partitions()
+	if len(s.pending) > 0 {
+		s.restoreMarks(ctx, parts)
+	}
 	slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
 	// The partitions after the last one scrubbed, then those up to it: round robin.
 	i, _ := slices.BinarySearchFunc(parts, s.last, func(p *partition, tp topicPartition) int { return compareTP(p.tp, tp) })

@@ -319,3 +319,66 @@ func TestScrubPositionSurvivesRestart(t *testing.T) {
 		t.Fatalf("damaged position file loaded as %+v", s.progress)
 	}
 }
+
+// TestScrubMarksSurviveRestart: the bad batches found are saved with the position, and a
+// restarted scrub checks them again before anything else, restoring the marks of those still
+// bad (and only those: a batch whose bytes are good again is served).
+func TestScrubMarksSurviveRestart(t *testing.T) {
+	parts := []*partition{scrubPartition(t, "a", 2<<20), scrubPartition(t, "b", 2<<20)}
+	for i, p := range parts {
+		p.topicID[0] = byte(i + 1)
+	}
+	path := filepath.Join(t.TempDir(), scrubPositionFile)
+	b := &Broker{logger: testConfig(t, t.TempDir()).Logger}
+	list := func() []*partition { return append([]*partition(nil), parts...) }
+	scrubFor := func(d time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				newScrubber(b, 1<<20, list, path).run(ctx)
+			}()
+			time.Sleep(d)
+			synctest.Wait()
+			cancel()
+			<-done
+		})
+	}
+	scrubFor(time.Minute) // the whole pass: both found
+	for _, p := range parts {
+		if !p.corrupt() {
+			t.Fatalf("%s not found corrupt", p.tp)
+		}
+	}
+	// Restart: the logs open again without marks; b's byte is repaired meanwhile.
+	for i, p := range parts {
+		c := p.log.Corrupt()[0]
+		dir := p.log.Dir()
+		if err := p.log.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%020d.log", c.Segment)), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var one [1]byte
+			if _, err := f.WriteAt(one[:], c.End-100); err != nil { // the value's zero byte back
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		l, err := segment.Open(dir, segment.Options{SegmentBytes: 256 << 10, Logger: b.logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		p.log = l
+	}
+	// Half a second: the burst covers the two rechecks; a new pass would need 3 s to get there.
+	scrubFor(500 * time.Millisecond)
+	if !parts[0].corrupt() || parts[1].corrupt() {
+		t.Fatalf("after the restart: a corrupt %v (want true), b corrupt %v (want false)", parts[0].corrupt(), parts[1].corrupt())
+	}
+}
