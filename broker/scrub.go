@@ -16,7 +16,8 @@ package broker
 // marked on its segment: reads that reach it fail with CORRUPT_MESSAGE (never the bad bytes),
 // reads before it still work, and the replica counts as corrupt (Metadata v1's
 // corruptReplicas, `sluice topic describe`) until retention deletes the segment or a
-// truncation cuts the batch away. The scrub never looks at the active segment, nor at bytes
+// truncation cuts the batch away; across a restart too, as the position file keeps the bad
+// batches found and the restarted scrub checks them again first. The scrub never looks at the active segment, nor at bytes
 // not yet fsynced: recovery checks those after an unclean stop.
 
 import (

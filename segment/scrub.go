@@ -11,8 +11,9 @@ package segment
 // read that starts before it is cut short at its first byte, so it still serves every good
 // batch ahead of it. The mark goes with the bytes: retention deleting the segment drops it,
 // and so does a truncation that cuts the segment at or below the bad batch (the bytes past
-// the cut are gone, and new batches will take their place). The marks live in memory only: a
-// restart forgets them, and the scrub finds the batch again when its turn comes.
+// the cut are gone, and new batches will take their place). The marks live in memory: a
+// restart forgets them, until a scrub finds the batches again (the broker's keeps a list of
+// them and checks those first after a restart).
 
 import (
 	"fmt"
