@@ -17,8 +17,9 @@ package broker
 // reads before it still work, and the replica counts as corrupt (Metadata v1's
 // corruptReplicas, `sluice topic describe`) until retention deletes the segment or a
 // truncation cuts the batch away; across a restart too, as the position file keeps the bad
-// batches found and the restarted scrub checks them again first. The scrub never looks at the active segment, nor at bytes
-// not yet fsynced: recovery checks those after an unclean stop.
+// batches found and the restarted scrub checks them again first. "Logged once" holds within a
+// run: a restart that finds a batch bad again logs it again. The scrub never looks at the
+// active segment, nor at bytes not yet fsynced: recovery checks those after an unclean stop.
 
 import (
 	"context"
