@@ -144,14 +144,15 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 		if ctx.Err() != nil {
 			return 0, true
 		}
+		l := p.log() // one log for the turn: the log supervisor may swap in another meanwhile
 		pr, ok := s.progress[p.tp]
 		if !ok || pr.id != p.topicID {
-			pr = scrubProgress{id: p.topicID, until: p.log.SyncedOffset()}
+			pr = scrubProgress{id: p.topicID, until: l.SyncedOffset()}
 		}
 		if pr.done {
 			continue
 		}
-		seg := s.nextSegment(p, pr)
+		seg := s.nextSegment(l, pr)
 		if seg == nil {
 			pr.done = true
 			s.progress[p.tp] = pr
@@ -161,7 +162,7 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 			pr.seg, pr.cur = seg.Base(), segment.ScrubCursor{}
 		}
 		s.last = p.tp
-		res, err := p.log.Scrub(seg, pr.cur, s.buf, func(n int) error { return s.bucket.wait(ctx, n) })
+		res, err := l.Scrub(seg, pr.cur, s.buf, func(n int) error { return s.bucket.wait(ctx, n) })
 		for _, c := range res.Found {
 			s.b.replicaCorrupt(p, c)
 		}
@@ -189,10 +190,10 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 	return 0, false
 }
 
-// nextSegment is the first scrub candidate of p at or after the segment pr names and below
+// nextSegment is the first scrub candidate of l at or after the segment pr names and below
 // its pass's end.
-func (s *scrubber) nextSegment(p *partition, pr scrubProgress) *segment.Segment {
-	for _, seg := range p.log.ScrubCandidates() {
+func (s *scrubber) nextSegment(l *segment.Log, pr scrubProgress) *segment.Segment {
+	for _, seg := range l.ScrubCandidates() {
 		if seg.Base() >= pr.until {
 			break
 		}
@@ -227,4 +228,4 @@ func (b *Broker) replicaCorrupt(p *partition, c segment.CorruptBatch) {
 
 // corrupt reports whether the scrub has found a bad batch in the partition's log that is still
 // there: the replica is corrupt.
-func (p *partition) corrupt() bool { return len(p.log.Corrupt()) > 0 }
+func (p *partition) corrupt() bool { return len(p.log().Corrupt()) > 0 }

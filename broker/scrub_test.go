@@ -103,14 +103,16 @@ func scrubPartition(t *testing.T, name string, size int) *partition {
 		t.Fatal(err)
 	}
 	f.Close()
-	return &partition{tp: topicPartition{name, 0}, log: l}
+	p := &partition{tp: topicPartition{name, 0}}
+	p.current.Store(l)
+	return p
 }
 
 func TestScrubberRoundRobinAtItsRateAndStops(t *testing.T) {
 	parts := []*partition{scrubPartition(t, "a", 2<<20), scrubPartition(t, "b", 2<<20)}
 	var sealed int64
 	for _, p := range parts {
-		for _, s := range p.log.ScrubCandidates() {
+		for _, s := range p.log().ScrubCandidates() {
 			sealed += s.Size()
 		}
 	}
@@ -191,7 +193,7 @@ func TestCloseStopsScrub(t *testing.T) {
 	p := b.partition("t", 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for len(p.log.ScrubCandidates()) == 0 {
+	for len(p.log().ScrubCandidates()) == 0 {
 		if ctx.Err() != nil {
 			t.Fatal("no sealed segment")
 		}
@@ -225,15 +227,15 @@ func TestFetchOfScrubbedBadBatch(t *testing.T) {
 	p := b.partition("t", 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for len(p.log.ScrubCandidates()) == 0 {
+	for len(p.log().ScrubCandidates()) == 0 {
 		if ctx.Err() != nil {
 			t.Fatal("no sealed segment")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	seg := p.log.ScrubCandidates()[0]
+	seg := p.log().ScrubCandidates()[0]
 	// Batch 1 (offset 1) of the first segment: flip a byte of its value.
-	sl, err := p.log.Read(1, 1, math.MaxInt64)
+	sl, err := p.log().Read(1, 1, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,7 @@ func TestFetchOfScrubbedBadBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	res, err := p.log.Scrub(seg, segment.ScrubCursor{}, make([]byte, 1<<20), func(int) error { return nil })
+	res, err := p.log().Scrub(seg, segment.ScrubCursor{}, make([]byte, 1<<20), func(int) error { return nil })
 	if err != nil || len(res.Found) != 1 || res.Found[0].FirstOffset != 1 || res.Found[0].EndOffset != 2 {
 		t.Fatalf("scrub: %+v, %v", res, err)
 	}
@@ -353,9 +355,9 @@ func TestScrubMarksSurviveRestart(t *testing.T) {
 	}
 	// Restart: the logs open again without marks; b's byte is repaired meanwhile.
 	for i, p := range parts {
-		c := p.log.Corrupt()[0]
-		dir := p.log.Dir()
-		if err := p.log.Close(); err != nil {
+		c := p.log().Corrupt()[0]
+		dir := p.log().Dir()
+		if err := p.log().Close(); err != nil {
 			t.Fatal(err)
 		}
 		if i == 1 {
@@ -374,7 +376,7 @@ func TestScrubMarksSurviveRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
-		p.log = l
+		p.current.Store(l)
 	}
 	// Half a second: the burst covers the two rechecks; a new pass would need 3 s to get there.
 	scrubFor(500 * time.Millisecond)

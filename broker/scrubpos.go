@@ -65,7 +65,7 @@ func (s *scrubber) savePosition(force bool) {
 			c.Segment, c.Pos, c.End, c.FirstOffset, c.EndOffset)
 	}
 	for _, p := range s.partitions() {
-		for _, c := range p.log.Corrupt() {
+		for _, c := range p.log().Corrupt() {
 			bad(p.tp, p.topicID, c)
 		}
 	}
@@ -190,7 +190,8 @@ func (s *scrubber) restoreMarks(ctx context.Context, parts []*partition) {
 		if p.topicID != m.id || ctx.Err() != nil {
 			continue
 		}
-		for _, seg := range p.log.ScrubCandidates() {
+		l := p.log()
+		for _, seg := range l.ScrubCandidates() {
 			if seg.Base() != m.c.Segment {
 				continue
 			}
@@ -204,7 +205,7 @@ func (s *scrubber) restoreMarks(ctx context.Context, parts []*partition) {
 				left -= int64(n)
 				return s.bucket.wait(ctx, n)
 			}
-			res, err := p.log.Scrub(seg, segment.ScrubCursor{Pos: m.c.Pos, Offset: m.c.FirstOffset}, s.buf, wait)
+			res, err := l.Scrub(seg, segment.ScrubCursor{Pos: m.c.Pos, Offset: m.c.FirstOffset}, s.buf, wait)
 			for _, c := range res.Found {
 				s.b.replicaCorrupt(p, c)
 			}
