@@ -36,7 +36,7 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 		}
 		md = b.ctrl.Metadata()
 	}
-	resp := &wire.MetadataResponse{ControllerID: b.ctrl.ControllerID()}
+	resp := &wire.MetadataResponse{Version: h.APIVersion, ControllerID: b.ctrl.ControllerID()}
 	clusterID := "sluice"
 	resp.ClusterID = &clusterID
 	for _, br := range md.Brokers() {
@@ -45,10 +45,16 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 	describe := func(t cluster.TopicMeta) wire.MetadataTopic {
 		mt := wire.MetadataTopic{Topic: t.Name, IsInternal: t.Internal}
 		for _, pm := range t.Partitions {
-			mt.Partitions = append(mt.Partitions, wire.MetadataPartition{
+			mp := wire.MetadataPartition{
 				Partition: pm.Partition, Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
 				Replicas: pm.Replicas, ISR: pm.ISR,
-			})
+			}
+			if p := b.partition(t.Name, pm.Partition); p != nil && p.corrupt() {
+				// This broker's replica only: the others' state is theirs (the scrub's marks
+				// are not in the cluster metadata).
+				mp.CorruptReplicas = []int32{b.cfg.NodeID}
+			}
+			mt.Partitions = append(mt.Partitions, mp)
 		}
 		return mt
 	}

@@ -25,8 +25,8 @@ import (
 //
 // Ownership: mu guards the partition map; each partition guards itself. The reconciler goroutine
 // is the only writer of the map besides Open and Close. Goroutines (reconciler, retention,
-// parked fetches, acks=all waiters, the log supervisor) stop through ctx and Close waits for
-// them through wg.
+// scrub, parked fetches, acks=all waiters, the log supervisor) stop through ctx and Close waits
+// for them through wg.
 type Broker struct {
 	cfg           Config
 	logger        *slog.Logger
@@ -146,6 +146,10 @@ func Open(cfg Config) (*Broker, error) {
 		defer b.wg.Done()
 		b.disk.run(b.ctx.Done())
 	}()
+	if cfg.ScrubBytesPerSec > 0 {
+		b.wg.Add(1)
+		go b.scrubLoop()
+	}
 	b.logger.Info("broker started", "node", cfg.NodeID, "tcp", addrString(b.srv.Addr()), "unix", addrString(b.srv.UnixAddr()), "data", cfg.DataDir,
 		"max.connections", cfg.maxConnections()) // 0: no limit
 	return b, nil
@@ -203,6 +207,7 @@ func (c Config) withDefaults() Config {
 	c.SharedMemoryBytes = nonZero(c.SharedMemoryBytes, d.SharedMemoryBytes)
 	c.SpaceAlertFreePercent = nonZero(c.SpaceAlertFreePercent, d.SpaceAlertFreePercent)
 	c.BallastBytes = nonZero(c.BallastBytes, d.BallastBytes)
+	c.ScrubBytesPerSec = nonZero(c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

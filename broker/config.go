@@ -54,9 +54,14 @@ type Config struct {
 	PreallocateBytes int64 // log.preallocate.bytes
 	// SharedMemoryBytes (Sluice's own) is the largest shared-memory region a producer on this
 	// host may attach to its unix-socket connection (AttachMemory); -1 refuses them all.
-	SharedMemoryBytes int64         // shared.memory.max.bytes: 64 MiB
-	IdleTimeout       time.Duration // connections.max.idle.ms: 10 min
-	ShutdownTimeout   time.Duration // controlled.shutdown... bound on Close: 30 s
+	SharedMemoryBytes int64 // shared.memory.max.bytes: 64 MiB
+	// ScrubBytesPerSec (Sluice's own) bounds the background scrub of sealed segments
+	// (scrub.go), over all partitions together; -1 turns it off (and so does 0 in properties).
+	// The default re-reads a broker's 1 TiB in about three days for a few reads of 1 MiB a
+	// second: a small share of any disk's time.
+	ScrubBytesPerSec int64         // log.scrub.bytes.per.sec: 4 MiB
+	IdleTimeout      time.Duration // connections.max.idle.ms: 10 min
+	ShutdownTimeout  time.Duration // controlled.shutdown... bound on Close: 30 s
 
 	// Connection and request limits (net/server): MaxConnections unset is a quarter of the
 	// open-file limit (see maxConnections); the per-address and per-listener limits are unset
@@ -123,6 +128,7 @@ func DefaultConfig() Config {
 		IndexMaxBytes:          10 << 20,
 		WritebackBytes:         segment.Defaults.WritebackBytes,
 		SharedMemoryBytes:      64 << 20,
+		ScrubBytesPerSec:       4 << 20,
 		PreallocateBytes:       segment.Defaults.PreallocateBytes,
 		IdleTimeout:            10 * time.Minute,
 		LogRetryBackoff:        segment.Defaults.RetryBackoff,
@@ -375,6 +381,15 @@ func (c *Config) Set(key, value string) error {
 		return i64(&c.PreallocateBytes, sluiceBytes("-1 turns preallocation off"))
 	case "shared.memory.max.bytes":
 		return i64(&c.SharedMemoryBytes, sluiceBytes("-1 refuses every shared-memory region"))
+	case "log.scrub.bytes.per.sec":
+		n, err := long(bounds{lo: -1, hi: math.MaxInt64})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			n = -1 // 0 turns the scrub off, as -1 does (Config's 0 would be the default)
+		}
+		c.ScrubBytesPerSec = n
 	case "connections.max.idle.ms":
 		// -1: idle connections are never closed, as in Kafka.
 		return dur(&c.IdleTimeout, time.Millisecond, bounds{lo: -1, hi: math.MaxInt64,

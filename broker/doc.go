@@ -24,6 +24,10 @@
 // recovery points still have room, while fetch, metadata, topic deletion and retention go on.
 // Logs reserve disk ahead (log.preallocate.bytes) only as far as the monitor grants.
 //
+// Scrub (scrub.go): one goroutine re-reads the sealed segments of every hosted partition at
+// log.scrub.bytes.per.sec in all and checks every batch's CRC again; a batch found bad is
+// logged and never served (CORRUPT_MESSAGE), and the replica shows as corrupt in Metadata v1.
+//
 // Invariants: no lock is held across disk or socket I/O in a handler (a slow consumer never
 // blocks a producer); an acknowledged acks=all write on a write.caching=false topic has been
 // fsynced; every error that reaches a client goes through errorCode, the one mapping from

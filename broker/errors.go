@@ -55,6 +55,10 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrOffsetOutOfRange
 	case errors.Is(err, segment.ErrCorrupt), errors.Is(err, batch.ErrCRC), errors.Is(err, segment.ErrOffsetOrder):
 		return wire.ErrCorruptMessage
+	case errors.Is(err, segment.ErrCorruptData):
+		// A fetch that reached a batch the scrub found bad on the disk: Kafka's answer to a
+		// read of a corrupt record, and not retriable here (the bytes stay bad).
+		return wire.ErrCorruptMessage
 	case errors.Is(err, segment.ErrTooLarge):
 		return wire.ErrRecordListTooLarge
 	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed), errors.Is(err, segment.ErrUnavailable),

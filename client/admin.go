@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/net/wire"
@@ -16,6 +17,8 @@ import (
 type Admin struct {
 	conn *Conn
 	cfg  AdminConfig
+	// mdVersion is the Metadata version DescribeTopic uses, plus one; 0 until asked.
+	mdVersion atomic.Int32
 }
 
 // AdminConfig configures an Admin (NewAdminWithConfig). Of Config it uses Brokers (the first
@@ -206,8 +209,12 @@ func (a *Admin) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 // missing topic is an error wrapping ErrUnknownTopic (and wire.ErrUnknownTopicOrPartition).
 func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, []wire.DescribeConfigsEntry, error) {
 	op := topicOp("describe topic", name)
-	var md wire.MetadataResponse
-	if err := a.call(ctx, &wire.MetadataRequest{Topics: []string{name}}, &md); err != nil {
+	v, err := a.metadataVersion(ctx)
+	if err != nil {
+		return TopicInfo{}, nil, fmt.Errorf("client: %s: %w", op, err)
+	}
+	md := wire.MetadataResponse{Version: v}
+	if err := a.call(ctx, &wire.MetadataRequest{Version: v, Topics: []string{name}}, &md); err != nil {
 		return TopicInfo{}, nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	if len(md.Topics) != 1 {
@@ -222,6 +229,26 @@ func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, []wi
 		return TopicInfo{}, nil, err
 	}
 	return TopicInfo{Name: t.Topic, Internal: t.IsInternal, Partitions: t.Partitions}, cfgs, nil
+}
+
+// metadataVersion is the Metadata version to ask the broker in: 1 (with corruptReplicas) if it
+// implements it, 0 otherwise; asked once (ApiVersions) and remembered.
+func (a *Admin) metadataVersion(ctx context.Context) (int16, error) {
+	if v := a.mdVersion.Load(); v > 0 {
+		return int16(v - 1), nil
+	}
+	var versions wire.APIVersionsResponse
+	if err := a.call(ctx, &wire.APIVersionsRequest{}, &versions); err != nil {
+		return 0, err
+	}
+	v := int16(0)
+	for _, r := range versions.APIKeys {
+		if r.APIKey == wire.Metadata && r.MaxVersion >= 1 && r.MinVersion <= 1 {
+			v = 1
+		}
+	}
+	a.mdVersion.Store(int32(v) + 1)
+	return v, nil
 }
 
 // topicConfigs is DescribeConfigs of one topic, for op.

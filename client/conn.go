@@ -244,7 +244,7 @@ func (c *Conn) sendCall(req wire.Request, p pendingCall, file *os.File) (int32, 
 		c.pending[id] = p
 		c.mu.Unlock()
 	}
-	h := wire.RequestHeader{APIKey: req.Key(), CorrelationID: id, ClientID: c.clientID}
+	h := wire.RequestHeader{APIKey: req.Key(), APIVersion: wire.VersionOf(req), CorrelationID: id, ClientID: c.clientID}
 	err := c.encodeAndWriteLocked(&h, req, pr, shared, file)
 	if _, ok := errors.AsType[*wire.EncodeError](err); ok {
 		// A field too long for the protocol (a 40,000-byte topic name): refused before a byte

@@ -542,6 +542,11 @@ func (f *fetcher) handle() (retry bool) {
 				ch.reset, ch.logStart, ch.highWatermark = true, p.LogStartOffset, p.HighWatermark
 				c.cfg.Logger.Info("sluice consumer: offset out of range", "partition", tp.String(), "offset", sent.offset,
 					"log_start", p.LogStartOffset, "high_watermark", p.HighWatermark, "auto.offset.reset", c.cfg.AutoOffsetReset)
+			case code == wire.ErrCorruptMessage:
+				// The broker refuses to serve a batch it found bad on its disk (its scrub):
+				// asking again, here or elsewhere, finds the same bytes. As Kafka's consumer,
+				// the partition fails at that offset.
+				ch.err = fmt.Errorf("client: fetch %s at offset %d: %w", tp, sent.offset, code)
 			case code.Retriable():
 				ps.leader = -1
 				lost = true

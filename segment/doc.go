@@ -37,6 +37,10 @@
 //     are written: a reader never sees a partially written batch.
 //   - Every batch that Append has returned for passed its CRC check; every batch that recovery
 //     keeps passed it again. The log is truncated at the first batch that does not.
+//   - A batch of a sealed segment that the scrub (Scrub, scrub.go) found bad since is never
+//     served: a read that reaches it fails with ErrCorruptData, one that starts before it is
+//     cut short at its first byte. The mark lasts as long as the bytes: until retention deletes
+//     the segment or a truncation cuts the batch away.
 //   - The segment list is never empty and its last segment is the active one. Retention
 //     (DeleteExpired) deletes only whole segments, each finished by the flusher and wholly
 //     below the high watermark its caller gives; it deletes the active segment, as Kafka
@@ -68,5 +72,7 @@
 // fsync but never appendMu, so an fsync never blocks an append. Operations that rewrite the tail
 // or the head (TruncateTo, DeleteExpired, Close) take flushMu and then appendMu: that is the
 // lock order. DeleteExpired, when it rolls the active segment away, lets go of appendMu (not
-// flushMu) while it syncs the sealed segment.
+// flushMu) while it syncs the sealed segment. Scrub reads like a reader (a reference, no lock)
+// and takes appendMu alone, briefly, to mark a bad batch, so that a truncation (which drops
+// the marks past its cut under appendMu) never leaves a mark on bytes it replaced.
 package segment

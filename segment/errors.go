@@ -26,6 +26,9 @@ var (
 	// next index pages. Nothing was written and the log is not stopped (Err is nil): the
 	// append may be retried, and the error wraps the cause.
 	ErrUnavailable = errors.New("segment: log cannot take appends for now")
+	// ErrCorruptData is wrapped by the *CorruptDataError of a read that reaches a batch the
+	// scrub found bad on the disk (scrub.go): the bytes are not served.
+	ErrCorruptData = errors.New("segment: corrupt data in the log")
 	// ErrTooLarge is returned by Append for a request larger than a whole segment can hold.
 	ErrTooLarge = errors.New("segment: append larger than segment.bytes")
 )

@@ -466,6 +466,10 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		if !s.acquire() {
 			return Slice{}, true, nil
 		}
+		if _, err := l.checkCorrupt(s, off, -1, 0); err != nil {
+			s.release()
+			return Slice{}, false, err
+		}
 		limit := s.size.Load()
 		pos, h, found, err := s.locate(off, limit, hdr)
 		if err != nil || !found {
@@ -497,6 +501,10 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		n := min(int64(maxBytes), stop-pos)
 		if int64(firstSize) > n && int64(firstSize) <= stop-pos {
 			n = int64(firstSize)
+		}
+		if n, err = l.checkCorrupt(s, off, pos, n); err != nil { // the scrub's marks (scrub.go)
+			s.release()
+			return Slice{}, false, err
 		}
 		return Slice{File: s.file, Pos: pos, Len: int(n), FirstOffset: first, seg: s}, false, nil
 	}

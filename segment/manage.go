@@ -322,6 +322,7 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 		t.lastBatchBase = h.BaseOffset()
 		p += int64(sz)
 	}
+	t.dropCorruptFrom(pos, newEnd)
 	t.size.Store(pos)
 	t.syncedSize = min(t.syncedSize, pos)
 	t.nextOffset = newEnd

@@ -72,6 +72,9 @@ type Segment struct {
 	// id is the file's FileID, computed at the first shared read (a stat per read would be a
 	// system call per fetch): nil until then, &noFileID if it has none.
 	id atomic.Pointer[FileID]
+	// corrupt is the bad stretches the scrub found (scrub.go), sorted by position; nil for none.
+	// Stored under Log.appendMu, loaded by readers without it.
+	corrupt atomic.Pointer[[]CorruptBatch]
 }
 
 // preallocate reserves blocks up to want if that is past what is reserved. Errors are

@@ -105,7 +105,13 @@ func topicCmd() *cobra.Command {
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintf(w, "Topic: %s\tPartitions: %d\tInternal: %v\n", t.Name, len(t.Partitions), t.Internal)
 				for _, p := range t.Partitions {
-					fmt.Fprintf(w, "  Partition: %d\tLeader: %d\tEpoch: %d\tReplicas: %v\tIsr: %v\n", p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR)
+					fmt.Fprintf(w, "  Partition: %d\tLeader: %d\tEpoch: %d\tReplicas: %v\tIsr: %v", p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR)
+					if len(p.CorruptReplicas) > 0 {
+						// The scrub found a bad batch in these replicas' logs: reads that
+						// reach it fail with CORRUPT_MESSAGE.
+						fmt.Fprintf(w, "\tCorrupt: %v", p.CorruptReplicas)
+					}
+					fmt.Fprintln(w)
 				}
 				fmt.Fprintln(w, "Configs:")
 				for _, c := range cfgs {

@@ -66,7 +66,7 @@ var apiTable = []apiInfo{
 	{Produce, "Produce", true, 0, 0},
 	{Fetch, "Fetch", true, 0, 0},
 	{ListOffsets, "ListOffsets", true, 0, 0},
-	{Metadata, "Metadata", true, 0, 0},
+	{Metadata, "Metadata", true, 0, 1},
 	{OffsetCommit, "OffsetCommit", true, 0, 0},
 	{OffsetFetch, "OffsetFetch", true, 0, 0},
 	{FindCoordinator, "FindCoordinator", false, 0, 0},
@@ -150,6 +150,21 @@ func SupportedAPIs() []APIVersionRange {
 	return out
 }
 
+// Versioned is a request of an api with several versions: APIVersion is the version it is
+// encoded in, which goes in its request header. A request that does not implement it is
+// version 0.
+type Versioned interface {
+	APIVersion() int16
+}
+
+// VersionOf is the version req is encoded in (Versioned), 0 for a request of one version.
+func VersionOf(req Request) int16 {
+	if v, ok := req.(Versioned); ok {
+		return v.APIVersion()
+	}
+	return 0
+}
+
 // Encoder is anything that appends its encoding to a buffer.
 type Encoder interface {
 	AppendTo(dst []byte) []byte
@@ -191,7 +206,7 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 	case ListOffsets:
 		return new(ListOffsetsRequest), nil
 	case Metadata:
-		return new(MetadataRequest), nil
+		return &MetadataRequest{Version: version}, nil
 	case OffsetCommit:
 		return new(OffsetCommitRequest), nil
 	case OffsetFetch:
@@ -232,7 +247,7 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 	case ListOffsets:
 		return new(ListOffsetsResponse), nil
 	case Metadata:
-		return new(MetadataResponse), nil
+		return &MetadataResponse{Version: version}, nil
 	case OffsetCommit:
 		return new(OffsetCommitResponse), nil
 	case OffsetFetch:

@@ -9,14 +9,23 @@ package wire
 // set and the broker has auto.create.topics.enable, in which case it is
 // created and answered with ErrLeaderNotAvailable until its leaders exist.
 
+// Versions: v1 adds corruptReplicas to each partition of the response; the request is the
+// same in both.
+
 // MetadataRequest asks for the cluster's brokers and some or all topics.
 type MetadataRequest struct {
+	// Version is the version to send (0 or 1); the response must be decoded in the same one.
+	// Not encoded in the body: it goes in the request header.
+	Version                int16
 	Topics                 []string // nil = all topics (encoded as a null array)
 	AllowAutoTopicCreation bool
 }
 
 // Key returns Metadata.
 func (*MetadataRequest) Key() APIKey { return Metadata }
+
+// APIVersion implements Versioned.
+func (m *MetadataRequest) APIVersion() int16 { return m.Version }
 
 // AppendTo appends the body's encoding.
 func (m *MetadataRequest) AppendTo(dst []byte) []byte {
@@ -34,6 +43,9 @@ func (m *MetadataRequest) ReadFrom(b []byte) error {
 
 // MetadataResponse describes the brokers and the requested topics.
 type MetadataResponse struct {
+	// Version is the layout (0 or 1): the version of the request it answers. ReadFrom takes it
+	// as given (set it before decoding) and leaves it as it is.
+	Version      int16
 	ThrottleMs   int32
 	Brokers      []MetadataBroker
 	ClusterID    *string
@@ -68,6 +80,10 @@ type MetadataPartition struct {
 	LeaderEpoch int32
 	Replicas    []int32 // assigned replicas (AR), preferred leader first
 	ISR         []int32 // in-sync replicas
+	// CorruptReplicas (v1) are the replicas whose log holds a batch that the scrub found bad
+	// on the disk (reads that reach it fail with CORRUPT_MESSAGE), as far as the answering
+	// broker knows: its own replicas. Empty in v0.
+	CorruptReplicas []int32
 }
 
 const (
@@ -85,10 +101,14 @@ func (m *MetadataResponse) AppendTo(dst []byte) []byte {
 	dst = appendArray(dst, m.Brokers)
 	dst = appendNullableString(dst, m.ClusterID)
 	dst = appendInt32(dst, m.ControllerID)
-	return appendArray(dst, m.Topics)
+	dst = appendArrayLen(dst, len(m.Topics))
+	for i := range m.Topics {
+		dst = m.Topics[i].appendVersion(dst, m.Version)
+	}
+	return dst
 }
 
-// ReadFrom decodes b into m (see Message).
+// ReadFrom decodes b into m (see Message), in the layout of m.Version.
 func (m *MetadataResponse) ReadFrom(b []byte) error {
 	r := reader{b: b}
 	m.ThrottleMs = r.int32()
@@ -100,7 +120,7 @@ func (m *MetadataResponse) ReadFrom(b []byte) error {
 	m.ControllerID = r.int32()
 	m.Topics = readSlice(&r, m.Topics, minMetadataTopic)
 	for i := range m.Topics {
-		m.Topics[i].readFrom(&r)
+		m.Topics[i].readVersion(&r, m.Version)
 	}
 	return r.done()
 }
@@ -119,20 +139,38 @@ func (b *MetadataBroker) readFrom(r *reader) {
 	b.UnixPath = r.stringReuse(b.UnixPath)
 }
 
-func (t *MetadataTopic) appendTo(dst []byte) []byte {
+func (t *MetadataTopic) appendTo(dst []byte) []byte { return t.appendVersion(dst, 0) }
+
+// appendVersion appends the topic in the layout of version v.
+func (t *MetadataTopic) appendVersion(dst []byte, v int16) []byte {
 	dst = appendInt16(dst, int16(t.ErrorCode))
 	dst = appendString(dst, t.Topic)
 	dst = appendBool(dst, t.IsInternal)
+	if v >= 1 {
+		dst = appendArrayLen(dst, len(t.Partitions))
+		for i := range t.Partitions {
+			dst = t.Partitions[i].appendTo(dst)
+			dst = appendInt32s(dst, t.Partitions[i].CorruptReplicas)
+		}
+		return dst
+	}
 	return appendArray(dst, t.Partitions)
 }
 
-func (t *MetadataTopic) readFrom(r *reader) {
+// readVersion decodes the topic in the layout of version v.
+func (t *MetadataTopic) readVersion(r *reader, v int16) {
 	t.ErrorCode = ErrorCode(r.int16())
 	t.Topic = r.stringReuse(t.Topic)
 	t.IsInternal = r.bool()
 	t.Partitions = readSlice(r, t.Partitions, minMetadataPartition)
 	for i := range t.Partitions {
-		t.Partitions[i].readFrom(r)
+		p := &t.Partitions[i]
+		p.readFrom(r)
+		if v >= 1 {
+			p.CorruptReplicas = r.int32s(p.CorruptReplicas)
+		} else {
+			p.CorruptReplicas = p.CorruptReplicas[:0]
+		}
 	}
 }
 
