@@ -90,7 +90,7 @@ func TestResourceErrorsBySite(t *testing.T) {
 			on.Store(true)
 			appended, err := tc.drive(t, l)
 			acked = append(acked, appended...)
-			waitFor(t, "the injected error", func() bool { return hits.Load() > 0 })
+			waitUntil(t, "the injected error", func() bool { return hits.Load() > 0 })
 			switch tc.want {
 			case serves:
 				if err != nil || l.Err() != nil {
@@ -100,7 +100,7 @@ func TestResourceErrorsBySite(t *testing.T) {
 				if got := values(t, readAll(t, l, 0)); !equalStrings(got, acked) {
 					t.Fatalf("read %d records during the failures, want %d", len(got), len(acked))
 				}
-				waitFor(t, "a second failed attempt", func() bool { return hits.Load() >= 2 })
+				waitUntil(t, "a second failed attempt", func() bool { return hits.Load() >= 2 })
 				if n := strings.Count(logs.String(), "recovery point write failed; retrying"); n != 1 {
 					t.Fatalf("%d log lines for the failures, want 1:\n%s", n, logs)
 				}
@@ -134,17 +134,17 @@ func TestResourceErrorsBySite(t *testing.T) {
 			}
 			switch tc.want {
 			case serves:
-				waitFor(t, "the recovery point at the log end", func() bool {
+				waitUntil(t, "the recovery point at the log end", func() bool {
 					cp, ok, _ := readCheckpoint(l)
 					return ok && cp.offset == l.EndOffset()
 				})
-				waitFor(t, "the log line saying it is over", func() bool {
+				waitUntil(t, "the log line saying it is over", func() bool {
 					return strings.Contains(logs.String(), "recovery point write succeeded again")
 				})
 			case refuses:
 				// The first append after the error clears may still be held until the
 				// flusher's retry faults the pages in: retried as a client would.
-				waitFor(t, "an append to succeed", func() bool {
+				waitUntil(t, "an append to succeed", func() bool {
 					_, err := l.Append(makeBatch(t, "after-0", 1, 1), 7)
 					if err != nil && !errors.Is(err, ErrUnavailable) {
 						t.Fatalf("append after the error cleared: %v", err)
@@ -216,7 +216,7 @@ func sizedBatchLike(t *testing.T, b []byte, size int) []byte {
 func drivePrefault(t *testing.T, l *Log) ([]string, error) {
 	var err error
 	var appended []string
-	waitFor(t, "appends held", func() bool {
+	waitUntil(t, "appends held", func() bool {
 		_, err = l.Append(makeBatch(t, "held", 1, 1), 7)
 		if err == nil {
 			appended = append(appended, "held-0")
@@ -263,18 +263,6 @@ func appendSynced(t *testing.T, l *Log, n int, tag string) []string {
 		t.Fatalf("sync: %v", err)
 	}
 	return out
-}
-
-// waitFor polls cond every millisecond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // acknowledged drops the values of the batches that met the error (never acknowledged).

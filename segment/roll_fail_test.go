@@ -133,7 +133,7 @@ func TestFailedPrefaultHoldsAppends(t *testing.T) {
 		t.Fatalf("the log stopped: %v", l.Err())
 	}
 	refuse.Store(false)
-	waitFor(t, "appends to resume", func() bool {
+	waitUntil(t, "appends to resume", func() bool {
 		_, err := l.Append(b, 7)
 		return err == nil
 	})
