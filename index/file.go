@@ -15,14 +15,20 @@ import (
 // lookups. Append writes entry n and then publishes n+1, so lookups read only published,
 // immutable entries without a lock. mu excludes lookups (read side) from the operations that
 // move or shrink the mapping (write side: truncate, trim, close). flushMu serialises flushes.
+//
+// Files: the file is open only while it is being mapped or resized. A mapping needs no
+// descriptor (the kernel keeps its own reference to the file), and msync flushes through it,
+// so a mapped index holds no file descriptor: a broker with 10,000 partitions would otherwise
+// spend two of its descriptors per segment on files it only ever reaches through memory.
+// Truncate, Trim and MakeWritable reopen it by path for the resize and close it again.
 type entryFile struct {
+	fs        vfs.FS
 	path      string
 	entrySize int
 	isEmpty   func([]byte) bool
 
 	mu struct {
 		sync.RWMutex
-		file     vfs.File
 		mapping  vfs.Mapping // nil when nothing is mapped (an empty, trimmed file)
 		buf      []byte      // mapping.Bytes(), or nil
 		writable bool
@@ -39,17 +45,41 @@ func openEntryFile(fsys vfs.FS, path string, entrySize, maxBytes int, writable b
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
-	e := &entryFile{path: path, entrySize: entrySize, isEmpty: isEmpty}
-	e.mu.file = f
-	if err := e.load(maxBytes, writable); err != nil {
-		_ = f.Close()
+	e := &entryFile{fs: fsys, path: path, entrySize: entrySize, isEmpty: isEmpty}
+	err = e.load(f, maxBytes, writable)
+	// The mapping (if any) keeps the file; the descriptor is not needed any more.
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("open index %s: %w", path, cerr)
+	}
+	if err != nil {
+		e.unmapLocked()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *entryFile) load(maxBytes int, writable bool) error {
-	f := e.mu.file
+// reopenLocked opens the file again for a resize and remap; the caller closes it. Called with
+// mu held for writing.
+func (e *entryFile) reopenLocked(op string) (vfs.File, error) {
+	f, err := e.fs.OpenReadWrite(e.path)
+	if err != nil {
+		return nil, fmt.Errorf("%s index %s: %w", op, e.path, err)
+	}
+	return f, nil
+}
+
+// unmapLocked drops the mapping, if any. Called with mu held for writing (or before the
+// entryFile is shared).
+func (e *entryFile) unmapLocked() error {
+	if e.mu.mapping == nil {
+		return nil
+	}
+	err := e.mu.mapping.Unmap()
+	e.mu.mapping, e.mu.buf = nil, nil
+	return err
+}
+
+func (e *entryFile) load(f vfs.File, maxBytes int, writable bool) error {
 	size64, err := f.Size()
 	if err != nil {
 		return fmt.Errorf("index %s: %w", e.path, err)
@@ -199,7 +229,12 @@ func (e *entryFile) truncate(k int) error {
 		return nil
 	}
 	// A trimmed file: shrink it and map what is left.
-	return e.remapLocked(k)
+	f, err := e.reopenLocked("truncate")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return e.remapLocked(f, k, "truncate")
 }
 
 // flush makes every published entry durable.
@@ -229,52 +264,53 @@ func (e *entryFile) trim() error {
 	if !e.mu.writable {
 		return nil
 	}
+	f, err := e.reopenLocked("trim")
+	if err != nil {
+		return err // nothing changed: the index is still writable, and a retry trims it
+	}
+	defer f.Close()
 	e.mu.writable = false
-	return e.remapLocked(e.len())
+	return e.remapLocked(f, e.len(), "trim")
 }
 
-func (e *entryFile) remapLocked(n int) error {
-	if e.mu.mapping != nil {
-		if err := e.mu.mapping.Unmap(); err != nil {
-			return fmt.Errorf("trim index %s: %w", e.path, err)
-		}
-		e.mu.mapping, e.mu.buf = nil, nil
+// remapLocked shrinks the file f (the index's file, reopened by the caller before anything
+// changed, so that a failed open such as EMFILE leaves the index as it was) to n entries,
+// syncs it and maps what is left. A failure leaves nothing mapped: lookups then find no
+// entries, which costs a longer scan of the log, never a wrong answer.
+func (e *entryFile) remapLocked(f vfs.File, n int, op string) error {
+	fail := func(err error) error {
+		e.n.Store(0)
+		e.flushed.Store(0)
+		return fmt.Errorf("%s index %s: %w", op, e.path, err)
+	}
+	if err := e.unmapLocked(); err != nil {
+		return fail(err)
 	}
 	size := n * e.entrySize
-	if err := e.mu.file.Truncate(int64(size)); err != nil {
-		return fmt.Errorf("trim index %s: %w", e.path, err)
+	if err := f.Truncate(int64(size)); err != nil {
+		return fail(err)
 	}
-	if err := e.mu.file.Sync(); err != nil {
-		return fmt.Errorf("trim index %s: %w", e.path, err)
+	if err := f.Sync(); err != nil {
+		return fail(err)
 	}
 	e.flushed.Store(int64(n))
 	if size == 0 {
 		return nil
 	}
-	m, err := e.mu.file.Map(size)
+	m, err := f.Map(size)
 	if err != nil {
-		return fmt.Errorf("trim index %s: %w", e.path, err)
+		return fail(err)
 	}
 	e.mu.mapping, e.mu.buf = m, m.Bytes()
 	return nil
 }
 
-// close unmaps and closes the file without trimming (Trim first for a clean close).
+// close unmaps the file without trimming (Trim first for a clean close). No descriptor is
+// open to close.
 func (e *entryFile) close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var err error
-	if e.mu.mapping != nil {
-		err = e.mu.mapping.Unmap()
-		e.mu.mapping, e.mu.buf = nil, nil
-	}
-	if e.mu.file != nil {
-		if cerr := e.mu.file.Close(); err == nil {
-			err = cerr
-		}
-		e.mu.file = nil
-	}
-	return err
+	return e.unmapLocked()
 }
 
 // makeWritable grows a trimmed file back to maxBytes so appends can resume: a truncation made
@@ -289,17 +325,23 @@ func (e *entryFile) makeWritable(maxBytes int) error {
 	}
 	n := e.len()
 	capacity := max(maxBytes/e.entrySize, n+1) * e.entrySize
-	if e.mu.mapping != nil {
-		if err := e.mu.mapping.Unmap(); err != nil {
-			return fmt.Errorf("reopen index %s: %w", e.path, err)
-		}
-		e.mu.mapping, e.mu.buf = nil, nil
+	// Open before unmapping: a failed open (EMFILE) leaves the index as it was, read-only
+	// but whole.
+	f, err := e.reopenLocked("reopen")
+	if err != nil {
+		return err
 	}
-	if err := e.mu.file.Truncate(int64(capacity)); err != nil {
+	defer f.Close()
+	if err := e.unmapLocked(); err != nil {
 		return fmt.Errorf("reopen index %s: %w", e.path, err)
 	}
-	m, err := e.mu.file.Map(capacity)
+	if err := f.Truncate(int64(capacity)); err != nil {
+		e.n.Store(0)
+		return fmt.Errorf("reopen index %s: %w", e.path, err)
+	}
+	m, err := f.Map(capacity)
 	if err != nil {
+		e.n.Store(0)
 		return fmt.Errorf("reopen index %s: %w", e.path, err)
 	}
 	e.mu.mapping, e.mu.buf, e.mu.writable = m, m.Bytes(), true
