@@ -109,10 +109,11 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 	return b.awaitHosted(ctx, t)
 }
 
-// Each partition holds three files open (log, offset index, time index), and connections and
-// raft need some more: a quarter of the limit, at most openFileReserve.
+// Each partition holds one file open, its active segment's log (its indexes are mapped and
+// hold no descriptor), and connections and raft need some more: a quarter of the limit, at
+// most openFileReserve.
 const (
-	filesPerPartition = 3
+	filesPerPartition = 1
 	openFileReserve   = 1024
 )
 
@@ -128,7 +129,7 @@ func (b *Broker) checkOpenFiles(n int) error {
 		return nil
 	}
 	b.mu.RLock()
-	hosted := len(b.mu.partitions)
+	hosted := len(b.mu.partitions) + len(b.mu.unopened)
 	b.mu.RUnlock()
 	reserve := min(uint64(openFileReserve), limit/4)
 	need := uint64(filesPerPartition*(hosted+n)) + reserve
@@ -390,7 +391,7 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 			res := wire.ListOffsetsResponsePartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			p := b.partition(rt.Topic, rp.Partition)
 			if p == nil {
-				res.ErrorCode = wire.ErrUnknownTopicOrPartition
+				res.ErrorCode = errorCode(b.missingPartitionErr(rt.Topic, rp.Partition))
 				out.Partitions = append(out.Partitions, res)
 				continue
 			}

@@ -39,6 +39,9 @@ type Broker struct {
 	mu struct {
 		sync.RWMutex
 		partitions map[topicPartition]*partition
+		// unopened: the partitions assigned to this broker whose logs are not open, with nil
+		// while they are opening (start-up) or the error their open failed with.
+		unopened map[topicPartition]error
 	}
 	reconcileMu sync.Mutex
 	reconciled  uint64 // guarded by reconcileMu: the metadata version last applied
@@ -48,7 +51,10 @@ type Broker struct {
 	// ready is closed once Open has registered the broker and loaded the committed offsets.
 	// The listeners open earlier (registration needs their addresses), so requests that arrive
 	// in between wait for it.
-	ready   chan struct{}
+	ready chan struct{}
+	// opened is closed once the logs of the partitions hosted at start-up are open (or failed
+	// to): they open after the listeners serve (PartitionsOpen).
+	opened  chan struct{}
 	wg      sync.WaitGroup
 	closing atomic.Bool
 
@@ -67,6 +73,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, logger: cfg.Logger, topicDefaults: cfg.topicDefaults()}
 	b.mu.partitions = map[topicPartition]*partition{}
+	b.mu.unopened = map[topicPartition]error{}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.ready = make(chan struct{})
 	b.healKick = make(chan struct{}, 1)
@@ -75,6 +82,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.disk = newDiskMonitor(cfg)
 	b.disk.onLow = b.dropStandbys
 	b.disk.check()
+	b.opened = make(chan struct{})
 
 	marker := filepath.Join(cfg.DataDir, cleanShutdownFile)
 	if _, err := os.Stat(marker); err == nil {
@@ -103,7 +111,10 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.removeStrayDirs(md); err != nil {
 		return fail(err)
 	}
-	if err := b.reconcile(md); err != nil {
+	// The offsets topic's logs open now (the offset store loads from them); the others once
+	// the listeners serve, in the background, so that metadata is answered while they open.
+	b.markOpening(md)
+	if err := b.reconcileTopics(md, OffsetsTopic); err != nil {
 		return fail(err)
 	}
 	b.srv, err = server.New(server.Config{
@@ -138,7 +149,16 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
-	b.wg.Add(4)
+	b.wg.Add(5)
+	go func() {
+		defer b.wg.Done()
+		defer close(b.opened)
+		t0 := time.Now()
+		if err := b.reconcile(md); err != nil {
+			b.logger.Error("opening partitions", "err", err)
+		}
+		b.logger.Info("partitions open", "partitions", len(b.partitionList()), "took", time.Since(t0).Round(time.Millisecond))
+	}()
 	go b.reconcileLoop(updates, stop)
 	go b.retentionLoop()
 	go b.healLoop()
@@ -267,6 +287,12 @@ func (b *Broker) advertisedUnixPath(path string) string {
 // maxUnixPathBytes is the size of sockaddr_un's sun_path on Linux, which includes the
 // terminating zero (the BSDs' is smaller still, 104).
 const maxUnixPathBytes = 108
+
+// PartitionsOpen is closed once every partition the broker hosted when it started has its log
+// open (or failed to open; requests to it then get KAFKA_STORAGE_ERROR). Open returns before:
+// metadata is answered while the logs open, and a request to a partition still opening gets
+// NOT_LEADER_OR_FOLLOWER, retriable. The offsets topic's logs are open when Open returns.
+func (b *Broker) PartitionsOpen() <-chan struct{} { return b.opened }
 
 // Addr is the TCP listener's address (nil without TCP).
 func (b *Broker) Addr() net.Addr { return b.srv.Addr() }

@@ -43,6 +43,7 @@ func startBroker(t testing.TB, cfg Config) *Broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	<-b.PartitionsOpen()
 	return b
 }
 
@@ -753,7 +754,7 @@ func TestDescribedConfigsCanBeSetAgain(t *testing.T) {
 // directory could not start again.
 func TestTopicNeedingTooManyOpenFilesIsRefused(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
-	cfg.openFileLimit = 240 // a quarter spare, 3 per partition: room for 60 partitions
+	cfg.openFileLimit = 80 // a quarter spare, 1 per partition: room for 60 partitions
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
 	var cr wire.CreateTopicsResponse

@@ -27,6 +27,12 @@ var (
 	// by itself once space is freed.
 	ErrDiskFull = errors.New("broker: disk full")
 	errCorrupt  = segment.ErrCorrupt
+	// ErrPartitionLoading answers a request to a partition this broker hosts whose log is still
+	// opening (a restart serves metadata before every log is open).
+	ErrPartitionLoading = errors.New("broker: partition is still opening")
+	// ErrPartitionOffline answers a request to a partition whose log failed to open; the next
+	// metadata change tries again.
+	ErrPartitionOffline = errors.New("broker: partition's log could not be opened")
 )
 
 // appendInfo is what an append reports.
@@ -45,6 +51,10 @@ func errorCode(err error) wire.ErrorCode {
 		// the KAFKA_STORAGE_ERROR case below, whose ErrClosed it wraps (a log closed otherwise:
 		// at shutdown).
 		return wire.ErrUnknownTopicOrPartition
+	case errors.Is(err, ErrPartitionLoading):
+		return wire.ErrNotLeaderOrFollower
+	case errors.Is(err, ErrPartitionOffline):
+		return wire.ErrKafkaStorageError
 	case errors.Is(err, ErrMessageTooLarge):
 		return wire.ErrMessageTooLarge
 	case errors.Is(err, ErrInvalidTimestamp):

@@ -224,7 +224,7 @@ func (f *fetch) try(final bool) bool {
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = -1, -1, -1
 			p := f.b.partition(rt.Topic, rp.Partition)
 			if p == nil {
-				res.ErrorCode, failed = wire.ErrUnknownTopicOrPartition, true
+				res.ErrorCode, failed = errorCode(f.b.missingPartitionErr(rt.Topic, rp.Partition)), true
 				f.addSlice(segment.Slice{}, -1)
 				continue
 			}

@@ -223,15 +223,28 @@ func partitionDirName(name string) (topicPartition, bool) {
 // topic is gone. It runs on the reconciler goroutine, in Open, and in admin handlers that must
 // see their change applied before answering; reconcileMu serialises them.
 func (b *Broker) reconcile(md *cluster.Metadata) error {
+	return b.reconcileTopics(md, "")
+}
+
+// reconcileTopics is reconcile, or with only set, the opening of that one topic's partitions
+// alone (Open opens the offsets topic before the others): it then deletes nothing and does
+// not count as having applied md.
+func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 	b.reconcileMu.Lock()
 	defer b.reconcileMu.Unlock()
 	if md.Version() < b.reconciled {
 		return nil // an older view than one already applied (a racing caller)
 	}
-	b.reconciled = md.Version()
+	if only == "" {
+		b.reconciled = md.Version()
+	}
 	wanted := map[topicPartition]struct{}{}
 	var errs []error
+	var jobs []openJob
 	for _, t := range md.Topics() {
+		if only != "" && t.Name != only {
+			continue
+		}
 		for _, pm := range t.Partitions {
 			if !containsID(pm.Replicas, b.cfg.NodeID) {
 				continue
@@ -246,14 +259,7 @@ func (b *Broker) reconcile(md *cluster.Metadata) error {
 				p = nil
 			}
 			if p == nil {
-				np, err := b.openPartition(t, pm)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				b.mu.Lock()
-				b.mu.partitions[tp] = np
-				b.mu.Unlock()
+				jobs = append(jobs, openJob{t: t, pm: pm})
 				continue
 			}
 			p.leaderEpoch.Store(pm.LeaderEpoch)
@@ -265,18 +271,121 @@ func (b *Broker) reconcile(md *cluster.Metadata) error {
 			}
 		}
 	}
-	b.mu.RLock()
+	errs = append(errs, b.openPartitions(jobs)...)
+	if only != "" {
+		return b.joinPartitionErrors(errs)
+	}
+	b.mu.Lock()
 	var gone []*partition
 	for tp, p := range b.mu.partitions {
 		if _, ok := wanted[tp]; !ok {
 			gone = append(gone, p)
 		}
 	}
-	b.mu.RUnlock()
+	for tp := range b.mu.unopened {
+		if _, ok := wanted[tp]; !ok {
+			delete(b.mu.unopened, tp) // its topic went before its log could open
+		}
+	}
+	b.mu.Unlock()
 	for _, p := range gone {
 		b.dropPartition(p)
 	}
 	return b.joinPartitionErrors(errs)
+}
+
+// openJob is a partition reconcile opens.
+type openJob struct {
+	t  cluster.TopicMeta
+	pm cluster.PartitionMeta
+}
+
+// partitionOpenWorkers bounds the logs opened at once, at start-up and for a new topic:
+// opening a log is a few file system calls and page faults, so a few workers hide their
+// latency (a restart after a crash scans the unsynced tails, reading from the disk) without
+// flooding the disk queue or the file table.
+const partitionOpenWorkers = 8
+
+// openPartitions opens the partitions of jobs, partitionOpenWorkers at a time, and puts each
+// in the map as soon as it is open, so requests to it are served while others still open. A
+// partition that fails to open is recorded in unopened with its error (requests to it are
+// answered with KAFKA_STORAGE_ERROR) and tried again at the next reconcile. It stops early
+// when the broker closes. It returns the errors, in jobs' order.
+func (b *Broker) openPartitions(jobs []openJob) []error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(partitionOpenWorkers, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				tp := topicPartition{j.t.Name, j.pm.Partition}
+				np, err := b.openPartition(j.t, j.pm)
+				b.mu.Lock()
+				if err != nil {
+					errs[i] = err
+					b.mu.unopened[tp] = fmt.Errorf("%w: %s: %w", ErrPartitionOffline, tp, err)
+				} else {
+					delete(b.mu.unopened, tp)
+					b.mu.partitions[tp] = np
+				}
+				b.mu.Unlock()
+			}
+		}()
+	}
+	for i := range jobs {
+		if b.ctx.Err() != nil {
+			break // closing: the logs not yet open stay closed
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// markOpening records every partition md assigns to this broker and that is not open as
+// opening, so that requests to it are answered with a retriable error until its log is open
+// (a restart opens the logs after it starts serving metadata).
+func (b *Broker) markOpening(md *cluster.Metadata) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range md.Topics() {
+		for _, pm := range t.Partitions {
+			tp := topicPartition{t.Name, pm.Partition}
+			if _, open := b.mu.partitions[tp]; !open && containsID(pm.Replicas, b.cfg.NodeID) {
+				b.mu.unopened[tp] = nil
+			}
+		}
+	}
+}
+
+// missingPartitionErr is what a request to a partition that is not open gets: ErrPartitionLoading
+// while its log is opening (NOT_LEADER_OR_FOLLOWER, retriable: the client refreshes its metadata
+// and tries again, as Kafka's clients do for a partition its broker does not host yet), the
+// open's error if it failed, and ErrUnknownPartition otherwise.
+func (b *Broker) missingPartitionErr(topic string, partition int32) error {
+	b.mu.RLock()
+	err, ok := b.mu.unopened[topicPartition{topic, partition}]
+	b.mu.RUnlock()
+	switch {
+	case !ok:
+		return ErrUnknownPartition
+	case err == nil:
+		return fmt.Errorf("%w: %s-%d", ErrPartitionLoading, topic, partition)
+	}
+	return err
 }
 
 // maxPartitionErrors is how many partition errors reconcile returns in full.

@@ -76,7 +76,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 			}
 			p := b.partition(rt.Topic, rp.Partition)
 			if p == nil {
-				res.ErrorCode = wire.ErrUnknownTopicOrPartition
+				res.ErrorCode = errorCode(b.missingPartitionErr(rt.Topic, rp.Partition))
 				continue
 			}
 			if req.Acks == wire.AcksAll && int64(p.isrSize.Load()) < p.cfg.Load().MinInsyncReplicas {

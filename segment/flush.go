@@ -242,10 +242,13 @@ func (l *Log) prefaultActiveLocked() {
 	l.appendMu.Lock()
 	s := l.active
 	l.appendMu.Unlock()
-	if s == nil || s.finished || !s.acquire() {
-		return
+	if s == nil || s.finished || s.size.Load() == s.prefaultedAt.Load() || !s.acquire() {
+		return // nothing appended since the last time, so no flush wrote index pages
 	}
-	l.prefaultLocked(s)
+	size := s.size.Load()
+	if l.prefaultLocked(s) {
+		s.prefaultedAt.Store(size)
+	}
 	s.release()
 }
 

@@ -366,7 +366,7 @@ func (l *Log) rollLocked(base batch.Offset) error {
 		return err
 	}
 	path := segmentPath(l.dir, base, logSuffix)
-	s, err := createSegment(&l.opts, l.dir, base, l.takeStandby(path))
+	s, err := createSegment(&l.opts, l.dir, base, l.takeStandby(path), true)
 	if err != nil {
 		return err
 	}

@@ -381,7 +381,7 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	s := l.active
 	if s.base != off {
 		var err error
-		if s, err = createSegment(&l.opts, l.dir, off, nil); err != nil {
+		if s, err = createSegment(&l.opts, l.dir, off, nil, true); err != nil {
 			l.appendMu.Unlock()
 			return l.fail(fmt.Errorf("truncate fully at %d: %w", off, err))
 		}

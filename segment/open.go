@@ -102,10 +102,14 @@ func (l *Log) recover() ([]*Segment, error) {
 		return nil, err
 	}
 	if len(bases) == 0 {
-		s, err := createSegment(o, l.dir, 0, nil)
+		s, err := createSegment(o, l.dir, 0, nil, false)
 		if err != nil {
 			return nil, err
 		}
+		// A log with one empty segment and no recovery point recovers to that (an empty
+		// segment scans in no time): writing the point would cost each new partition an
+		// fsync of a file and of its directory for nothing.
+		l.checkpoint = emptyCheckpoint(0)
 		return []*Segment{s}, nil
 	}
 	cp, haveCP, err := readCheckpoint(l)
@@ -147,6 +151,10 @@ func (l *Log) recover() ([]*Segment, error) {
 			r, err = l.openFromCheckpoint(s, fileSize, cp, buf)
 			scanned = scanned || r.end < fileSize || r.batches > 0
 			rescanFrom = min(cp.pos, fileSize)
+		case fileSize == 0 && last && len(bases) == 1:
+			// An empty log without a recovery point (a new partition that was never written):
+			// nothing to scan, nothing to sync, no point to record (see emptyCheckpoint).
+			r, err = l.openEmpty(s)
 		default:
 			rescanFrom = 0
 			if err = s.rebuildIndexes(o, true); err == nil {
@@ -212,6 +220,31 @@ func containsBase(bases []batch.Offset, b batch.Offset) bool {
 		}
 	}
 	return false
+}
+
+// emptyCheckpoint is the recovery point of a log whose one segment, at base, is empty: the
+// state a missing recovery-point file implies, since recovery then scans that segment, which
+// holds nothing.
+func emptyCheckpoint(base batch.Offset) checkpoint {
+	return checkpoint{offset: base, segment: base, pos: 0, maxTs: -1}
+}
+
+// openEmpty opens the indexes of the empty only segment of a log that has no recovery point,
+// cutting any entries they hold (they can index nothing), and records the recovery point that
+// the missing file implies so that none is written until there is data.
+func (l *Log) openEmpty(s *Segment) (scanResult, error) {
+	err := s.openIndexes(&l.opts, true)
+	if err == nil {
+		err = errors.Join(s.offsets.TruncateTo(s.base), s.times.TruncateTo(s.base))
+	}
+	if err != nil {
+		l.logger.Warn("rebuilding index", "segment", s.base, "reason", err)
+		if err := s.rebuildIndexes(&l.opts, true); err != nil {
+			return scanResult{}, err
+		}
+	}
+	l.checkpoint = emptyCheckpoint(s.base)
+	return scanResult{end: 0, nextOffset: s.base}, nil
 }
 
 // openTrusted opens a segment that lies wholly before the recovery point without reading its

@@ -69,6 +69,10 @@ type Segment struct {
 	// size by activate and by a truncation (which frees the blocks past the cut), then raised
 	// by the flusher.
 	preallocTo atomic.Int64
+	// prefaultedAt is the size the segment had when the flusher last faulted in its index
+	// pages after a flush (prefaultActiveLocked): while the segment has not grown since, no
+	// flush wrote index pages, so they need nothing. Set by activate.
+	prefaultedAt atomic.Int64
 	// id is the file's FileID, computed at the first shared read (a stat per read would be a
 	// system call per fetch): nil until then, &noFileID if it has none.
 	id atomic.Pointer[FileID]
@@ -135,8 +139,10 @@ func (s *Segment) closeFiles() error {
 
 // createSegment makes a new, empty active segment, replacing any files of that name. With sb,
 // a standby segment already renamed to the segment's log file, it takes that file and its
-// block reserve.
-func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile) (*Segment, error) {
+// block reserve. With prefault (a roll or a truncation, which appends follow at once), the
+// time index page of the first append is faulted in now; a new log, which may never be
+// written, leaves it to the first append's page fault.
+func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile, prefault bool) (*Segment, error) {
 	suffixes := []string{logSuffix, indexSuffix, timeIndexSuffix}
 	if sb != nil {
 		suffixes = suffixes[1:]
@@ -177,6 +183,15 @@ func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile) (
 	if err := s.activate(o); err != nil {
 		undo()
 		return nil, err
+	}
+	if prefault {
+		// The first append writes a time index entry at once: fault its page in now. The
+		// offset index's first entry comes a few KiB later, by when the flusher has done its
+		// pages.
+		if err := s.times.PrefaultFirst(); err != nil {
+			undo()
+			return nil, fmt.Errorf("segment %d: %w", s.base, err)
+		}
 	}
 	if sb != nil {
 		s.preallocTo.Store(sb.reserved)
@@ -246,11 +261,11 @@ func (s *Segment) activate(o *Options) error {
 	if err := s.times.MakeWritable(o.SegmentIndexBytes); err != nil {
 		return err
 	}
-	// The first append writes a time index entry at once: fault its page in now. The offset
-	// index's first entry comes a few KiB later, by when the flusher has done its pages.
-	if err := s.times.PrefaultFirst(); err != nil {
-		return fmt.Errorf("segment %d: %w", s.base, err)
-	}
+	// No index page is faulted in here: a log opened at start-up may take no append for
+	// hours, and faulting in (and dirtying, and allocating disk blocks for) a page of each of
+	// 10,000 partitions' indexes took most of a restart. The flusher faults pages in once
+	// appends come (prefaultIndexes); the first append may take one page fault.
+	s.prefaultedAt.Store(s.size.Load())
 	return nil
 }
 

@@ -25,8 +25,9 @@ func Config(dir, listen string) broker.Config {
 	}
 }
 
-// Open starts a broker with cfg and closes it when the test ends (a test that closes it
-// earlier, to restart it, may: Close is then a no-op error that is ignored).
+// Open starts a broker with cfg, waits for its partitions' logs to open (broker.PartitionsOpen),
+// and closes it when the test ends (a test that closes it earlier, to restart it, may: Close
+// is then a no-op error that is ignored).
 func Open(tb testing.TB, cfg broker.Config) *broker.Broker {
 	tb.Helper()
 	b, err := broker.Open(cfg)
@@ -34,6 +35,7 @@ func Open(tb testing.TB, cfg broker.Config) *broker.Broker {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = b.Close(context.Background()) })
+	<-b.PartitionsOpen()
 	return b
 }
 
