@@ -181,6 +181,12 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode == wire.ErrNotLeaderOrFollower && ctx.Err() == nil {
+			// The log is still opening (the broker answers metadata first): retry, as a
+			// client does after refreshing its metadata.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
 		if p.ErrorCode != wire.NoError {
 			t.Fatalf("fetch after restart: %v\n%s", p.ErrorCode, logs.String())
 		}
