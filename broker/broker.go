@@ -432,23 +432,44 @@ func (b *Broker) closeLogsCounting() (stopped int, err error) {
 	parts := b.mu.partitions
 	b.mu.partitions = map[topicPartition]*partition{}
 	b.mu.Unlock()
-	var errs []error
+	// partitionOpenWorkers at a time: closing a log syncs it and its indexes, a few fsyncs
+	// each, which for 10,000 partitions one after another outlast the shutdown timeout.
+	list := make([]*partition, 0, len(parts))
 	for _, p := range parts {
-		l := p.log()
-		failed := l.Err()
-		err := l.Close()
-		switch {
-		case err == nil:
-		case failed != nil && errors.Is(err, segment.ErrFailed):
-			// Stopped by an I/O error and not reopened yet by the supervisor (heal.go): the
-			// next start recovers it as the supervisor would have.
-			b.logger.Warn("closed a stopped partition log", "partition", p.tp.String(), "err", err)
-			stopped++
-		default:
-			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
-		}
+		list = append(list, p)
 	}
-	return stopped, errors.Join(errs...)
+	errs := make([]error, len(list))
+	var nstopped atomic.Int64
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(partitionOpenWorkers, len(list)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				p := list[i]
+				l := p.log()
+				failed := l.Err()
+				err := l.Close()
+				switch {
+				case err == nil:
+				case failed != nil && errors.Is(err, segment.ErrFailed):
+					// Stopped by an I/O error and not reopened yet by the supervisor
+					// (heal.go): the next start recovers it as the supervisor would have.
+					b.logger.Warn("closed a stopped partition log", "partition", p.tp.String(), "err", err)
+					nstopped.Add(1)
+				default:
+					errs[i] = fmt.Errorf("close %s: %w", p.tp, err)
+				}
+			}
+		}()
+	}
+	for i := range list {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return int(nstopped.Load()), errors.Join(errs...)
 }
 
 // Serve implements server.Handler: one request, on the connection's reader goroutine (or its

@@ -300,10 +300,10 @@ type openJob struct {
 	pm cluster.PartitionMeta
 }
 
-// partitionOpenWorkers bounds the logs opened at once, at start-up and for a new topic:
-// opening a log is a few file system calls and page faults, so a few workers hide their
-// latency (a restart after a crash scans the unsynced tails, reading from the disk) without
-// flooding the disk queue or the file table.
+// partitionOpenWorkers bounds the logs opened (at start-up and for a new topic) or closed (at
+// shutdown) at once: opening or closing a log is a few file system calls, fsyncs and page
+// faults, so a few workers hide their latency (a restart after a crash scans the unsynced
+// tails, reading from the disk) without flooding the disk queue or the file table.
 const partitionOpenWorkers = 8
 
 // openPartitions opens the partitions of jobs, partitionOpenWorkers at a time, and puts each

@@ -147,3 +147,41 @@ func TestIndexTrimRetriesAfterEMFILE(t *testing.T) {
 		t.Fatalf("after trim: Full %v, Len %d, Lookup %+v", x.Full(), x.Len(), x.Lookup(3))
 	}
 }
+
+// TestReopenAfterUncleanStopFindsEveryEntry: an index left preallocated by an unclean stop
+// (a few pages of entries, then megabytes of holes) is searched below its first hole only
+// (vfs.DataEnd); entries that span several pages, and a last entry that straddles a page
+// boundary (12-byte time entries), are all found again.
+func TestReopenAfterUncleanStopFindsEveryEntry(t *testing.T) {
+	both(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		const maxBytes = 4 << 20
+		path := filepath.Join(dir, "u.timeindex")
+		x, err := OpenTimeIndex(fsys, path, 0, maxBytes, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 2*4096/TimeEntrySize + 1 // the last one straddles the second page's end
+		for i := 1; i <= n; i++ {
+			if _, err := x.Append(int64(i), batch.Offset(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Close(); err != nil { // no Trim: the file stays 4 MiB
+			t.Fatal(err)
+		}
+		y, err := OpenTimeIndex(fsys, path, 0, maxBytes, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Close()
+		if y.Len() != n {
+			t.Fatalf("reopened: %d entries, want %d", y.Len(), n)
+		}
+		if last, _ := y.Last(); last != (TimeEntry{n, n}) {
+			t.Fatalf("last entry %+v", last)
+		}
+	})
+}

@@ -115,7 +115,12 @@ func (e *entryFile) load(f vfs.File, maxBytes int, writable bool) error {
 	}
 	e.mu.writable = writable
 	// Entries are a prefix followed by an all-empty tail (the preallocated part, or nothing).
+	// The tail's never-written pages are holes: the search stays below the first one, so as
+	// not to fault in zero pages it need not read (vfs.DataEnd).
 	total := size / e.entrySize
+	if end, ok := vfs.DataEnd(f); ok && end < int64(size) {
+		total = min(total, int((end+int64(e.entrySize)-1)/int64(e.entrySize)))
+	}
 	n := sort.Search(total, func(i int) bool { return e.isEmpty(e.entryLocked(i)) })
 	e.n.Store(int64(n))
 	e.flushed.Store(int64(n))

@@ -21,6 +21,23 @@ func (f osFile) Sync() error {
 	}
 }
 
+// DataEnd is lseek(SEEK_HOLE) from 0: the file's size where the file system does not track
+// holes, and 0 for an empty file (ENXIO: offset 0 is at its end).
+func (f osFile) DataEnd() (int64, error) {
+	for {
+		off, err := unix.Seek(int(f.File.Fd()), 0, unix.SEEK_HOLE)
+		if err != unix.EINTR {
+			if err == unix.ENXIO {
+				return 0, nil
+			}
+			if err != nil {
+				return 0, &os.PathError{Op: "lseek SEEK_HOLE", Path: f.Name(), Err: err}
+			}
+			return off, nil
+		}
+	}
+}
+
 // WriteBack starts writeback of bytes [off, off+n) with sync_file_range(SYNC_FILE_RANGE_WRITE):
 // the kernel queues the dirty pages for the disk and returns without waiting for them.
 func (f osFile) WriteBack(off, n int64) error {

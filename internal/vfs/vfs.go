@@ -119,6 +119,27 @@ func Preallocate(f File, off, n int64) error {
 	return nil
 }
 
+// DataEnder is a File that can say where its first hole begins (lseek SEEK_HOLE): the bytes
+// from there on, up to the next data, were never written and read as zeros.
+type DataEnder interface {
+	DataEnd() (int64, error)
+}
+
+// DataEnd returns the offset of f's first hole, if f can tell (DataEnder, through wrappers);
+// ok is false otherwise (the caller treats the whole file as data). An index opened after an
+// unclean stop is preallocated to megabytes of which a few pages hold entries: searching it
+// for its last entry through a mapping faults in (and caches) zero pages of the holes, most
+// of a restart's memory with 10,000 partitions, where searching below its first hole touches
+// only pages that hold data.
+func DataEnd(f File) (end int64, ok bool) {
+	d, isDataEnder := as[DataEnder](f)
+	if !isDataEnder {
+		return 0, false
+	}
+	end, err := d.DataEnd()
+	return end, err == nil
+}
+
 // Populater is a Mapping that can make a range of its pages present and writable ahead of the
 // writes to them (MADV_POPULATE_WRITE), without changing their contents.
 type Populater interface {
