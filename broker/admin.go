@@ -131,14 +131,27 @@ func (b *Broker) checkOpenFiles(n int) error {
 	b.mu.RLock()
 	hosted := len(b.mu.partitions) + len(b.mu.unopened)
 	b.mu.RUnlock()
-	reserve := min(uint64(openFileReserve), limit/4)
+	reserve := min(uint64(openFileReserve), limit/4) + uint64(b.maxOpenFiles())
 	need := uint64(filesPerPartition*(hosted+n)) + reserve
 	if need <= limit {
 		return nil
 	}
-	return fmt.Errorf("%w: %d more partitions would make %d on this broker, about %d open files (%d each and %d for connections); "+
+	return fmt.Errorf("%w: %d more partitions would make %d on this broker, about %d open files (%d each and %d for connections and sealed segments, log.max.open.files); "+
 		"the limit is %d: raise it (ulimit -n, systemd LimitNOFILE) or use fewer partitions",
 		ErrOpenFileLimit, n, hosted+n, need, filesPerPartition, reserve, limit)
+}
+
+// maxOpenFiles is log.max.open.files, or its default: a quarter of the open-file limit, at
+// least 64 (and 64 where the limit is unknown).
+func (b *Broker) maxOpenFiles() int {
+	if n := b.cfg.MaxOpenFiles; n > 0 {
+		return int(n)
+	}
+	limit := b.cfg.openFileLimit
+	if limit == 0 {
+		limit = openFileLimit()
+	}
+	return int(max(limit/4, 64))
 }
 
 // openFileLimit is the process's RLIMIT_NOFILE (the soft limit, which the Go runtime raises to

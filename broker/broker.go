@@ -30,6 +30,7 @@ import (
 type Broker struct {
 	cfg           Config
 	logger        *slog.Logger
+	openFiles     *segment.FileCache // log.max.open.files, shared by every partition's log
 	topicDefaults cluster.TopicConfig
 	ctrl          *cluster.Controller
 	srv           *server.Server
@@ -72,6 +73,7 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b := &Broker{cfg: cfg, logger: cfg.Logger, topicDefaults: cfg.topicDefaults()}
+	b.openFiles = segment.NewFileCache(b.maxOpenFiles())
 	b.mu.partitions = map[topicPartition]*partition{}
 	b.mu.unopened = map[topicPartition]error{}
 	b.ctx, b.cancel = context.WithCancel(context.Background())

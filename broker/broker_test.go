@@ -754,7 +754,7 @@ func TestDescribedConfigsCanBeSetAgain(t *testing.T) {
 // directory could not start again.
 func TestTopicNeedingTooManyOpenFilesIsRefused(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
-	cfg.openFileLimit = 80 // a quarter spare, 1 per partition: room for 60 partitions
+	cfg.openFileLimit, cfg.MaxOpenFiles = 100, 15 // a quarter and 15 sealed segments spare, 1 per partition: room for 60
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
 	var cr wire.CreateTopicsResponse

@@ -52,6 +52,11 @@ type Config struct {
 	// ahead; -1 turns either off. See segment.Options for why (4 and 64 MiB).
 	WritebackBytes   int64 // log.writeback.bytes
 	PreallocateBytes int64 // log.preallocate.bytes
+	// MaxOpenFiles (Sluice's own, as RocksDB's max_open_files) bounds the log files of sealed
+	// segments open at once, across every partition; the least recently read are closed and
+	// reopened by the next read (segment.FileCache). Active segments' files and those readers
+	// hold are not counted. 0, the default, takes a quarter of RLIMIT_NOFILE (at least 64).
+	MaxOpenFiles int64 // log.max.open.files
 	// SharedMemoryBytes (Sluice's own) is the largest shared-memory region a producer on this
 	// host may attach to its unix-socket connection (AttachMemory); -1 refuses them all.
 	SharedMemoryBytes int64 // shared.memory.max.bytes: 64 MiB
@@ -379,6 +384,8 @@ func (c *Config) Set(key, value string) error {
 		return i64(&c.WritebackBytes, sluiceBytes("-1 turns writeback off"))
 	case "log.preallocate.bytes":
 		return i64(&c.PreallocateBytes, sluiceBytes("-1 turns preallocation off"))
+	case "log.max.open.files":
+		return i64(&c.MaxOpenFiles, bounds{lo: 0, hi: math.MaxInt32, why: "0 takes a quarter of the open-file limit"})
 	case "shared.memory.max.bytes":
 		return i64(&c.SharedMemoryBytes, sluiceBytes("-1 refuses every shared-memory region"))
 	case "log.scrub.bytes.per.sec":

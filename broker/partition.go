@@ -132,6 +132,7 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		RetryBackoffMax:    b.cfg.LogRetryBackoffMax,
 		OnFailure:          b.logStopped,
 		Reserve:            b.disk.reserve,
+		OpenFiles:          b.openFiles,
 	}
 }
 

@@ -31,4 +31,8 @@ var (
 	ErrCorruptData = errors.New("segment: corrupt data in the log")
 	// ErrTooLarge is returned by Append for a request larger than a whole segment can hold.
 	ErrTooLarge = errors.New("segment: append larger than segment.bytes")
+	// ErrReopen is returned by a read of a sealed segment whose log file the FileCache had
+	// closed and that could not be opened again (EMFILE: the process at its file limit). It
+	// is the read's error, retriable; the log is not failed, its data being intact.
+	ErrReopen = errors.New("segment: cannot reopen segment file")
 )

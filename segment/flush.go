@@ -401,6 +401,7 @@ func (s *Segment) finish() error {
 		return err
 	}
 	s.finished = true
+	s.cacheFile() // sealed and synced: the FileCache may close its file
 	return nil
 }
 

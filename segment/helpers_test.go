@@ -41,7 +41,8 @@ func sizedBatch(t testing.TB, size int, ts int64) []byte {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// testOptions are small enough that tests roll, index and retain often.
+// testOptions are small enough that tests roll, index and retain often. Their FileCache keeps
+// 2 sealed segments' files open, so that every test reads through closed and reopened files.
 func testOptions(fsys vfs.FS) Options {
 	return Options{
 		FS:                 fsys,
@@ -49,6 +50,7 @@ func testOptions(fsys vfs.FS) Options {
 		IndexIntervalBytes: 512,
 		SegmentIndexBytes:  4 << 10,
 		Logger:             quietLogger(),
+		OpenFiles:          NewFileCache(2),
 	}
 }
 

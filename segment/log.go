@@ -463,8 +463,8 @@ func (l *Log) Read(off batch.Offset, maxBytes int, upTo batch.Offset) (Slice, er
 
 func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo batch.Offset, hdr *[batch.HeaderSize]byte) (Slice, bool, error) {
 	for j, s := range segs {
-		if !s.acquire() {
-			return Slice{}, true, nil
+		if ok, err := s.acquireFile(); !ok || err != nil {
+			return Slice{}, err == nil, err
 		}
 		if _, err := l.checkCorrupt(s, off, -1, 0); err != nil {
 			s.release()

@@ -439,7 +439,12 @@ func (l *Log) MaxTimestamp() int64 {
 func (l *Log) OffsetForTimestamp(ts int64) (off batch.Offset, recordTs int64, ok bool, err error) {
 	var hdr [batch.HeaderSize]byte
 	for _, s := range l.Segments() {
-		if s.maxTs.Load() < ts || !s.acquire() {
+		if s.maxTs.Load() < ts {
+			continue
+		}
+		if ok, err := s.acquireFile(); err != nil {
+			return 0, -1, false, err
+		} else if !ok {
 			continue
 		}
 		off, recordTs, ok, err = s.offsetForTimestamp(ts, &hdr)

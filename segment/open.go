@@ -208,6 +208,7 @@ func (l *Log) recover() ([]*Segment, error) {
 				return segs, err
 			}
 		}
+		s.cacheFile() // sealed: the FileCache may close it (finish did for one just sealed)
 		next = s.nextOffset
 	}
 	return segs, nil

@@ -13,6 +13,9 @@ import (
 type Options struct {
 	// FS does every file operation; nil means the operating system.
 	FS vfs.FS
+	// OpenFiles, shared by the logs of a broker, bounds the log files of sealed segments open
+	// at once (log.max.open.files); nil keeps every segment's file open while it is in the log.
+	OpenFiles *FileCache
 	// SegmentBytes is segment.bytes: a segment rolls before it would grow past this (1 GiB).
 	// At most math.MaxInt32, so positions fit the index.
 	SegmentBytes int64

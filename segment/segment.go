@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -31,11 +32,24 @@ func segmentPath(dir string, base batch.Offset, suffix string) string {
 // Ownership: the fields under "appender" belong to whoever holds Log.appendMu; size, maxTs and
 // refs are atomics that readers use without a lock; syncedSize and finished belong to the
 // flusher (Log.flushMu), and so does writebackFrom, which appenders read.
+//
+// file: the active segment's is always open. A sealed segment's may be closed by the log's
+// FileCache while no reader holds the segment (file nil); readers take their reference with
+// acquireFile, which opens it again, and may read file until they release. fileMu guards file
+// and fileRW against that closing and reopening; elem belongs to the cache (FileCache.mu).
 type Segment struct {
-	base    batch.Offset
-	dir     string
-	fs      vfs.FS
-	file    vfs.File
+	base  batch.Offset
+	dir   string
+	fs    vfs.FS
+	cache *FileCache // nil: the file stays open while the segment is
+
+	fileMu sync.Mutex
+	file   vfs.File
+	fileRW bool       // file was opened for writing (false: reopened by the cache, read-only)
+	spare  []vfs.File // read-only files pinFile replaced, closed with the segment's files
+	used   atomic.Bool
+	elem   *list.Element
+
 	offsets *index.OffsetIndex
 	times   *index.TimeIndex
 
@@ -131,9 +145,19 @@ func (s *Segment) closeFiles() error {
 	if s.times != nil {
 		errs = append(errs, s.times.Close())
 	}
+	if s.cache != nil {
+		s.cache.remove(s) // first: the lock order is the cache's, then fileMu
+	}
+	s.fileMu.Lock()
 	if s.file != nil {
 		errs = append(errs, s.file.Close())
+		s.file = nil
 	}
+	for _, f := range s.spare {
+		errs = append(errs, f.Close())
+	}
+	s.spare = nil
+	s.fileMu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -165,7 +189,7 @@ func createSegment(o *Options, dir string, base batch.Offset, sb *standbyFile, p
 			return nil, fmt.Errorf("create segment %d: %w", base, err)
 		}
 	}
-	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now(), rollJitter: o.rollJitter()}
+	s := &Segment{base: base, dir: dir, fs: o.FS, cache: o.OpenFiles, file: f, fileRW: true, nextOffset: base, firstTs: -1, openedAt: o.Now(), rollJitter: o.rollJitter()}
 	s.refs.Store(1)
 	s.maxTs.Store(-1)
 	// On a failure the new files go: a restart would otherwise find an empty segment (with a
@@ -205,7 +229,7 @@ func openSegment(o *Options, dir string, base batch.Offset) (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}
-	s := &Segment{base: base, dir: dir, fs: o.FS, file: f, nextOffset: base, firstTs: -1, openedAt: o.Now(), rollJitter: o.rollJitter()}
+	s := &Segment{base: base, dir: dir, fs: o.FS, cache: o.OpenFiles, file: f, fileRW: true, nextOffset: base, firstTs: -1, openedAt: o.Now(), rollJitter: o.rollJitter()}
 	s.refs.Store(1)
 	s.maxTs.Store(-1)
 	return s, nil
@@ -242,6 +266,9 @@ func (s *Segment) rebuildIndexes(o *Options, writable bool) error {
 
 // activate prepares the segment to take appends.
 func (s *Segment) activate(o *Options) error {
+	if err := s.pinFile(); err != nil { // a sealed segment the cache may have closed
+		return err
+	}
 	s.recent.Store(new(recentBatches))
 	if o.MmapAppend {
 		a, err := newMmapAppender(s.file, max(o.SegmentBytes, s.size.Load()))
