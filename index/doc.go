@@ -17,6 +17,12 @@
 // trimmed (an unclean stop). Time entries hold the running maximum timestamp and the base offset
 // of the batch that reached it; timestamps strictly increase.
 //
+// Files: an index holds no file descriptor once mapped (the mapping keeps the file); it opens
+// the file by its path again only to resize and remap it (Trim, MakeWritable, TruncateTo of a
+// trimmed index), and opens it before it unmaps anything, so a failed open (EMFILE) leaves the
+// index as it was. Pages are faulted in as they are touched: opening an index reads nothing
+// but the pages its binary search for the last entry visits, below the file's first hole.
+//
 // Invariants: entries are strictly increasing in both fields (offset index) or in timestamp and
 // non-decreasing in offset (time index); entries [0, Len()) are immutable once published, so
 // lookups run concurrently with one appender; the index's own read-write lock keeps lookups off

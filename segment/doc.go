@@ -75,4 +75,14 @@
 // flushMu) while it syncs the sealed segment. Scrub reads like a reader (a reference, no lock)
 // and takes appendMu alone, briefly, to mark a bad batch, so that a truncation (which drops
 // the marks past its cut under appendMu) never leaves a mark on bytes it replaced.
+//
+// # Open files
+//
+// A segment's indexes are mapped and hold no file descriptor (package index). Its log file is
+// open while the segment is active; once sealed and synced it is in the logs' shared FileCache
+// (Options.OpenFiles, log.max.open.files), which closes the files of sealed segments no reader
+// holds beyond its bound and lets the next read open them again (FileCache). A reader's
+// reference (acquireFile) keeps the file open until it is released, so a Slice handed to
+// sendfile never loses its file. FileCache.mu comes before Segment.fileMu, and neither is held
+// across anything but the open or close of a file.
 package segment

@@ -50,7 +50,7 @@ func (c *FileCache) Len() int {
 // add records s's open file (if s is not in the cache yet), then closes files beyond the bound.
 func (c *FileCache) add(s *Segment) {
 	c.mu.Lock()
-	if s.elem != nil {
+	if s.elem != nil || s.leftLog.Load() {
 		c.mu.Unlock()
 		return
 	}

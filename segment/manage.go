@@ -45,7 +45,7 @@ func (l *Log) close(why error) error {
 		err = derr
 	}
 	for _, s := range l.Segments() {
-		s.release()
+		s.releaseLogRef()
 	}
 	if ferr := l.Err(); err == nil && ferr != nil {
 		err = ferr

@@ -124,7 +124,7 @@ func (l *Log) recover() ([]*Segment, error) {
 		l.checkpoint = cp
 	}
 
-	buf := make([]byte, 64<<10)
+	var buf []byte // scan allocates it: a log opened after a clean close scans nothing
 	var segs []*Segment
 	next := bases[0]
 	scanned := false

@@ -49,6 +49,9 @@ type Segment struct {
 	spare  []vfs.File // read-only files pinFile replaced, closed with the segment's files
 	used   atomic.Bool
 	elem   *list.Element
+	// leftLog: the log's reference is gone (releaseLogRef), so the cache must not take the
+	// segment back (a count of one is then a reader's, whose file it would close).
+	leftLog atomic.Bool
 
 	offsets *index.OffsetIndex
 	times   *index.TimeIndex
@@ -135,6 +138,18 @@ func (s *Segment) release() {
 			_ = s.fs.Remove(segmentPath(s.dir, s.base, suffix+deletedSuffix))
 		}
 	}
+}
+
+// releaseLogRef drops the log's own reference (the segment leaves the log: retired, or the
+// log closing). The FileCache lets go of the segment first: it closes a file only while the
+// log's reference is the only one, and once that reference is gone a count of one is a
+// reader's.
+func (s *Segment) releaseLogRef() {
+	if s.cache != nil {
+		s.leftLog.Store(true) // before remove: a reader reopening the file does not add it back
+		s.cache.remove(s)
+	}
+	s.release()
 }
 
 func (s *Segment) closeFiles() error {
@@ -417,11 +432,17 @@ type scanResult struct {
 	stop       error // why the scan stopped before the file's end, nil if it reached it
 }
 
+// scanBufferSize is the buffer a recovery scan streams batches through for their CRC.
+const scanBufferSize = 64 << 10
+
 // scan validates batches from pos to fileSize, one at a time (header, length, magic, offsets,
 // CRC computed while streaming the batch so a huge batch is never held in memory), and indexes
 // each good batch. It stops at the first bad one.
 func (s *Segment) scan(o *Options, pos, fileSize int64, next batch.Offset, buf []byte) scanResult {
 	r := scanResult{end: pos, nextOffset: next}
+	if len(buf) == 0 && pos < fileSize {
+		buf = make([]byte, scanBufferSize)
+	}
 	var hdr [batch.HeaderSize]byte
 	for pos < fileSize {
 		if fileSize-pos < batch.HeaderSize {
@@ -506,7 +527,7 @@ func (s *Segment) retire() error {
 		}
 	}
 	s.retired.Store(true)
-	s.release()
+	s.releaseLogRef()
 	return errors.Join(errs...)
 }
 
