@@ -2,7 +2,8 @@
 // offset index (offset -> byte position in the segment) and the time index (timestamp -> offset).
 //
 // Both files are arrays of fixed-size big-endian entries, preallocated to segment.index.bytes when
-// the segment is active and trimmed to their real size when it rolls or closes:
+// the segment is active and trimmed to their real size when it rolls (a log closing cleanly
+// leaves its active segment's preallocated, for the next open to append to):
 //
 //	offset index entry (8 bytes)              time index entry (12 bytes)
 //	+---------------+---------------+         +-------------------------------+---------------+

@@ -59,7 +59,7 @@ func (l *Log) closeActiveLocked() error {
 	if err := s.sealLocked(); err != nil {
 		return err
 	}
-	if err := s.finish(); err != nil {
+	if err := s.finishActive(); err != nil {
 		return err
 	}
 	cp := checkpoint{offset: s.nextOffset, segment: s.base, pos: s.size.Load(), maxTs: s.maxTs.Load()}

@@ -311,6 +311,26 @@ func (s *Segment) activate(o *Options) error {
 	return nil
 }
 
+// finishActive is finish for the active segment of a log closing cleanly: it syncs the log
+// file and flushes the indexes but leaves them preallocated, since the next open makes this
+// segment the active one again and would grow them back. Trimming and regrowing them cost a
+// 10,000-partition broker four file size changes and two fsyncs per partition between a
+// SIGTERM and serving again. Called with the log's locks held, as finish.
+func (s *Segment) finishActive() error {
+	size := s.size.Load()
+	if s.app != nil {
+		if err := s.app.finish(size); err != nil {
+			return err
+		}
+	}
+	s.syncedSize = size
+	if err := errors.Join(s.offsets.Flush(), s.times.Flush()); err != nil {
+		return err
+	}
+	s.finished = true
+	return nil
+}
+
 // prefaultIndexes faults in the index pages the next appends will write (index.Prefault), so
 // that no append waits for a page fault under Log.appendMu. An error means a store to those
 // pages would raise SIGBUS (no disk space for them, an I/O error): the caller fails the log
