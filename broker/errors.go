@@ -72,11 +72,12 @@ func errorCode(err error) wire.ErrorCode {
 	case errors.Is(err, segment.ErrTooLarge):
 		return wire.ErrRecordListTooLarge
 	case errors.Is(err, segment.ErrFailed), errors.Is(err, segment.ErrClosed), errors.Is(err, segment.ErrUnavailable),
-		errors.Is(err, ErrDiskFull):
+		errors.Is(err, ErrDiskFull), errors.Is(err, segment.ErrReopen):
 		// Retriable: a stopped log is reopened by the supervisor (heal.go), an append the
 		// log could not take for now (segment.ErrUnavailable) is taken once the resource
-		// it lacked is back, and a full disk (diskspace.go) takes produce again once space
-		// is freed.
+		// it lacked is back, a full disk (diskspace.go) takes produce again once space
+		// is freed, and a read of a sealed segment whose closed file could not be opened
+		// again (segment.ErrReopen: the file limit) succeeds once files are free.
 		return wire.ErrKafkaStorageError
 	case errors.Is(err, cluster.ErrTopicExists):
 		return wire.ErrTopicAlreadyExists

@@ -187,6 +187,9 @@ func (l *Log) recover() ([]*Segment, error) {
 			bases = bases[:i+1]
 		}
 		if o.DistrustUnsynced && rescanFrom < r.end {
+			if len(buf) == 0 {
+				buf = make([]byte, scanBufferSize)
+			}
 			if err := s.rewrite(rescanFrom, r.end, buf); err != nil {
 				return segs, err
 			}
