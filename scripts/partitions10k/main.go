@@ -135,11 +135,15 @@ func (r *run) stop(sig syscall.Signal) error {
 		return nil
 	}
 	defer func() { r.cmd = nil }()
+	t0 := time.Now()
 	_ = r.cmd.Process.Signal(sig)
 	select {
 	case err := <-r.exited:
 		if sig == syscall.SIGTERM && err != nil {
 			return fmt.Errorf("broker exited after SIGTERM: %w (see %s)", err, filepath.Join(r.dir, "serve.log"))
+		}
+		if sig == syscall.SIGTERM {
+			fmt.Printf("SIGTERM: exited 0 after %.2f s\n", time.Since(t0).Seconds())
 		}
 		return nil
 	case <-time.After(60 * time.Second):
