@@ -96,6 +96,7 @@ func TestParseProperties(t *testing.T) {
 		{"log.writeback.bytes=0", "not supported"},
 		{"log.writeback.bytes=-2", "-1 or [1, ...]"},
 		{"log.preallocate.bytes=0", "not supported"},
+		{"log.max.open.files=-1", "[0, 2147483647]"},
 		{"shared.memory.max.bytes=0", "not supported"},
 		{"shared.memory.max.bytes=-2", "-1 or [1, ...]"},
 		{"storage.space.alert.free.bytes=-1", "[0, ...]"},
@@ -160,6 +161,8 @@ func TestParseProperties(t *testing.T) {
 		{"log.writeback.bytes=1", func(c *Config) { c.WritebackBytes = 1 }},
 		{"log.preallocate.bytes=-1", func(c *Config) { c.PreallocateBytes = -1 }},
 		{"log.preallocate.bytes=1", func(c *Config) { c.PreallocateBytes = 1 }},
+		{"log.max.open.files=0", func(c *Config) { c.MaxOpenFiles = 0 }},
+		{"log.max.open.files=5000", func(c *Config) { c.MaxOpenFiles = 5000 }},
 		{"shared.memory.max.bytes=-1", func(c *Config) { c.SharedMemoryBytes = -1 }},
 		{"shared.memory.max.bytes=1", func(c *Config) { c.SharedMemoryBytes = 1 }},
 		{"storage.space.alert.free.bytes=0", func(c *Config) {}}, // Redpanda's 0: the percent alone

@@ -15,7 +15,11 @@
 // Partitions: the reconciler applies every committed metadata change (open the logs of newly
 // assigned partitions, delete the data of deleted topics, apply altered configs); partition
 // directories carry partition.metadata with the topic id, so data of a deleted and re-created
-// topic is never mistaken for the new one.
+// topic is never mistaken for the new one. Logs open partitionOpenWorkers at a time. At
+// start-up only the offsets topic's open before the listeners serve; the others open after, so
+// that metadata is answered at once, and a request to a partition still opening gets
+// NOT_LEADER_OR_FOLLOWER (retriable) until it is open (PartitionsOpen says when all are). The
+// logs share one segment.FileCache (log.max.open.files) for their sealed segments' files.
 //
 // Disk space (diskspace.go): a monitor reads the data directory's free space (statfs) every
 // second and when space is freed, and puts the broker in Redpanda's ok, alert or degraded
