@@ -225,3 +225,35 @@ func TestFileCacheReopenAtFileLimit(t *testing.T) {
 		t.Fatal("read back differs once files are available")
 	}
 }
+
+// TestFileCacheTruncateIntoClosedSegment: a truncation (a follower cutting its log back to its
+// leader's) that lands in a sealed segment whose file the cache closed opens it again for
+// writing, cuts it, and appends go on there.
+func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
+	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		o := testOptions(fsys)
+		o.OpenFiles = NewFileCache(1)
+		l := mustOpen(t, dir, o)
+		defer l.Close()
+		want := fillSegments(t, l, "t", 5)
+		first := l.Segments()[0]
+		first.fileMu.Lock()
+		closed := first.file == nil
+		first.fileMu.Unlock()
+		if !closed {
+			t.Fatal("the first segment's file is still open: the test needs it closed")
+		}
+		const cut = 30 // inside the first segment (20-record batches)
+		if err := l.TruncateTo(cut); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Segments()) != 1 || l.EndOffset() != 20 {
+			t.Fatalf("after TruncateTo(%d): %d segments, end %d", cut, len(l.Segments()), l.EndOffset())
+		}
+		mustAppend(t, l, makeBatch(t, "new", 1, 9000))
+		got := values(t, readAll(t, l, 0))
+		if !slices.Equal(got[:20], want[:20]) || got[20] != "new-0" || len(got) != 21 {
+			t.Fatalf("read back after truncation: %d values", len(got))
+		}
+	})
+}

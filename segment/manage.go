@@ -261,6 +261,11 @@ func (l *Log) truncateTailLocked(off batch.Offset) error {
 // truncateSegmentLocked cuts t at the first batch whose last offset is >= off and makes it the
 // active segment again.
 func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
+	// t may be a sealed segment whose file the FileCache closed: open it for writing, and
+	// keep it open, before reading it.
+	if err := t.pinFile(); err != nil {
+		return err
+	}
 	if r := t.recent.Load(); r != nil {
 		r.reset() // positions past the cut will hold other batches
 	}
