@@ -177,6 +177,9 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 		case errors.Is(err, segment.ErrClosed):
 			// The partition is going (deleted, or the broker is stopping).
 			pr.done = true
+		case errors.Is(err, segment.ErrReopen):
+			// The segment's file, closed by the FileCache, could not open again (the file
+			// limit): the same segment, from the same place, at the partition's next turn.
 		default:
 			// A read error on a sealed segment: the disk's to report (fetches of these bytes
 			// fail with KAFKA_STORAGE_ERROR too). The scrub goes on with the next segment.

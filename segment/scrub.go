@@ -108,7 +108,11 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 	if len(buf) < minScrubBuf {
 		buf = make([]byte, minScrubBuf)
 	}
-	if !s.acquire() {
+	// acquireFile: the FileCache may have closed a sealed segment's file; a reopen that
+	// fails (the file limit) is the scrub's error, for its caller to retry later.
+	if ok, err := s.acquireFile(); err != nil {
+		return ScrubResult{Next: at}, err
+	} else if !ok {
 		return ScrubResult{Next: at, Done: true}, nil
 	}
 	defer s.release()
