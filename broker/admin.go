@@ -110,11 +110,14 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 }
 
 // Each partition holds one file open, its active segment's log (its indexes are mapped and
-// hold no descriptor), and connections and raft need some more: a quarter of the limit, at
-// most openFileReserve.
+// hold no descriptor). The rest of the limit is kept for the connections (max.connections:
+// a quarter of the limit by default; where it is unbounded, a quarter of the limit at most
+// openFileReserve), the sealed segments' files (log.max.open.files) and raft, checkpoints,
+// standby segments and listeners (a sixteenth of the limit, at most fixedFileReserve).
 const (
 	filesPerPartition = 1
 	openFileReserve   = 1024
+	fixedFileReserve  = 64
 )
 
 // checkOpenFiles refuses n more partitions on this broker if, with those it hosts, they would
@@ -131,7 +134,11 @@ func (b *Broker) checkOpenFiles(n int) error {
 	b.mu.RLock()
 	hosted := len(b.mu.partitions) + len(b.mu.unopened)
 	b.mu.RUnlock()
-	reserve := min(uint64(openFileReserve), limit/4) + uint64(b.maxOpenFiles())
+	conns := min(uint64(openFileReserve), limit/4)
+	if n := b.cfg.maxConnections(); n > 0 {
+		conns = uint64(n)
+	}
+	reserve := conns + uint64(b.maxOpenFiles()) + min(fixedFileReserve, limit/16)
 	need := uint64(filesPerPartition*(hosted+n)) + reserve
 	if need <= limit {
 		return nil
@@ -141,8 +148,9 @@ func (b *Broker) checkOpenFiles(n int) error {
 		ErrOpenFileLimit, n, hosted+n, need, filesPerPartition, reserve, limit)
 }
 
-// maxOpenFiles is log.max.open.files, or its default: a quarter of the open-file limit, at
-// least 64 (and 64 where the limit is unknown).
+// maxOpenFiles is log.max.open.files, or its default: an eighth of the open-file limit, at
+// least 64 (and 64 where the limit is unknown). An eighth, not more: with max.connections'
+// quarter and a partition's one file, a 20,000-file limit still holds 12,000 partitions.
 func (b *Broker) maxOpenFiles() int {
 	if n := b.cfg.MaxOpenFiles; n > 0 {
 		return int(n)
@@ -151,7 +159,7 @@ func (b *Broker) maxOpenFiles() int {
 	if limit == 0 {
 		limit = openFileLimit()
 	}
-	return int(max(limit/4, 64))
+	return int(max(limit/8, 64))
 }
 
 // openFileLimit is the process's RLIMIT_NOFILE (the soft limit, which the Go runtime raises to

@@ -754,23 +754,23 @@ func TestDescribedConfigsCanBeSetAgain(t *testing.T) {
 // directory could not start again.
 func TestTopicNeedingTooManyOpenFilesIsRefused(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
-	cfg.openFileLimit, cfg.MaxOpenFiles = 100, 15 // a quarter and 15 sealed segments spare, 1 per partition: room for 60
+	cfg.openFileLimit, cfg.MaxOpenFiles = 100, 15 // 25 connections, 15 sealed segments and 6 more spare, 1 per partition: room for 54
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
 	var cr wire.CreateTopicsResponse
 	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{{Topic: "many", NumPartitions: 100, ReplicationFactor: -1}}}, &cr)
 	if got := cr.Topics[0]; got.ErrorCode != wire.ErrPolicyViolation || got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, "ulimit") {
-		t.Fatalf("100 partitions with room for 60: %v %v", got.ErrorCode, got.ErrorMessage != nil)
+		t.Fatalf("100 partitions with room for 54: %v %v", got.ErrorCode, got.ErrorMessage != nil)
 	}
 	var md wire.MetadataResponse
 	call(t, c, &wire.MetadataRequest{Topics: []string{"many"}}, &md)
 	if md.Topics[0].ErrorCode != wire.ErrUnknownTopicOrPartition {
 		t.Fatalf("the refused topic exists: %+v", md.Topics[0])
 	}
-	createTopic(t, c, "some", 40) // with the offsets topic's 2: 42 of 60
+	createTopic(t, c, "some", 40) // with the offsets topic's 2: 42 of 54
 	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 5000, Topics: []wire.CreateTopicsRequestTopic{{Topic: "more", NumPartitions: 20, ReplicationFactor: -1}}}, &cr)
 	if code := cr.Topics[0].ErrorCode; code != wire.ErrPolicyViolation {
-		t.Fatalf("20 more partitions with room for 18: %v", code)
+		t.Fatalf("20 more partitions with room for 12: %v", code)
 	}
 }
 

@@ -55,7 +55,7 @@ type Config struct {
 	// MaxOpenFiles (Sluice's own, as RocksDB's max_open_files) bounds the log files of sealed
 	// segments open at once, across every partition; the least recently read are closed and
 	// reopened by the next read (segment.FileCache). Active segments' files and those readers
-	// hold are not counted. 0, the default, takes a quarter of RLIMIT_NOFILE (at least 64).
+	// hold are not counted. 0, the default, takes an eighth of RLIMIT_NOFILE (at least 64).
 	MaxOpenFiles int64 // log.max.open.files
 	// SharedMemoryBytes (Sluice's own) is the largest shared-memory region a producer on this
 	// host may attach to its unix-socket connection (AttachMemory); -1 refuses them all.
@@ -385,7 +385,7 @@ func (c *Config) Set(key, value string) error {
 	case "log.preallocate.bytes":
 		return i64(&c.PreallocateBytes, sluiceBytes("-1 turns preallocation off"))
 	case "log.max.open.files":
-		return i64(&c.MaxOpenFiles, bounds{lo: 0, hi: math.MaxInt32, why: "0 takes a quarter of the open-file limit"})
+		return i64(&c.MaxOpenFiles, bounds{lo: 0, hi: math.MaxInt32, why: "0 takes an eighth of the open-file limit"})
 	case "shared.memory.max.bytes":
 		return i64(&c.SharedMemoryBytes, sluiceBytes("-1 refuses every shared-memory region"))
 	case "log.scrub.bytes.per.sec":
