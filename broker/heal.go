@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/retry"
@@ -145,6 +146,14 @@ func (b *Broker) reopenLog(p *partition, st *healState, now time.Time) bool {
 			b.logger.Debug("reopening partition log failed; retrying", "partition", p.tp.String(), "attempts", st.attempts, "err", err)
 		}
 		return false
+	}
+	// The scrub's marks live on the old log's segments: check them again in the new one
+	// before it serves a read, or a bad batch would be served until the scrub's next pass.
+	if marks := old.Corrupt(); len(marks) > 0 {
+		buf := make([]byte, scrubChunk)
+		for _, c := range marks {
+			b.recheckMark(b.ctx, p, l, c, buf, func(context.Context, int) error { return nil })
+		}
 	}
 	p.current.Store(l)
 	p.wake()

@@ -7,11 +7,16 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/segment"
 )
@@ -219,40 +224,7 @@ func TestFetchOfScrubbedBadBatch(t *testing.T) {
 	cfg.ScrubBytesPerSec = -1
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
-	createTopic(t, c, "t", 1, wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("300000")})
-	big := string(make([]byte, 80<<10))
-	for range 6 {
-		produce(t, c, "t", 0, -1, records(t, big))
-	}
-	p := b.partition("t", 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for len(p.log().ScrubCandidates()) == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("no sealed segment")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	seg := p.log().ScrubCandidates()[0]
-	// Batch 1 (offset 1) of the first segment: flip a byte of its value.
-	sl, err := p.log().Read(1, 1, math.MaxInt64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos1 := sl.Pos
-	sl.Release()
-	f, err := os.OpenFile(filepath.Join(b.cfg.DataDir, "t-0", fmt.Sprintf("%020d.log", seg.Base())), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{1}, pos1+1000); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	res, err := p.log().Scrub(seg, segment.ScrubCursor{}, make([]byte, 1<<20), func(int) error { return nil })
-	if err != nil || len(res.Found) != 1 || res.Found[0].FirstOffset != 1 || res.Found[0].EndOffset != 2 {
-		t.Fatalf("scrub: %+v, %v", res, err)
-	}
+	pos1 := markBadBatch(t, b, c)
 
 	if got := fetchP(t, c, "t", 0, 1, 0, 1); got.ErrorCode != wire.ErrCorruptMessage || len(got.Records) != 0 {
 		t.Fatalf("fetch at the bad batch: %v, %d bytes", got.ErrorCode, len(got.Records))
@@ -382,5 +354,78 @@ func TestScrubMarksSurviveRestart(t *testing.T) {
 	scrubFor(500 * time.Millisecond)
 	if !parts[0].corrupt() || parts[1].corrupt() {
 		t.Fatalf("after the restart: a corrupt %v (want true), b corrupt %v (want false)", parts[0].corrupt(), parts[1].corrupt())
+	}
+}
+
+// markBadBatch writes topic t (one partition, 300 kB segments) through c, flips a byte in the
+// value of its batch at offset 1, in its first sealed segment, and scrubs that segment, which
+// marks the batch [1, 2) bad. It returns the batch's position in the segment.
+func markBadBatch(t *testing.T, b *Broker, c *client.Conn) int64 {
+	t.Helper()
+	createTopic(t, c, "t", 1, wire.ConfigEntry{Name: "segment.bytes", Value: strPtr("300000")})
+	big := string(make([]byte, 80<<10))
+	for range 6 {
+		produce(t, c, "t", 0, -1, records(t, big))
+	}
+	p := b.partition("t", 0)
+	waitUntil(t, "a sealed segment", func() bool { return len(p.log().ScrubCandidates()) > 0 })
+	seg := p.log().ScrubCandidates()[0]
+	sl, err := p.log().Read(1, 1, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos1 := sl.Pos
+	sl.Release()
+	f, err := os.OpenFile(filepath.Join(b.cfg.DataDir, "t-0", fmt.Sprintf("%020d.log", seg.Base())), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{1}, pos1+1000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	res, err := p.log().Scrub(seg, segment.ScrubCursor{}, make([]byte, 1<<20), func(int) error { return nil })
+	if err != nil || len(res.Found) != 1 || res.Found[0].FirstOffset != 1 || res.Found[0].EndOffset != 2 {
+		t.Fatalf("scrub: %+v, %v", res, err)
+	}
+	return pos1
+}
+
+// A log that an I/O error stopped and the supervisor reopened keeps refusing the bad batch the
+// scrub had found in it: the new log's segments are checked again before it serves, not at the
+// scrub's next pass (days away on a large broker).
+func TestReopenedLogKeepsScrubMarks(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "t-0") + string(filepath.Separator)
+	var failing atomic.Bool
+	cfg := testConfig(t, dir)
+	cfg.ScrubBytesPerSec = -1
+	cfg.LogRetryBackoff, cfg.LogRetryBackoffMax = 10*time.Millisecond, 10*time.Millisecond
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
+		if failing.Load() && op == vfs.OpSync && strings.HasPrefix(path, part) && strings.HasSuffix(path, ".log") {
+			return syscall.EIO
+		}
+		return nil
+	}}
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	markBadBatch(t, b, c)
+	p := b.partition("t", 0)
+	old := p.log()
+
+	failing.Store(true)
+	if got := produce(t, c, "t", 0, wire.AcksAll, records(t, "x")); got.ErrorCode != wire.ErrKafkaStorageError {
+		t.Fatalf("acks=all produce whose fsync failed: %v, want KAFKA_STORAGE_ERROR", got.ErrorCode)
+	}
+	failing.Store(false)
+	waitUntil(t, "the supervisor to reopen the log", func() bool { l := p.log(); return l != old && l.Err() == nil })
+	if !p.corrupt() {
+		t.Fatal("the reopened log lost the scrub's mark")
+	}
+	if got := fetchP(t, c, "t", 0, 1, 0, 1); got.ErrorCode != wire.ErrCorruptMessage || len(got.Records) != 0 {
+		t.Fatalf("fetch at the bad batch after the reopen: %v, %d bytes", got.ErrorCode, len(got.Records))
+	}
+	if got := fetchP(t, c, "t", 0, 0, 0, 1); got.ErrorCode != wire.NoError || len(got.Records) == 0 {
+		t.Fatalf("fetch before the bad batch after the reopen: %v, %d bytes", got.ErrorCode, len(got.Records))
 	}
 }

@@ -190,31 +190,36 @@ func (s *scrubber) restoreMarks(ctx context.Context, parts []*partition) {
 		if p.topicID != m.id || ctx.Err() != nil {
 			continue
 		}
-		l := p.log()
-		for _, seg := range l.ScrubCandidates() {
-			if seg.Base() != m.c.Segment {
-				continue
-			}
-			left := m.c.End - m.c.Pos
-			wait := func(n int) error {
-				// Past the mark: stop. A header's read (the batch after a bad one) goes on, so
-				// that the one-batch mark it decides is made.
-				if left <= 0 && n > batch.HeaderSize {
-					return errRechecked
-				}
-				left -= int64(n)
-				return s.bucket.wait(ctx, n)
-			}
-			res, err := l.Scrub(seg, segment.ScrubCursor{Pos: m.c.Pos, Offset: m.c.FirstOffset}, s.buf, wait)
-			for _, c := range res.Found {
-				s.b.replicaCorrupt(p, c)
-			}
-			if err != nil && !errors.Is(err, errRechecked) && ctx.Err() == nil {
-				s.b.logger.Warn("scrub: checking a saved bad batch failed", "partition", p.tp.String(), "segment", int64(seg.Base()), "err", err)
-			}
-		}
+		s.b.recheckMark(ctx, p, p.log(), m.c, s.buf, s.bucket.wait)
 	}
 	s.pending = kept
+}
+
+// recheckMark scrubs c's stretch again in l, p's log, from its position to its end, which
+// marks it again (and reports it) if it is still bad. throttle is asked before each read.
+func (b *Broker) recheckMark(ctx context.Context, p *partition, l *segment.Log, c segment.CorruptBatch, buf []byte, throttle func(context.Context, int) error) {
+	for _, seg := range l.ScrubCandidates() {
+		if seg.Base() != c.Segment {
+			continue
+		}
+		left := c.End - c.Pos
+		wait := func(n int) error {
+			// Past the mark: stop. A header's read (the batch after a bad one) goes on, so
+			// that the one-batch mark it decides is made.
+			if left <= 0 && n > batch.HeaderSize {
+				return errRechecked
+			}
+			left -= int64(n)
+			return throttle(ctx, n)
+		}
+		res, err := l.Scrub(seg, segment.ScrubCursor{Pos: c.Pos, Offset: c.FirstOffset}, buf, wait)
+		for _, found := range res.Found {
+			b.replicaCorrupt(p, found)
+		}
+		if err != nil && !errors.Is(err, errRechecked) && ctx.Err() == nil {
+			b.logger.Warn("scrub: checking a known bad batch again failed", "partition", p.tp.String(), "segment", int64(seg.Base()), "err", err)
+		}
+	}
 }
 
 // scrubPositionPath is the position file of a broker with data in dir.
