@@ -315,9 +315,9 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	flushMessages := l.opts.FlushMessages
 	diskWork := l.opts.WritebackBytes > 0 && size-s.writebackFrom.Load() >= l.opts.WritebackBytes
 	if pa := l.opts.PreallocateBytes; pa > 0 && !l.opts.MmapAppend {
-		// Extend the reserve once half of it is used, unless it reaches segment.bytes.
+		// Extend the reserve once half of its step is used, unless it reaches segment.bytes.
 		to := s.preallocTo.Load()
-		diskWork = diskWork || (to < l.opts.SegmentBytes && size > to-pa/2)
+		diskWork = diskWork || (to < l.opts.SegmentBytes && size > to-reserveStep(size, pa)/2)
 		// Half full: time to prepare the next segment's file (standby.go).
 		half := l.opts.SegmentBytes / 2
 		diskWork = diskWork || (pos < half && size >= half)

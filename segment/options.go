@@ -57,8 +57,9 @@ type Options struct {
 	// PreallocateBytes took block allocation out of writeback. Negative turns it off.
 	// Durability is unchanged: only an fsync makes data durable.
 	WritebackBytes int64
-	// PreallocateBytes keeps disk blocks reserved this far past the active segment's end
-	// (fallocate, keeping the file size; never past segment.bytes). On ext4 writeback then
+	// PreallocateBytes keeps disk blocks reserved up to this far past the active segment's end
+	// (fallocate, keeping the file size; never past segment.bytes): as far as the segment has
+	// been written, from 1 MiB up to this, so an idle partition does not hold it all. On ext4 writeback then
 	// has no blocks to allocate: without it, appends waited 8-11 ms for the inode lock while
 	// writeback read a block bitmap from the disk, every 128 MiB. The reserve is released when
 	// the segment is finished (truncated to its size). Once the active segment is half full, the

@@ -118,3 +118,49 @@ func TestDropStandbyGivesTheReserveBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReserveAheadGrowsWithTheSegment: the reserve ahead starts at a megabyte and grows with
+// what the segment holds, up to PreallocateBytes, so an idle partition written a few records
+// does not hold PreallocateBytes of disk (10,000 such partitions held 640 GB), while a busy one
+// reaches the whole step within its first megabytes.
+func TestReserveAheadGrowsWithTheSegment(t *testing.T) {
+	o := testOptions(vfs.Default)
+	o.SegmentBytes = 64 << 20
+	o.PreallocateBytes = 16 << 20
+	o.WritebackBytes = -1
+	var (
+		mu    sync.Mutex
+		asked []int64
+	)
+	o.Reserve = func(n int64) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, n)
+		return true
+	}
+	l := mustOpen(t, t.TempDir(), o)
+	defer l.Close()
+	mustAppend(t, l, sizedBatch(t, 4<<10, 1))
+	waitUntil(t, "a first step of reserve ahead", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(asked) > 0
+	})
+	mu.Lock()
+	first := asked[0]
+	mu.Unlock()
+	if first > 2<<20 {
+		t.Fatalf("a segment of 4 KiB reserved %d bytes ahead, want about a megabyte", first)
+	}
+	b := sizedBatch(t, 64<<10, 1)
+	for range 128 { // 8 MiB
+		mustAppend(t, l, b)
+	}
+	active := l.Segments()[len(l.Segments())-1]
+	waitUntil(t, "the reserve to grow with the segment", func() bool {
+		return active.preallocTo.Load() >= active.Size()+4<<20
+	})
+	if to := active.preallocTo.Load(); to > active.Size()+o.PreallocateBytes {
+		t.Fatalf("reserved to %d, past the segment's %d plus PreallocateBytes", to, active.Size())
+	}
+}

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,9 +35,10 @@ func main() {
 	topics := flag.Int("topics", 100, "topics to create")
 	parts := flag.Int("partitions", 100, "partitions per topic")
 	idle := flag.Duration("idle", 60*time.Second, "how long to sample idle CPU")
+	records := flag.Int("records", 0, "records (100 B, acks=1: kill -9 keeps the page cache) written to every partition after creation, so that the restarts recover data; each restart checks every partition's end offset")
 	deadline := flag.Duration("deadline", 20*time.Minute, "give up after this long")
 	flag.Parse()
-	r := &run{bin: *bin, dir: *dir, topics: *topics, parts: *parts, stopAt: time.Now().Add(*deadline)}
+	r := &run{bin: *bin, dir: *dir, topics: *topics, parts: *parts, records: *records, stopAt: time.Now().Add(*deadline)}
 	if r.dir == "" {
 		d, err := os.MkdirTemp("", "partitions10k-")
 		if err != nil {
@@ -60,6 +63,7 @@ type run struct {
 	bin           string
 	dir           string
 	topics, parts int
+	records       int
 	stopAt        time.Time
 	addr          string
 	cmd           *exec.Cmd
@@ -82,6 +86,13 @@ func (r *run) main(idle time.Duration) error {
 		return err
 	}
 	fmt.Printf("create: %.1f s\n", time.Since(t0).Seconds())
+	if r.records > 0 {
+		t0 = time.Now()
+		if err := r.produce(); err != nil {
+			return err
+		}
+		fmt.Printf("produce: %d records of 100 B to each partition, acks=1: %.1f s\n", r.records, time.Since(t0).Seconds())
+	}
 	if err := r.waitServed(); err != nil {
 		return err
 	}
@@ -201,7 +212,43 @@ func (r *run) create() error {
 
 func topicName(i int) string { return fmt.Sprintf("p10k-%03d", i) }
 
-// waitServed polls until one ListOffsets of every partition answers without an error.
+// produce writes r.records records to every partition with acks=1 and waits for them (with
+// acks=all, 10,000 partitions' fsyncs outlast request.timeout.ms on this machine's disk, and the
+// producer's retries, not idempotent yet, duplicate records).
+func (r *run) produce() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Until(r.stopAt))
+	defer cancel()
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{r.addr}}, Acks: client.AcksLeader})
+	if err != nil {
+		return err
+	}
+	defer p.Close(context.Background())
+	var mu sync.Mutex
+	var first error
+	value := make([]byte, 100)
+	for i := range r.topics {
+		for part := range r.parts {
+			for range r.records {
+				p.Send(ctx, &client.Record{Topic: topicName(i), Partition: int32(part), Value: value}, func(_ client.RecordMetadata, err error) {
+					if err != nil {
+						mu.Lock()
+						first = cmp.Or(first, err)
+						mu.Unlock()
+					}
+				})
+			}
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return first
+}
+
+// waitServed polls until one ListOffsets of every partition answers without an error (and,
+// with -records, with every acknowledged record there: at least that many).
 func (r *run) waitServed() error {
 	specs := map[client.TopicPartition]client.OffsetSpec{}
 	for i := range r.topics {
@@ -213,10 +260,16 @@ func (r *run) waitServed() error {
 	for time.Now().Before(r.stopAt) {
 		a, ctx, cancel, err := r.admin(10 * time.Second)
 		if err == nil {
-			_, err = a.ListOffsets(ctx, specs)
+			var got map[client.TopicPartition]client.ListedOffset
+			got, err = a.ListOffsets(ctx, specs)
 			_ = a.Close()
 			cancel()
 			if err == nil {
+				for tp, o := range got {
+					if o.Offset < int64(r.records) {
+						return fmt.Errorf("%s-%d ends at %d after the restart, below the %d acknowledged", tp.Topic, tp.Partition, o.Offset, r.records)
+					}
+				}
 				return nil
 			}
 		}
