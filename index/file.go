@@ -121,10 +121,32 @@ func (e *entryFile) load(f vfs.File, maxBytes int, writable bool) error {
 	if end, ok := vfs.DataEnd(f); ok && end < int64(size) {
 		total = min(total, int((end+int64(e.entrySize)-1)/int64(e.entrySize)))
 	}
-	n := sort.Search(total, func(i int) bool { return e.isEmpty(e.entryLocked(i)) })
+	n := e.searchEnd(f, total)
 	e.n.Store(int64(n))
 	e.flushed.Store(int64(n))
 	return nil
+}
+
+// searchEnd finds the number of entries before the empty tail among the first total. It reads
+// the entries it probes with pread, not through the mapping: a page fault on a virtual machine
+// that shadows page tables costs tens of microseconds (vfs.Populate), and a restart of 10,000
+// partitions spent 9 of its 25 s faulting in the pages that the searches of its 20,000 indexes
+// probed (and kept them resident: 500 MB). A read that fails falls back to the mapping.
+func (e *entryFile) searchEnd(f vfs.File, total int) int {
+	var scratch [maxEntrySize]byte
+	entry := scratch[:e.entrySize]
+	failed := false
+	n := sort.Search(total, func(i int) bool {
+		if _, err := f.ReadAt(entry, int64(i*e.entrySize)); err != nil {
+			failed = true
+			return true
+		}
+		return e.isEmpty(entry)
+	})
+	if failed {
+		n = sort.Search(total, func(i int) bool { return e.isEmpty(e.entryLocked(i)) })
+	}
+	return n
 }
 
 func (e *entryFile) entryLocked(i int) []byte {
@@ -166,6 +188,9 @@ func (e *entryFile) append(put func([]byte)) error {
 	e.n.Store(int64(n + 1))
 	return nil
 }
+
+// maxEntrySize is the larger of the two indexes' entries.
+const maxEntrySize = max(OffsetEntrySize, TimeEntrySize)
 
 // prefaultAhead is how far past the next entry Prefault faults in a writable index's pages:
 // 8 pages, which the offset index fills in 16 MiB of log at the default index.interval.bytes,
