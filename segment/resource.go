@@ -279,6 +279,9 @@ func (l *Log) prefaultLocked(s *Segment) bool {
 		return true
 	}
 	held := fmt.Errorf("%w: the index pages ahead cannot be faulted in: %w", ErrUnavailable, err)
+	// The retry (prefaultActiveLocked) must not take the segment for done at its size: appends,
+	// refused meanwhile, may never grow it past the last size that was.
+	s.prefaultedAt.Store(-1)
 	l.res.held.Store(&held)
 	l.res.prefaultFailed.Fail(l.opts.Now(), err, "segment", s.base)
 	l.armRetryLocked()
