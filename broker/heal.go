@@ -19,7 +19,9 @@ import (
 // with DistrustUnsynced, writes the scanned tail again before syncing it (after a failed fsync
 // the kernel may hold the pages it could not write as clean). The reopened log is swapped into
 // the partition, its parked fetches are woken to read from it, and "log recovered" is logged
-// with its offsets and how long it was down.
+// with its offsets and how long it was down. A partition whose log failed to open (at a start,
+// or for a new topic) is opened again the same way, by a reconcile of the current metadata
+// (retryUnopened), not left offline until the next metadata change.
 //
 // Meanwhile produce and fetch get KAFKA_STORAGE_ERROR, which clients retry. Nothing
 // acknowledged is lost: an acks=all append on a write.caching=false topic waits for durability
@@ -59,6 +61,7 @@ func (b *Broker) logStopped(error) {
 func (b *Broker) healLoop() {
 	defer b.wg.Done()
 	stopped := map[*partition]*healState{}
+	unopened := openRetry{backoff: retry.Backoff{Min: b.cfg.LogRetryBackoff, Max: b.cfg.LogRetryBackoffMax}}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -69,10 +72,64 @@ func (b *Broker) healLoop() {
 		case <-b.healKick:
 		case <-timer.C:
 		}
-		if next := b.healPass(stopped, time.Now()); !next.IsZero() {
+		now := time.Now()
+		next := b.healPass(stopped, now)
+		if at := b.retryUnopened(&unopened, now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+		if !next.IsZero() {
 			timer.Reset(time.Until(next))
 		}
 	}
+}
+
+// openRetry is the supervisor's record of the partitions whose logs failed to open (at a
+// start, or for a new topic: EMFILE at the file limit, a disk error): they are opened again
+// after log.retry.backoff.ms, then after twice as long at each failed attempt, up to
+// log.retry.backoff.max.ms, without waiting for a metadata change to reconcile them.
+type openRetry struct {
+	backoff retry.Backoff
+	next    time.Time // when to try again; zero while no open has failed
+}
+
+// retryUnopened reconciles the current metadata again (which opens what is missing) when a
+// partition's log failed to open and its attempt is due. It returns when the next attempt is
+// (zero when no open has failed).
+func (b *Broker) retryUnopened(r *openRetry, now time.Time) time.Time {
+	if !b.openFailed() {
+		r.next = time.Time{}
+		r.backoff.Reset()
+		return time.Time{}
+	}
+	if r.next.IsZero() {
+		r.next = now.Add(r.backoff.Next())
+	}
+	if now.Before(r.next) || b.ctx.Err() != nil {
+		return r.next
+	}
+	if err := b.reconcile(b.ctrl.Metadata()); err != nil {
+		b.logger.Debug("opening partition logs again failed; retrying", "err", err)
+	}
+	if !b.openFailed() {
+		b.logger.Info("partition logs that had failed to open are open")
+		r.next = time.Time{}
+		r.backoff.Reset()
+		return time.Time{}
+	}
+	r.next = now.Add(r.backoff.Next())
+	return r.next
+}
+
+// openFailed reports whether a partition assigned to this broker failed to open its log.
+func (b *Broker) openFailed() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, err := range b.mu.unopened {
+		if err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // healPass finds the stopped logs, reopens those whose attempt is due, and returns when the

@@ -310,8 +310,8 @@ const partitionOpenWorkers = 8
 // openPartitions opens the partitions of jobs, partitionOpenWorkers at a time, and puts each
 // in the map as soon as it is open, so requests to it are served while others still open. A
 // partition that fails to open is recorded in unopened with its error (requests to it are
-// answered with KAFKA_STORAGE_ERROR) and tried again at the next reconcile. It stops early
-// when the broker closes. It returns the errors, in jobs' order.
+// answered with KAFKA_STORAGE_ERROR) and tried again at the next reconcile, which the log
+// supervisor runs after a backoff (heal.go). It stops early when the broker closes. It returns the errors, in jobs' order.
 func (b *Broker) openPartitions(jobs []openJob) []error {
 	if len(jobs) == 0 {
 		return nil
@@ -331,6 +331,7 @@ func (b *Broker) openPartitions(jobs []openJob) []error {
 				if err != nil {
 					errs[i] = err
 					b.mu.unopened[tp] = fmt.Errorf("%w: %s: %w", ErrPartitionOffline, tp, err)
+					b.logStopped(err) // the supervisor opens it again (heal.go: retryUnopened)
 				} else {
 					delete(b.mu.unopened, tp)
 					b.mu.partitions[tp] = np

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/internal/vfs"
 )
 
 // syncWaiter is a caller waiting for offset to become durable.
@@ -324,21 +325,35 @@ func (l *Log) finishRolledLocked() error {
 // while, and the appends meanwhile must not wait on block allocation. It reports whether it
 // finished any. Called with flushMu held.
 func (l *Log) finishSealedLocked(segs []*Segment, active *Segment) (bool, error) {
-	finished := false
+	finished, prepared := false, false
+	var later error
 	for _, s := range segs {
 		if s == active || s.finished || !s.acquire() {
 			continue
 		}
-		if !finished {
+		if !prepared {
 			l.prepareDiskLocked()
+			prepared = true
 		}
 		err := s.finish()
 		s.release()
+		if errors.Is(err, errTrimLater) {
+			// Synced: only the trim waits. The segments after it are synced all the same,
+			// since the caller counts everything below the active one durable.
+			if later == nil {
+				later = l.trimFailedLocked(s, err)
+			}
+			continue
+		}
 		if err != nil {
 			return finished, l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
 		}
 		finished = true
 	}
+	if later != nil {
+		return finished, later
+	}
+	l.trimmedLocked() // every sealed segment is finished (or gone, cut by a truncation)
 	return finished, nil
 }
 
@@ -361,9 +376,11 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 	l.appendMu.Unlock()
 
 	finished, err := l.finishSealedLocked(segs, active)
-	if err != nil {
+	if err != nil && l.Err() != nil {
 		return err
 	}
+	// Otherwise nil, or a deferred index trim (errTrimLater): the sealed segments are synced,
+	// and the flusher finishes them at a retry.
 	if !active.finished && activeSize > active.syncedSize && active.acquire() {
 		err = active.app.sync(active.syncedSize, activeSize)
 		if err == nil {
@@ -410,6 +427,11 @@ func (s *Segment) finish() error {
 	}
 	s.syncedSize = size
 	if err := errors.Join(s.offsets.Trim(), s.times.Trim()); err != nil {
+		if vfs.IsResource(err) {
+			// The trim opens the index file again (it holds no descriptor): out of
+			// descriptors or memory, the data is synced and the index still whole.
+			return fmt.Errorf("%w: %w", errTrimLater, err)
+		}
 		return err
 	}
 	s.finished = true

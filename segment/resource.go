@@ -36,7 +36,11 @@ import (
 //	                                         ENOMEM, ENOSPC     (waiters wait) until a retry
 //	                                                            syncs it
 //	fsync of the directory after a roll      other (EIO)        stopped
-//	trimming a finished segment's indexes    any                stopped
+//	trimming a finished segment's indexes    EMFILE, ENFILE,    the segment's data is synced and
+//	                                         ENOMEM             counted durable; the trim (which
+//	                                                            reopens the index by path) is
+//	                                                            retried; retention waits for it
+//	trimming a finished segment's indexes    other              stopped
 //	truncation, and its recovery point       any                stopped
 //
 // Why each: the recovery point says only that everything below it is durable; it is written
@@ -116,6 +120,10 @@ type resourceState struct {
 	checkpointOwed   bool        // a recovery-point write failed and none has succeeded since
 	checkpointFailed retry.Episode
 	prefaultFailed   retry.Episode
+	// trimOwed: a sealed segment's data is synced but its index trim, which opens the index
+	// file again, met a resource error; the flusher finishes it at a retry.
+	trimOwed   bool
+	trimFailed retry.Episode
 }
 
 func (r *resourceState) init(o *Options, logger *slog.Logger) {
@@ -123,6 +131,7 @@ func (r *resourceState) init(o *Options, logger *slog.Logger) {
 	r.appends = retry.Episode{Logger: logger, What: "append"}
 	r.checkpointFailed = retry.Episode{Logger: logger, What: "recovery point write"}
 	r.prefaultFailed = retry.Episode{Logger: logger, What: "faulting in the active segment's index pages (appends are refused meanwhile)"}
+	r.trimFailed = retry.Episode{Logger: logger, What: "trimming a sealed segment's indexes (retention waits for it meanwhile)"}
 	r.dirFailed = retry.Episode{Logger: logger, What: "syncing the log directory (the newest segment's records are not acknowledged meanwhile)"}
 	r.dirSynced = -1
 }
@@ -187,7 +196,7 @@ func (l *Log) retryLocked() {
 	if l.res.held.Load() != nil {
 		l.prefaultActiveLocked()
 	}
-	if l.res.checkpointOwed || l.res.dirOwed {
+	if l.res.checkpointOwed || l.res.dirOwed || l.res.trimOwed {
 		_ = l.flushLocked(true)
 	}
 }
@@ -202,7 +211,7 @@ func (l *Log) stopRetryLocked() {
 // retriedLocked resets the backoff once nothing the flusher retries is failing. Called with
 // flushMu held.
 func (l *Log) retriedLocked() {
-	if !l.res.checkpointOwed && !l.res.dirOwed && l.res.held.Load() == nil {
+	if !l.res.checkpointOwed && !l.res.dirOwed && !l.res.trimOwed && l.res.held.Load() == nil {
 		l.res.backoff.Reset()
 	}
 }
@@ -229,6 +238,33 @@ func (l *Log) checkpointWrittenLocked() {
 	l.retriedLocked()
 }
 
+// errTrimLater is what Segment.finish returns when the segment's data is synced but its index
+// trim met a resource error (finishSealedLocked retries it).
+var errTrimLater = errors.New("index trim deferred")
+
+// trimFailedLocked records a sealed segment whose data is synced but whose index trim must be
+// tried again (errTrimLater): the flusher does after the backoff. It returns the error, as
+// ErrUnavailable, for the callers that must not go on without the segment finished
+// (retention, which deletes only finished segments and moves the recovery point first).
+// Called with flushMu held.
+func (l *Log) trimFailedLocked(s *Segment, err error) error {
+	l.res.trimOwed = true
+	l.res.trimFailed.Fail(l.opts.Now(), err, "segment", s.base)
+	l.armRetryLocked()
+	return fmt.Errorf("%w: segment %d: %w", ErrUnavailable, s.base, err)
+}
+
+// trimmedLocked ends a run of deferred index trims: every sealed segment is finished. Called
+// with flushMu held.
+func (l *Log) trimmedLocked() {
+	if !l.res.trimOwed {
+		return
+	}
+	l.res.trimOwed = false
+	l.res.trimFailed.Succeed(l.opts.Now())
+	l.retriedLocked()
+}
+
 // prefaultLocked faults in s's next index pages. When it cannot, appends are held (refused
 // with ErrUnavailable) until a retry can: the appender's stores there would crash the process.
 // It reports whether the pages are ready. Called with flushMu held.
@@ -243,6 +279,9 @@ func (l *Log) prefaultLocked(s *Segment) bool {
 		return true
 	}
 	held := fmt.Errorf("%w: the index pages ahead cannot be faulted in: %w", ErrUnavailable, err)
+	// The retry (prefaultActiveLocked) must not take the segment for done at its size: appends,
+	// refused meanwhile, may never grow it past the last size that was.
+	s.prefaultedAt.Store(-1)
 	l.res.held.Store(&held)
 	l.res.prefaultFailed.Fail(l.opts.Now(), err, "segment", s.base)
 	l.armRetryLocked()
