@@ -213,3 +213,46 @@ func TestLargeFramesIntact(t *testing.T) {
 		}
 	}
 }
+
+// A connection that sends requests and never reads their responses cannot hold
+// queued.max.request.bytes for ever: a large response fills its socket, the frame of a request
+// behind it holds the whole budget, and every other connection stops reading. Once no response
+// byte has been taken for RequestTimeout the connection is closed and its budget given back.
+func TestUnreadResponsesReleaseBudget(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			const budget = 1<<20 + 4<<10 // the hostile frames' 1 MiB and 256 B, not 8 KiB more
+			cfg := testConfig(t, tr)
+			cfg.QueuedMaxRequestBytes = budget
+			cfg.OverlapBytes = -1
+			cfg.SendBufferBytes = 64 << 10
+			cfg.RequestTimeout = 500 * time.Millisecond
+			held := make(chan *Pending, 1)
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				if len(body) > 0 && body[0] == 'B' {
+					p := c.NewPending()
+					held <- p
+					return p
+				}
+				return echo(ctx, c, h, body)
+			}))
+			hostile := dial(t, s, tr)
+			hostile.send(wire.Fetch, 1, []byte("B"))
+			frame := make([]byte, 700<<10) // a 1 MiB buffer
+			hostile.send(wire.Produce, 2, frame)
+			waitFor(t, "the hostile frames holding the budget", func() bool { return s.Stats().QueuedRequestBytes == 1<<20+256 })
+			respond(<-held, 1, make([]byte, 16<<20)) // a response it never reads
+
+			other := dial(t, s, tr)
+			ping := make([]byte, 8<<10)
+			other.send(wire.Metadata, 3, ping)
+			if corr, body := other.recv(); corr != 3 || len(body) != len(ping) {
+				t.Fatalf("other connection: %d, %d bytes", corr, len(body))
+			}
+			waitFor(t, "the hostile connection closed", func() bool {
+				st := s.Stats()
+				return st.Open == 1 && st.QueuedRequestBytes == 0
+			})
+		})
+	}
+}
