@@ -116,6 +116,12 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		return ScrubResult{Next: at, Done: true}, nil
 	}
 	defer s.release()
+	if at.Pos != 0 && !s.batchStartsAt(at) {
+		// A cursor that is not a batch boundary of s (a damaged position file, or one saved
+		// before a truncation rewrote the bytes) would have the scrub take a record's bytes
+		// for a header, and mark good batches bad: the segment is read from its start.
+		at = ScrubCursor{}
+	}
 	if at.Pos == 0 {
 		at.Offset = s.base
 	}
@@ -131,6 +137,16 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		return sc.res, nil
 	}
 	return sc.res, err
+}
+
+// batchStartsAt reports whether a batch of s starts at at.Pos and is the one that holds
+// at.Offset, or the first after it (the offset index and the batch headers agree), as at a
+// cursor Scrub returned. Headers that cannot be read on the way (a damaged length) say no: a
+// scrub from the segment's start finds them.
+func (s *Segment) batchStartsAt(at ScrubCursor) bool {
+	var hdr [batch.HeaderSize]byte
+	pos, _, found, err := s.locate(at.Offset, s.Size(), &hdr)
+	return err == nil && found && pos == at.Pos
 }
 
 // scrub is one Scrub call's state.
