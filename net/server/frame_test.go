@@ -256,3 +256,32 @@ func TestUnreadResponsesReleaseBudget(t *testing.T) {
 		})
 	}
 }
+
+// A handler that calls RequestDone keeps its Pending without its frame: the frame's buffer and
+// budget go back when Serve returns, and the response is written when it completes.
+func TestRequestDoneReturnsFrameEarly(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			held := make(chan *Pending, 1)
+			cfg := testConfig(t, tr)
+			cfg.QueuedMaxRequestBytes = 1 << 20
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				p := c.NewPending()
+				p.RequestDone()
+				held <- p
+				return p
+			}))
+			c := dial(t, s, tr)
+			c.send(wire.Fetch, 1, make([]byte, 100<<10))
+			p := <-held
+			waitFor(t, "the frame given back while its response waits", func() bool {
+				st := s.Stats()
+				return st.QueuedRequestBytes == 0 && st.FrameBufferBytes == 0
+			})
+			respond(p, 1, []byte("late"))
+			if corr, body := c.recv(); corr != 1 || string(body) != "late" {
+				t.Fatalf("response: %d %q", corr, body)
+			}
+		})
+	}
+}
