@@ -285,3 +285,42 @@ func TestRequestDoneReturnsFrameEarly(t *testing.T) {
 		})
 	}
 }
+
+// A frame's time runs from when the reader comes to it: the first bytes of a frame that arrived
+// with an earlier one, while the reader was busy serving that one for longer than the request
+// timeout, waited for the server, not for the peer, and do not get the connection closed.
+func TestBufferedFrameTimedFromReader(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			cfg := testConfig(t, tr)
+			cfg.RequestTimeout = timeout
+			cfg.OverlapBytes = -1
+			served := make(chan struct{})
+			release := make(chan struct{})
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				if h.CorrelationID == 1 {
+					close(served)
+					<-release // a slow Serve on the reader goroutine
+				}
+				return echo(ctx, c, h, body)
+			}))
+			c := dial(t, s, tr)
+			second := appendRequest(nil, wire.Metadata, 2, []byte("second"))
+			// The first frame and the start of the second in one write: one read buffers both.
+			c.write(append(appendRequest(nil, wire.Metadata, 1, []byte("first")), second[:6]...))
+			<-served
+			<-time.After(2 * timeout) // the time must pass; nothing to poll for
+			close(release)
+			c.write(second[6:])
+			for _, want := range []int32{1, 2} {
+				if corr, _ := c.recv(); corr != want {
+					t.Fatalf("correlation %d, want %d", corr, want)
+				}
+			}
+			if st := s.Stats(); st.SlowFrames != 0 {
+				t.Fatalf("%d slow frames, want 0", st.SlowFrames)
+			}
+		})
+	}
+}
