@@ -103,7 +103,8 @@ const minScrubBuf = 4 << 10
 // the scrub too, and Scrub is done with it. An error reading the file is returned as is.
 //
 // A segment truncated or deleted during the scrub is left alone: nothing found in it is
-// marked, and Scrub reports it done.
+// marked, and Scrub reports it done. A scrub in a log closed before or during it returns the
+// log's ErrClosed (or ErrDeleted): what it found after the close is not marked.
 func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) error) (ScrubResult, error) {
 	if len(buf) < minScrubBuf {
 		buf = make([]byte, minScrubBuf)
@@ -113,6 +114,9 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 	if ok, err := s.acquireFile(); err != nil {
 		return ScrubResult{Next: at}, err
 	} else if !ok {
+		if err := l.scrubClosed(s); err != nil {
+			return ScrubResult{Next: at}, err
+		}
 		return ScrubResult{Next: at, Done: true}, nil
 	}
 	defer s.release()
@@ -131,6 +135,11 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		return sc.res, nil
 	}
 	err := sc.run()
+	if cerr := l.scrubClosed(s); cerr != nil {
+		// The log closed under the scrub: what was found after the close is not marked (the
+		// closed log serves no more reads), and its next log must be scrubbed again.
+		return sc.res, cerr
+	}
 	if err != nil && !slices.Contains(l.ScrubCandidates(), s) {
 		// Truncated or deleted under the scrub (a read past the new end): nothing to report.
 		sc.res.Done = true
@@ -147,6 +156,17 @@ func (s *Segment) batchStartsAt(at ScrubCursor) bool {
 	var hdr [batch.HeaderSize]byte
 	pos, _, found, err := s.locate(at.Offset, s.Size(), &hdr)
 	return err == nil && found && pos == at.Pos
+}
+
+// scrubClosed returns the error of a scrub of s in a log that has been closed (ErrClosed, or
+// ErrDeleted): nothing the scrub found is marked then, so its caller must not count the
+// segment as scrubbed (a log the broker reopens after a disk error is a new Log, whose
+// segments are to be scrubbed again).
+func (l *Log) scrubClosed(s *Segment) error {
+	if e := l.closeErr.Load(); e != nil {
+		return fmt.Errorf("scrub segment %d: %w", s.base, *e)
+	}
+	return nil
 }
 
 // scrub is one Scrub call's state.
@@ -321,7 +341,7 @@ func (sc *scrub) mark(c CorruptBatch) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
-		return nil
+		return fmt.Errorf("scrub segment %d: %w", s.base, l.closedErr())
 	}
 	segs := l.Segments()
 	i := slices.Index(segs, s)

@@ -339,3 +339,19 @@ func TestScrubStaleCursorMarksNothing(t *testing.T) {
 		t.Fatalf("Scrub from a boundary: %d bytes, %v; want the %d from it", res.Bytes, err, s.Size()-pos[2])
 	}
 }
+
+// A scrub in a closed log reports the close (ErrClosed), not a segment done: what it would
+// find is not marked, and its caller must scrub the segment again in the log that replaces it.
+func TestScrubOfClosedLogReportsClosed(t *testing.T) {
+	l := scrubLog(t, 40)
+	s := l.ScrubCandidates()[0]
+	pos, _ := batchesOf(t, l, s)
+	flip(t, l, s, pos[1]+100)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Scrub(s, ScrubCursor{}, make([]byte, 16<<10), func(int) error { return nil })
+	if !errors.Is(err, ErrClosed) || res.Done || len(res.Found) != 0 {
+		t.Fatalf("Scrub of a closed log: done %v, found %v, %v; want ErrClosed, not done", res.Done, res.Found, err)
+	}
+}
