@@ -90,6 +90,9 @@ func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.Request
 		f.onDone = f.responseDone
 	}
 	f.b, f.h, f.pend = b, h, c.NewPending()
+	// f.req holds copies of all it needs of body: the frame, and its share of
+	// queued.max.request.bytes, need not wait with a parked fetch for up to its maxWait.
+	f.pend.RequestDone()
 	f.refs.Store(2) // this handling and the response
 	pend := f.pend  // read now: once the response is written f may be someone else's
 	req := &f.req.FetchRequest

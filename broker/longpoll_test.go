@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +120,43 @@ func TestManyParkedFetchesWokenByAppends(t *testing.T) {
 		t.Fatalf("%d answers, want %d", n, fetchers)
 	}
 	waitParked(t, p, 0)
+}
+
+// A parked fetch does not hold its request's share of queued.max.request.bytes while it waits:
+// a frame needing the whole budget (admitted once nothing else is charged) would otherwise
+// wait, at the head of the queue and with every connection's next frame behind it, for as long
+// as a client's maxWait says.
+func TestParkedFetchHoldsNoRequestBudget(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.QueuedMaxRequestBytes = 1 << 20
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "park", 1)
+	p := b.partition("park", 0)
+
+	poller := dial(t, b.Addr().String())
+	parked := make(chan error, 1)
+	go func() {
+		var resp wire.FetchResponse
+		parked <- poller.Call(context.Background(), &wire.FetchRequest{ReplicaID: -1, MaxWaitMs: 600000, MinBytes: 1 << 20, MaxBytes: 1 << 20,
+			Topics: []wire.FetchRequestTopic{{Topic: "park", Partitions: []wire.FetchRequestPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}}, &resp)
+	}()
+	waitParked(t, p, 1)
+
+	// A produce of about 700 KB: its frame's buffer is 1 MiB, the whole budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var resp wire.ProduceResponse
+	err := c.Call(ctx, &wire.ProduceRequest{Acks: 1, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+		{Topic: "park", Partitions: []wire.ProduceRequestPartition{{Partition: 0, Records: records(t, strings.Repeat("v", 700<<10))}}},
+	}}, &resp)
+	if err != nil {
+		t.Fatalf("a produce needing the whole budget, with a fetch parked: %v", err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != wire.NoError {
+		t.Fatalf("produce: %v", code)
+	}
+	waitParked(t, p, 1) // still parked (minBytes not reached): only its frame went back
+	poller.Close()
+	<-parked
 }

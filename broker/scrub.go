@@ -162,6 +162,7 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 			pr.seg, pr.cur = seg.Base(), segment.ScrubCursor{}
 		}
 		s.last = p.tp
+		before := pr
 		res, err := l.Scrub(seg, pr.cur, s.buf, func(n int) error { return s.bucket.wait(ctx, n) })
 		for _, c := range res.Found {
 			s.b.replicaCorrupt(p, c)
@@ -174,9 +175,20 @@ func (s *scrubber) step(ctx context.Context) (read int64, more bool) {
 			pr.cur = res.Next
 		case ctx.Err() != nil:
 			return res.Bytes, true // stopping
-		case errors.Is(err, segment.ErrClosed):
-			// The partition is going (deleted, or the broker is stopping).
+		case errors.Is(err, segment.ErrClosed) && p.log() != l:
+			// The log supervisor closed the log and swapped in a new one (heal.go) during the
+			// turn: what the scrub found after the close went unmarked, so this segment is
+			// scrubbed again, from where this turn began, in the new log at the next turn.
+			s.progress[p.tp] = before
+			return res.Bytes, true
+		case errors.Is(err, segment.ErrDeleted):
+			// The partition is going.
 			pr.done = true
+		case errors.Is(err, segment.ErrClosed):
+			// Closed, not (yet) replaced: the broker is stopping, or the supervisor is reopening
+			// the log (the new one may take a while to recover). The partition is left as it
+			// is until it has a log again; the other partitions go on.
+			continue
 		case errors.Is(err, segment.ErrReopen):
 			// The segment's file, closed by the FileCache, could not open again (the file
 			// limit): the same segment, from the same place, at the partition's next turn.

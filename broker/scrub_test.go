@@ -429,3 +429,37 @@ func TestReopenedLogKeepsScrubMarks(t *testing.T) {
 		t.Fatalf("fetch before the bad batch after the reopen: %v, %d bytes", got.ErrorCode, len(got.Records))
 	}
 }
+
+// A scrub turn on a log the supervisor has closed to reopen it (heal.go closes the stopped log,
+// recovers a new one, then swaps it in) skips nothing: the segments it came to while the log
+// was closed are scrubbed in the new log, and the bad batch in them is found and marked there.
+func TestScrubAcrossLogReopen(t *testing.T) {
+	p := scrubPartition(t, "a", 1<<20)
+	b := &Broker{logger: testConfig(t, t.TempDir()).Logger}
+	s := newScrubber(b, 1<<40, func() []*partition { return []*partition{p} }, "")
+	ctx := context.Background()
+	old := p.log()
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // turns while the supervisor recovers the new log
+		s.step(ctx)
+	}
+	l, err := segment.Open(old.Dir(), segment.Options{SegmentBytes: 256 << 10, Logger: b.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	p.current.Store(l)
+	for i := 0; ; i++ {
+		if _, more := s.step(ctx); !more {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the pass does not end")
+		}
+	}
+	if !p.corrupt() {
+		t.Fatal("the pass over the reopened log did not find the bad batch")
+	}
+}

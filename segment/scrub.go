@@ -103,7 +103,8 @@ const minScrubBuf = 4 << 10
 // the scrub too, and Scrub is done with it. An error reading the file is returned as is.
 //
 // A segment truncated or deleted during the scrub is left alone: nothing found in it is
-// marked, and Scrub reports it done.
+// marked, and Scrub reports it done. A scrub in a log closed before or during it returns the
+// log's ErrClosed (or ErrDeleted): what it found after the close is not marked.
 func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) error) (ScrubResult, error) {
 	if len(buf) < minScrubBuf {
 		buf = make([]byte, minScrubBuf)
@@ -113,9 +114,18 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 	if ok, err := s.acquireFile(); err != nil {
 		return ScrubResult{Next: at}, err
 	} else if !ok {
+		if err := l.scrubClosed(s); err != nil {
+			return ScrubResult{Next: at}, err
+		}
 		return ScrubResult{Next: at, Done: true}, nil
 	}
 	defer s.release()
+	if at.Pos != 0 && !s.batchStartsAt(at) {
+		// A cursor that is not a batch boundary of s (a damaged position file, or one saved
+		// before a truncation rewrote the bytes) would have the scrub take a record's bytes
+		// for a header, and mark good batches bad: the segment is read from its start.
+		at = ScrubCursor{}
+	}
 	if at.Pos == 0 {
 		at.Offset = s.base
 	}
@@ -125,12 +135,38 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		return sc.res, nil
 	}
 	err := sc.run()
+	if cerr := l.scrubClosed(s); cerr != nil {
+		// The log closed under the scrub: what was found after the close is not marked (the
+		// closed log serves no more reads), and its next log must be scrubbed again.
+		return sc.res, cerr
+	}
 	if err != nil && !slices.Contains(l.ScrubCandidates(), s) {
 		// Truncated or deleted under the scrub (a read past the new end): nothing to report.
 		sc.res.Done = true
 		return sc.res, nil
 	}
 	return sc.res, err
+}
+
+// batchStartsAt reports whether a batch of s starts at at.Pos and is the one that holds
+// at.Offset, or the first after it (the offset index and the batch headers agree), as at a
+// cursor Scrub returned. Headers that cannot be read on the way (a damaged length) say no: a
+// scrub from the segment's start finds them.
+func (s *Segment) batchStartsAt(at ScrubCursor) bool {
+	var hdr [batch.HeaderSize]byte
+	pos, _, found, err := s.locate(at.Offset, s.Size(), &hdr)
+	return err == nil && found && pos == at.Pos
+}
+
+// scrubClosed returns the error of a scrub of s in a log that has been closed (ErrClosed, or
+// ErrDeleted): nothing the scrub found is marked then, so its caller must not count the
+// segment as scrubbed (a log the broker reopens after a disk error is a new Log, whose
+// segments are to be scrubbed again).
+func (l *Log) scrubClosed(s *Segment) error {
+	if e := l.closeErr.Load(); e != nil {
+		return fmt.Errorf("scrub segment %d: %w", s.base, *e)
+	}
+	return nil
 }
 
 // scrub is one Scrub call's state.
@@ -305,7 +341,7 @@ func (sc *scrub) mark(c CorruptBatch) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
-		return nil
+		return fmt.Errorf("scrub segment %d: %w", s.base, l.closedErr())
 	}
 	segs := l.Segments()
 	i := slices.Index(segs, s)

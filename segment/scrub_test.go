@@ -304,3 +304,54 @@ func TestScrubMarkGoesWithTheBytes(t *testing.T) {
 		t.Fatalf("Corrupt() after retention = %+v", c)
 	}
 }
+
+// A cursor that is not a batch boundary of the segment (a damaged position file, or a position
+// saved before a truncation rewrote the segment's bytes) must not have the scrub read a record's
+// bytes as a header and mark good batches corrupt: the segment is scrubbed from its start.
+func TestScrubStaleCursorMarksNothing(t *testing.T) {
+	l := scrubLog(t, 40)
+	s := l.ScrubCandidates()[0]
+	pos, base := batchesOf(t, l, s)
+	if len(pos) < 3 {
+		t.Fatalf("%d batches in the segment, want at least 3", len(pos))
+	}
+	for _, at := range []ScrubCursor{
+		{Pos: pos[1] + 7, Offset: base[1]}, // inside a batch
+		{Pos: pos[2], Offset: base[1]},     // a boundary, but not the offset's batch
+		{Pos: s.Size() + 100, Offset: base[1]},
+	} {
+		res, err := l.Scrub(s, at, make([]byte, 16<<10), func(int) error { return nil })
+		if err != nil {
+			t.Fatalf("Scrub from %+v: %v", at, err)
+		}
+		if !res.Done || len(res.Found) != 0 || len(l.Corrupt()) != 0 {
+			t.Fatalf("Scrub from %+v: done %v, found %v, marks %v; want done and nothing marked", at, res.Done, res.Found, l.Corrupt())
+		}
+		if res.Bytes != s.Size() {
+			t.Fatalf("Scrub from %+v read %d bytes, want the whole segment's %d", at, res.Bytes, s.Size())
+		}
+	}
+	readAll(t, l, 0) // every batch still served
+	// (A 16 KiB buffer holds the 8 KiB segment: the bytes read are the bytes scrubbed.)
+	// A cursor Scrub itself returned is kept.
+	res, err := l.Scrub(s, ScrubCursor{Pos: pos[2], Offset: base[2]}, make([]byte, 16<<10), func(int) error { return nil })
+	if err != nil || res.Bytes != s.Size()-pos[2] {
+		t.Fatalf("Scrub from a boundary: %d bytes, %v; want the %d from it", res.Bytes, err, s.Size()-pos[2])
+	}
+}
+
+// A scrub in a closed log reports the close (ErrClosed), not a segment done: what it would
+// find is not marked, and its caller must scrub the segment again in the log that replaces it.
+func TestScrubOfClosedLogReportsClosed(t *testing.T) {
+	l := scrubLog(t, 40)
+	s := l.ScrubCandidates()[0]
+	pos, _ := batchesOf(t, l, s)
+	flip(t, l, s, pos[1]+100)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Scrub(s, ScrubCursor{}, make([]byte, 16<<10), func(int) error { return nil })
+	if !errors.Is(err, ErrClosed) || res.Done || len(res.Found) != 0 {
+		t.Fatalf("Scrub of a closed log: done %v, found %v, %v; want ErrClosed, not done", res.Done, res.Found, err)
+	}
+}

@@ -375,7 +375,7 @@ func (c *Conn) readRequests() error {
 		if p.conn != c {
 			panic("server: Handler.Serve returned a Pending not from this Conn's NewPending")
 		}
-		p.frame = f
+		p.attachFrame(f)
 		if c.outstanding.Add(1) == 1 && c.direct && p.completed() && c.br.Buffered() == 0 && !c.w.failed {
 			// The writer is idle and has nothing queued: write p here.
 			if err := c.writeDirect(p); err != nil {
@@ -468,7 +468,7 @@ func (c *Conn) overlapLoop() {
 			if p.conn != c {
 				panic("server: Handler.Serve returned a Pending not from this Conn's NewPending")
 			}
-			p.frame = r.frame
+			p.attachFrame(r.frame)
 			c.queue <- p
 		}
 		c.overlapping.Done()

@@ -77,7 +77,11 @@
 // A frame must arrive whole within Config.RequestTimeout of its first byte;
 // a slower one closes its connection. The read deadline moves for that only
 // when a frame is not already buffered whole, so small requests cost no timer
-// change.
+// change. A frame's time starts when the reader comes to it, if its first bytes
+// were buffered with an earlier frame. A peer that takes no byte of a response
+// for as long is closed too: the frames behind its response hold the budget.
+// A handler that keeps a request waiting long (a long poll) calls
+// Pending.RequestDone, so that its frame does not hold the budget meanwhile.
 //
 // # Invariants
 //

@@ -28,6 +28,9 @@ var (
 	// errSlowFrame ends a reader whose request frame has not arrived whole
 	// within RequestTimeout of its first byte.
 	errSlowFrame = errors.New("server: request frame not received within the request timeout")
+	// errSlowWrite ends a connection whose peer took none of a response's bytes within the
+	// request timeout (see armWrite).
+	errSlowWrite = errors.New("server: response not taken by the peer within the request timeout")
 	// errShortFile: a file part runs past the end of its file; the frame
 	// size already promised those bytes, so the connection must close.
 	errShortFile = errors.New("server: file part runs past end of file")

@@ -120,6 +120,10 @@ func (c *Conn) armFrameDeadline() {
 		return
 	}
 	c.frameArmed = true
+	// The frame is timed from now if the reader comes to it later than the read that brought
+	// its first byte: a byte buffered with an earlier frame, while the reader served that one
+	// or waited for a slot, waited for the server, not for the peer.
+	c.frameStart = max(c.frameStart, int64(time.Since(c.srv.epoch)))
 	d := c.frameDeadline()
 	if !c.readDeadline.IsZero() && !d.Before(c.readDeadline) {
 		return

@@ -213,3 +213,114 @@ func TestLargeFramesIntact(t *testing.T) {
 		}
 	}
 }
+
+// A connection that sends requests and never reads their responses cannot hold
+// queued.max.request.bytes for ever: a large response fills its socket, the frame of a request
+// behind it holds the whole budget, and every other connection stops reading. Once no response
+// byte has been taken for RequestTimeout the connection is closed and its budget given back.
+func TestUnreadResponsesReleaseBudget(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			const budget = 1<<20 + 4<<10 // the hostile frames' 1 MiB and 256 B, not 8 KiB more
+			cfg := testConfig(t, tr)
+			cfg.QueuedMaxRequestBytes = budget
+			cfg.OverlapBytes = -1
+			cfg.SendBufferBytes = 64 << 10
+			cfg.RequestTimeout = 500 * time.Millisecond
+			held := make(chan *Pending, 1)
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				if len(body) > 0 && body[0] == 'B' {
+					p := c.NewPending()
+					held <- p
+					return p
+				}
+				return echo(ctx, c, h, body)
+			}))
+			hostile := dial(t, s, tr)
+			hostile.send(wire.Fetch, 1, []byte("B"))
+			frame := make([]byte, 700<<10) // a 1 MiB buffer
+			hostile.send(wire.Produce, 2, frame)
+			waitFor(t, "the hostile frames holding the budget", func() bool { return s.Stats().QueuedRequestBytes == 1<<20+256 })
+			respond(<-held, 1, make([]byte, 16<<20)) // a response it never reads
+
+			other := dial(t, s, tr)
+			ping := make([]byte, 8<<10)
+			other.send(wire.Metadata, 3, ping)
+			if corr, body := other.recv(); corr != 3 || len(body) != len(ping) {
+				t.Fatalf("other connection: %d, %d bytes", corr, len(body))
+			}
+			waitFor(t, "the hostile connection closed", func() bool {
+				st := s.Stats()
+				return st.Open == 1 && st.QueuedRequestBytes == 0
+			})
+		})
+	}
+}
+
+// A handler that calls RequestDone keeps its Pending without its frame: the frame's buffer and
+// budget go back when Serve returns, and the response is written when it completes.
+func TestRequestDoneReturnsFrameEarly(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			held := make(chan *Pending, 1)
+			cfg := testConfig(t, tr)
+			cfg.QueuedMaxRequestBytes = 1 << 20
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				p := c.NewPending()
+				p.RequestDone()
+				held <- p
+				return p
+			}))
+			c := dial(t, s, tr)
+			c.send(wire.Fetch, 1, make([]byte, 100<<10))
+			p := <-held
+			waitFor(t, "the frame given back while its response waits", func() bool {
+				st := s.Stats()
+				return st.QueuedRequestBytes == 0 && st.FrameBufferBytes == 0
+			})
+			respond(p, 1, []byte("late"))
+			if corr, body := c.recv(); corr != 1 || string(body) != "late" {
+				t.Fatalf("response: %d %q", corr, body)
+			}
+		})
+	}
+}
+
+// A frame's time runs from when the reader comes to it: the first bytes of a frame that arrived
+// with an earlier one, while the reader was busy serving that one for longer than the request
+// timeout, waited for the server, not for the peer, and do not get the connection closed.
+func TestBufferedFrameTimedFromReader(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			cfg := testConfig(t, tr)
+			cfg.RequestTimeout = timeout
+			cfg.OverlapBytes = -1
+			served := make(chan struct{})
+			release := make(chan struct{})
+			s := startServer(t, cfg, HandlerFunc(func(ctx context.Context, c *Conn, h wire.RequestHeader, body []byte) *Pending {
+				if h.CorrelationID == 1 {
+					close(served)
+					<-release // a slow Serve on the reader goroutine
+				}
+				return echo(ctx, c, h, body)
+			}))
+			c := dial(t, s, tr)
+			second := appendRequest(nil, wire.Metadata, 2, []byte("second"))
+			// The first frame and the start of the second in one write: one read buffers both.
+			c.write(append(appendRequest(nil, wire.Metadata, 1, []byte("first")), second[:6]...))
+			<-served
+			<-time.After(2 * timeout) // the time must pass; nothing to poll for
+			close(release)
+			c.write(second[6:])
+			for _, want := range []int32{1, 2} {
+				if corr, _ := c.recv(); corr != want {
+					t.Fatalf("correlation %d, want %d", corr, want)
+				}
+			}
+			if st := s.Stats(); st.SlowFrames != 0 {
+				t.Fatalf("%d slow frames, want 0", st.SlowFrames)
+			}
+		})
+	}
+}

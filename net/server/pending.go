@@ -37,6 +37,29 @@ type Pending struct {
 	next   int // index of the first part not yet taken by the writer (a direct write may stop early)
 	onDone []func()
 	frame  frame // the request's frame buffer, returned to its pool (and its budget) on release
+	// requestDone: the handler keeps no reference to the request's bytes (RequestDone); set
+	// during Serve, read by the goroutine that called it once Serve returns.
+	requestDone bool
+}
+
+// RequestDone tells the server that the handler keeps no reference to the bytes of the request
+// this Pending answers (it has decoded what it needs into memory of its own): the request's
+// frame buffer, and its share of queued.max.request.bytes, go back as soon as Serve returns
+// rather than once the response has been written. A handler that may keep a request waiting
+// long (a long-poll fetch, whose maxWait the client chooses) calls it, so that waiting
+// requests do not hold the budget every connection's reading needs: with their frames
+// charged, a frame larger than what they leave would wait, at the head of the queue, behind
+// them all, and every other connection behind it. Call it within Serve only.
+func (p *Pending) RequestDone() { p.requestDone = true }
+
+// attachFrame gives p the frame of the request it answers, to hold until release, or returns
+// the frame at once after RequestDone. The goroutine that called Serve, after it returned.
+func (p *Pending) attachFrame(f frame) {
+	if p.requestDone {
+		p.conn.srv.putFrame(f)
+		return
+	}
+	p.frame = f
 }
 
 // part is one piece of a response: b if file is nil, else n bytes of file
@@ -142,6 +165,7 @@ func (p *Pending) release() {
 		p.Buf = nil
 	}
 	p.conn = nil
+	p.requestDone = false
 	p.state.Store(0)
 	pendingPool.Put(p)
 }

@@ -121,7 +121,10 @@ type Config struct {
 	// RequestTimeout bounds the time from a request frame's first byte to its
 	// last (request.timeout.ms): a frame sent slower is not waited for, its
 	// connection is closed. Time spent waiting for QueuedMaxRequestBytes does
-	// not count. Default DefaultRequestTimeout; negative disables it.
+	// not count. It also bounds a response's write: a peer that takes none of
+	// its bytes for that long is closed, as the requests queued behind the
+	// response hold QueuedMaxRequestBytes (see armWrite). Default
+	// DefaultRequestTimeout; negative disables it.
 	RequestTimeout time.Duration
 	// QueuedMaxRequestBytes bounds the bytes held in request frames read or
 	// being read and not yet answered, server-wide (queued.max.request.bytes):

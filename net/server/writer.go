@@ -1,9 +1,12 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"syscall"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
 )
@@ -74,6 +77,9 @@ type writer struct {
 	wv       writevState           // a non-blocking flush's state
 	writevFn func(fd uintptr) bool // w.writevStep, bound like sendfileFn
 	iovecs   iovecs                // writevStep's system-call argument
+
+	// writeBy is the socket's write deadline as armWrite last set it (see armWrite).
+	writeBy time.Time
 }
 
 // sendfileState is what is left of one file part, across RawConn.Write
@@ -103,7 +109,10 @@ func (w *writer) init(c *Conn) {
 func (c *Conn) writeLoop() {
 	defer c.srv.connWG.Done()
 	err := c.writeResponses()
-	if err != nil {
+	if errors.Is(err, errSlowWrite) {
+		c.srv.log.Info("server: closing connection: the peer took no response bytes within request.timeout.ms",
+			"conn", c.id, "transport", c.transport, "remote", c.nc.RemoteAddr(), "timeout", c.srv.cfg.RequestTimeout)
+	} else if err != nil {
 		c.srv.log.Debug("server: write failed", "conn", c.id, "transport", c.transport, "err", err)
 	}
 	// Closing the socket also wakes a reader blocked in Read.
@@ -347,7 +356,19 @@ func (w *writer) flush() error {
 		return w.tryFlush()
 	}
 	w.bufs = w.iov
-	n, err := w.bufs.WriteTo(w.c.nc)
+	var n int64
+	var err error
+	for {
+		if err = w.armWrite(); err != nil {
+			break
+		}
+		var m int64
+		m, err = w.bufs.WriteTo(w.c.nc)
+		n += m
+		if !w.stalled(&err, m > 0 && len(w.bufs) > 0) {
+			break
+		}
+	}
 	w.stats.bytesWritten.Add(n)
 	if err == nil {
 		w.stats.inlinedFile.Add(int64(w.inlined))
@@ -381,6 +402,9 @@ type writevState struct {
 // iov; if some are left it reports errWouldBlock.
 func (w *writer) tryFlush() error {
 	w.wv = writevState{}
+	if err := w.armWrite(); err != nil {
+		return err
+	}
 	err := w.rc.Write(w.writevFn)
 	if err == nil {
 		err = w.wv.err
@@ -422,11 +446,23 @@ func (w *writer) consume(n int) {
 func (w *writer) sendRest() error {
 	sf := &w.sf
 	if fd, ok := vfs.FdOf(sf.f); ok && w.rc != nil && sendfileSupported {
-		sf.in, sf.sent, sf.err = int(fd), 0, nil
-		err := w.rc.Write(w.sendfileFn)
-		if err == nil {
-			err = sf.err
+		sent := 0
+		var err error
+		for {
+			sf.in, sf.sent, sf.err = int(fd), 0, nil
+			if err = w.armWrite(); err != nil {
+				break
+			}
+			err = w.rc.Write(w.sendfileFn)
+			if err == nil {
+				err = sf.err
+			}
+			sent += sf.sent
+			if !w.stalled(&err, sf.sent > 0 && sf.remain > 0) {
+				break
+			}
 		}
+		sf.sent = sent
 		if err == nil {
 			*sf = sendfileState{}
 		}
@@ -455,13 +491,62 @@ func (w *writer) copyFile(f vfs.File, pos int64, n int) error {
 			}
 			return err
 		}
-		m, err = w.c.nc.Write(chunk)
-		w.stats.copiedFile.Add(int64(m))
+		for len(chunk) > 0 {
+			m = 0
+			if err = w.armWrite(); err == nil {
+				m, err = w.c.nc.Write(chunk)
+			}
+			w.stats.copiedFile.Add(int64(m))
+			chunk = chunk[m:]
+			pos += int64(m)
+			n -= m
+			if !w.stalled(&err, m > 0 && len(chunk) > 0) {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}
-		pos += int64(m)
-		n -= m
 	}
 	return nil
+}
+
+// A response the peer does not take is not waited for forever: the frames of the requests
+// queued behind it hold their share of queued.max.request.bytes until it is written, so one
+// connection that sends requests and never reads its responses could otherwise hold the whole
+// budget and stop every other connection's reading. The socket's write deadline is kept at
+// least half a RequestTimeout ahead of every write; when it fires, a write that has made
+// progress since it was armed carries on, and one that has not ends the connection
+// (errSlowWrite). The deadline is moved only when half of it has gone, so a write costs a
+// clock read, not a timer change. It is never cleared: a write after a stall of its own would
+// find it past, so every write, non-blocking ones included (RawConn.Write checks the deadline
+// first), goes through armWrite.
+
+// armWrite makes the socket's write deadline at least half a RequestTimeout away. Owner of
+// the write side only.
+func (w *writer) armWrite() error {
+	rt := w.c.srv.cfg.RequestTimeout
+	if rt <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if w.writeBy.Sub(now) >= rt/2 {
+		return nil
+	}
+	w.writeBy = now.Add(rt)
+	return w.c.nc.SetWriteDeadline(w.writeBy)
+}
+
+// stalled reports whether a write that ended with *err should be retried: its write deadline
+// fired after it made progress. A deadline that fired with no progress becomes errSlowWrite.
+func (w *writer) stalled(err *error, progress bool) bool {
+	if *err == nil || !errors.Is(*err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	if progress {
+		w.writeBy = time.Time{} // re-armed by the retry
+		return true
+	}
+	*err = errSlowWrite
+	return false
 }
