@@ -235,6 +235,14 @@ func contains(vs []string, v string) bool {
 	return false
 }
 
+// partitionLogFault is a fault, off until Set, on op of the .log files in the partition
+// directory dir (with its trailing separator).
+func partitionLogFault(op vfs.Op, dir string, err error) *vfs.Switch {
+	return &vfs.Switch{Op: op, Err: err, Match: func(path string) bool {
+		return strings.HasPrefix(path, dir) && strings.HasSuffix(path, ".log")
+	}}
+}
+
 // waitUntil polls cond every millisecond for up to 10 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -254,15 +262,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestStoppedLogReleasesLongPollsAndCloseStopsTheSupervisor(t *testing.T) {
 	dir := t.TempDir()
 	part := filepath.Join(dir, "t-0") + string(filepath.Separator)
-	var on atomic.Bool
+	on := partitionLogFault(vfs.OpSync, part, syscall.EIO)
 	cfg := testConfig(t, dir)
 	cfg.LogRetryBackoff, cfg.LogRetryBackoffMax = time.Minute, time.Minute
-	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
-		if on.Load() && op == vfs.OpSync && strings.HasPrefix(path, part) && strings.HasSuffix(path, ".log") {
-			return syscall.EIO
-		}
-		return nil
-	}}
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: on.Inject}
 	b, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +282,7 @@ func TestStoppedLogReleasesLongPollsAndCloseStopsTheSupervisor(t *testing.T) {
 	p := b.partition("t", 0)
 	waitUntil(t, "the fetch to park", func() bool { return p.parkedCount() > 0 })
 
-	on.Store(true)
+	on.Set(true)
 	if got := produce(t, c, "t", 0, wire.AcksAll, records(t, "b")); got.ErrorCode != wire.ErrKafkaStorageError {
 		t.Fatalf("acks=all produce whose fsync failed: %v, want KAFKA_STORAGE_ERROR", got.ErrorCode)
 	}
@@ -311,18 +314,13 @@ func TestLogStoppingAgainAfterItsRecoveryBacksOffFurther(t *testing.T) {
 	part := filepath.Join(dir, "t-0") + string(filepath.Separator)
 	cfg := testConfig(t, dir)
 	cfg.LogRetryBackoff, cfg.LogRetryBackoffMax = 5*time.Millisecond, 10*time.Second
-	var on atomic.Bool
-	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
-		if on.Load() && op == vfs.OpWrite && strings.HasPrefix(path, part) && strings.HasSuffix(path, ".log") {
-			return syscall.EIO
-		}
-		return nil
-	}}
+	on := partitionLogFault(vfs.OpWrite, part, syscall.EIO)
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: on.Inject}
 	logs := captureLogs(&cfg)
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
 	createTopic(t, c, "t", 1)
-	on.Store(true)
+	on.Set(true)
 	for i := range 4 {
 		if got := produce(t, c, "t", 0, wire.AcksLeader, records(t, "x")); got.ErrorCode != wire.ErrKafkaStorageError {
 			t.Fatalf("produce %d: %v, want KAFKA_STORAGE_ERROR", i, got.ErrorCode)

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,26 +28,19 @@ func TestPartitionThatFailedToOpenIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var on atomic.Bool
-	var hits atomic.Int64
-	on.Store(true)
-	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
-		if on.Load() && op == vfs.OpReadDir && filepath.Base(path) == "t-0" {
-			hits.Add(1)
-			return syscall.EMFILE
-		}
-		return nil
-	}}
+	fault := &vfs.Switch{Op: vfs.OpReadDir, Err: syscall.EMFILE, Match: func(path string) bool { return filepath.Base(path) == "t-0" }}
+	fault.Set(true)
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: fault.Inject}
 	b2 := startBroker(t, cfg) // waits for the logs: t-0's open has failed
-	if b2.partition("t", 0) != nil || hits.Load() == 0 {
-		t.Fatalf("t-0 opened through the injected error (%d hits)", hits.Load())
+	if b2.partition("t", 0) != nil || fault.Hits() == 0 {
+		t.Fatalf("t-0 opened through the injected error (%d hits)", fault.Hits())
 	}
 	c2 := dial(t, b2.Addr().String())
 	if got := produce(t, c2, "t", 0, wire.AcksAll, records(t, "during")); got.ErrorCode != wire.ErrKafkaStorageError {
 		t.Fatalf("produce to a partition that failed to open: %v, want KAFKA_STORAGE_ERROR", got.ErrorCode)
 	}
-	waitUntil(t, "a retried open", func() bool { return hits.Load() >= 2 })
-	on.Store(false)
+	waitUntil(t, "a retried open", func() bool { return fault.Hits() >= 2 })
+	fault.Set(false)
 	waitUntil(t, "t-0 open", func() bool { return b2.partition("t", 0) != nil })
 	if got := produce(t, c2, "t", 0, wire.AcksAll, records(t, "after")); got.ErrorCode != wire.NoError || got.BaseOffset != 1 {
 		t.Fatalf("produce once t-0 is open: %v at %d, want offset 1", got.ErrorCode, got.BaseOffset)

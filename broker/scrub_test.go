@@ -7,8 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -397,27 +395,22 @@ func markBadBatch(t *testing.T, b *Broker, c *client.Conn) int64 {
 func TestReopenedLogKeepsScrubMarks(t *testing.T) {
 	dir := t.TempDir()
 	part := filepath.Join(dir, "t-0") + string(filepath.Separator)
-	var failing atomic.Bool
+	failing := partitionLogFault(vfs.OpSync, part, syscall.EIO)
 	cfg := testConfig(t, dir)
 	cfg.ScrubBytesPerSec = -1
 	cfg.LogRetryBackoff, cfg.LogRetryBackoffMax = 10*time.Millisecond, 10*time.Millisecond
-	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
-		if failing.Load() && op == vfs.OpSync && strings.HasPrefix(path, part) && strings.HasSuffix(path, ".log") {
-			return syscall.EIO
-		}
-		return nil
-	}}
+	cfg.logFS = &vfs.ErrorFS{FS: vfs.Default, Inject: failing.Inject}
 	b := startBroker(t, cfg)
 	c := dial(t, b.Addr().String())
 	markBadBatch(t, b, c)
 	p := b.partition("t", 0)
 	old := p.log()
 
-	failing.Store(true)
+	failing.Set(true)
 	if got := produce(t, c, "t", 0, wire.AcksAll, records(t, "x")); got.ErrorCode != wire.ErrKafkaStorageError {
 		t.Fatalf("acks=all produce whose fsync failed: %v, want KAFKA_STORAGE_ERROR", got.ErrorCode)
 	}
-	failing.Store(false)
+	failing.Set(false)
 	waitUntil(t, "the supervisor to reopen the log", func() bool { l := p.log(); return l != old && l.Err() == nil })
 	if !p.corrupt() {
 		t.Fatal("the reopened log lost the scrub's mark")

@@ -3,7 +3,6 @@ package segment
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -16,16 +15,9 @@ import (
 // what it syncs, and the flusher trims the index once descriptors are back. It used to stop
 // the log.
 func TestIndexTrimOutOfDescriptorsKeepsTheLog(t *testing.T) {
-	var on atomic.Bool
-	var hits atomic.Int64
 	first := segmentPath("", 0, indexSuffix)[1:]
-	fsys := &vfs.ErrorFS{FS: vfs.Default, Inject: func(op vfs.Op, path string) error {
-		if on.Load() && op == vfs.OpOpen && strings.HasSuffix(path, first) {
-			hits.Add(1)
-			return syscall.EMFILE
-		}
-		return nil
-	}}
+	fault := &vfs.Switch{Op: vfs.OpOpen, Err: syscall.EMFILE, Match: func(path string) bool { return strings.HasSuffix(path, first) }}
+	fsys := &vfs.ErrorFS{FS: vfs.Default, Inject: fault.Inject}
 	logs := &syncBuffer{}
 	o := resourceOptions(fsys, logs)
 	dir := t.TempDir()
@@ -33,7 +25,7 @@ func TestIndexTrimOutOfDescriptorsKeepsTheLog(t *testing.T) {
 	defer func() { l.Close() }()
 	acked := appendSynced(t, l, 2, "before")
 
-	on.Store(true)
+	fault.Set(true)
 	// Roll (4 KiB batches, 4 a segment), then sync: the flusher finishes segment 0 and meets
 	// EMFILE at its index trim.
 	for i := range 6 {
@@ -47,14 +39,14 @@ func TestIndexTrimOutOfDescriptorsKeepsTheLog(t *testing.T) {
 	if err := l.Sync(context.Background()); err != nil {
 		t.Fatalf("sync with the sealed segment's index trim failing: %v (log error %v)", err, l.Err())
 	}
-	waitUntil(t, "the injected error", func() bool { return hits.Load() > 0 })
+	waitUntil(t, "the injected error", func() bool { return fault.Hits() > 0 })
 	if l.Err() != nil {
 		t.Fatalf("the log stopped: %v", l.Err())
 	}
-	waitUntil(t, "a retried trim", func() bool { return hits.Load() >= 2 })
+	waitUntil(t, "a retried trim", func() bool { return fault.Hits() >= 2 })
 	acked = append(acked, appendSynced(t, l, 2, "during")...)
 
-	on.Store(false)
+	fault.Set(false)
 	waitUntil(t, "segment 0 finished", func() bool {
 		s := l.Segments()[0]
 		l.flushMu.Lock()

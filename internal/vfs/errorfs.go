@@ -71,6 +71,32 @@ func Count(counts *[NumOps]atomic.Int64) Injector {
 	}
 }
 
+// Switch is a fault that a test turns on and off: while on, operations of kind Op on a path
+// that Match accepts fail with Err, and Hits counts them. Its Inject is an Injector.
+type Switch struct {
+	Op    Op
+	Match func(path string) bool
+	Err   error
+	on    atomic.Bool
+	hits  atomic.Int64
+}
+
+// Set turns the fault on or off.
+func (s *Switch) Set(on bool) { s.on.Store(on) }
+
+// Hits is how many operations the fault has failed.
+func (s *Switch) Hits() int64 { return s.hits.Load() }
+
+// Inject fails op on path with Err while the fault is on and the operation is the one it
+// names.
+func (s *Switch) Inject(op Op, path string) error {
+	if s.on.Load() && op == s.Op && s.Match(path) {
+		s.hits.Add(1)
+		return s.Err
+	}
+	return nil
+}
+
 // Convenience errors as a disk returns them.
 var (
 	EIO    error = syscall.EIO
