@@ -35,6 +35,7 @@ func TestTruncateResetsTheReserve(t *testing.T) {
 	}
 	waitReserve("before the truncation")
 
+	atTruncate := counts[vfs.OpPreallocate].Load()
 	if err := l.TruncateTo(16); err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +43,14 @@ func TestTruncateResetsTheReserve(t *testing.T) {
 	if size != 16*int64(len(b)) {
 		t.Fatalf("size %d after truncating to offset 16, want %d", size, 16*len(b))
 	}
-	if got := l.active.preallocTo.Load(); got != size {
+	// The flusher, woken by the appends before, may already have reserved again past the cut
+	// (with a fallocate of its own): only a reserve said to be there without one is wrong.
+	if got := l.active.preallocTo.Load(); got != size && counts[vfs.OpPreallocate].Load() == atTruncate {
 		t.Fatalf("reserve said to end at %d after the truncation freed it past %d", got, size)
 	}
-	before := counts[vfs.OpPreallocate].Load()
 	mustAppend(t, l, b)
 	waitReserve("after the truncation")
-	if counts[vfs.OpPreallocate].Load() == before {
+	if counts[vfs.OpPreallocate].Load() == atTruncate { // since the cut, which freed the reserve
 		t.Fatal("the reserve grew back without a fallocate call")
 	}
 	if err := l.Err(); err != nil {
