@@ -215,6 +215,9 @@ func (c Config) withDefaults() Config {
 	c.IndexIntervalBytes = positive(c.IndexIntervalBytes, d.IndexIntervalBytes)
 	c.IndexMaxBytes = positive(c.IndexMaxBytes, d.IndexMaxBytes)
 	c.ShutdownTimeout = positive(c.ShutdownTimeout, d.ShutdownTimeout)
+	c.HeartbeatInterval = positive(c.HeartbeatInterval, d.HeartbeatInterval)
+	c.SessionTimeout = positive(c.SessionTimeout, d.SessionTimeout)
+	c.ControllerListenerName = nonZero(c.ControllerListenerName, d.ControllerListenerName)
 	c.LogRetryBackoff = positive(c.LogRetryBackoff, d.LogRetryBackoff)
 	c.LogRetryBackoffMax = max(positive(c.LogRetryBackoffMax, d.LogRetryBackoffMax), c.LogRetryBackoff)
 	// Negative means "never" or "unlimited" for these, so only zero takes the default.

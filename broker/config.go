@@ -24,10 +24,26 @@ import (
 // Config is one broker's configuration. Field comments give the Kafka property that sets each
 // (ParseProperties reads a Kafka-style .properties file); zero values take the defaults below.
 type Config struct {
-	NodeID   int32  // node.id (broker.id): 1; ids start at 1 (0 is unset here, and refused in properties)
-	DataDir  string // log.dirs (the first directory): ./data
-	Listen   string // listeners (PLAINTEXT://host:port): 127.0.0.1:9092; "" with Unix set = no TCP
-	UnixPath string // unix.socket.path (Sluice): <data dir>/sluice.sock; "-" = none
+	NodeID int32 // node.id (broker.id): 1; ids start at 1 (0 is unset here, and refused in properties)
+	// NodeIDSet says NodeID was given (node.id), so that 0 can be a node id: unset, a data
+	// directory that records its node id (one made before ids started at 0 says 1) keeps it.
+	NodeIDSet bool
+
+	// The cluster (issue #22). Roles zero is both broker and controller; Voters nil is a
+	// quorum of this node alone (today's single-node broker).
+	Roles                  Roles           // process.roles: broker,controller
+	Voters                 []cluster.Voter // controller.quorum.voters: this node alone
+	ControllerListen       string          // listeners' CONTROLLER://host:port: none ("" for a lone node)
+	ControllerListenerName string          // controller.listener.names (the first): CONTROLLER
+	AdvertisedListen       string          // advertised.listeners' PLAINTEXT host:port: Listen's
+	HeartbeatInterval      time.Duration   // broker.heartbeat.interval.ms: 2 s
+	SessionTimeout         time.Duration   // broker.session.timeout.ms: 9 s
+	// DisableControlledShutdown is controlled.shutdown.enable=false: Close then stops without
+	// first asking the controller to move this broker's leaderships away.
+	DisableControlledShutdown bool
+	DataDir                   string // log.dirs (the first directory): ./data
+	Listen                    string // listeners (PLAINTEXT://host:port): 127.0.0.1:9092; "" with Unix set = no TCP
+	UnixPath                  string // unix.socket.path (Sluice): <data dir>/sluice.sock; "-" = none
 
 	NumPartitions          int   // num.partitions: 1
 	DefaultReplication     int   // default.replication.factor: 1
@@ -110,6 +126,31 @@ type Config struct {
 	spaceCheckInterval time.Duration
 }
 
+// Roles is process.roles: what a node runs. The zero value is both (KRaft's combined mode).
+type Roles uint8
+
+const (
+	RoleBroker     Roles = 1 << iota // hosts partitions and serves clients
+	RoleController                   // votes in the controller quorum
+)
+
+// Broker reports whether the node hosts partitions (zero Roles: yes).
+func (r Roles) Broker() bool { return r == 0 || r&RoleBroker != 0 }
+
+// Controller reports whether the node is a controller voter (zero Roles: yes).
+func (r Roles) Controller() bool { return r == 0 || r&RoleController != 0 }
+
+// String is process.roles' form.
+func (r Roles) String() string {
+	switch {
+	case r.Broker() && r.Controller():
+		return "broker,controller"
+	case r.Broker():
+		return "broker"
+	}
+	return "controller"
+}
+
 // DefaultConfig returns the defaults: a single node with data in ./data, TCP on
 // 127.0.0.1:9092 and a unix socket in the data directory.
 func DefaultConfig() Config {
@@ -141,6 +182,9 @@ func DefaultConfig() Config {
 		RequestTimeout:         server.DefaultRequestTimeout,
 		QueuedMaxRequestBytes:  server.DefaultQueuedMaxRequestBytes,
 		ShutdownTimeout:        30 * time.Second,
+		ControllerListenerName: "CONTROLLER",
+		HeartbeatInterval:      2 * time.Second,
+		SessionTimeout:         9 * time.Second,
 		SpaceAlertFreePercent:  5,
 		BallastBytes:           64 << 20,
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"math"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func FuzzParseProperties(f *testing.F) {
 		d := c.withDefaults()
 		kept := d
 		kept.Logger = nil // withDefaults also sets a logger
-		if kept != c {
+		if !reflect.DeepEqual(kept, c) {
 			t.Fatalf("withDefaults changed a parsed value:\n%+v\nto\n%+v", c, kept)
 		}
 		// The broker-wide topic defaults are valid topic configs (as the topic-level rule would

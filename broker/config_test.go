@@ -2,6 +2,7 @@ package broker
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestParseProperties(t *testing.T) {
 	want.MessageMaxBytes, want.RetentionMs, want.RetentionBytes = 2<<20, 48*time.Hour, -1
 	want.FlushMs, want.AutoCreateTopics, want.WriteCaching = cluster.Forever, true, true
 	want.WritebackBytes, want.PreallocateBytes = -1, 16<<20
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", c, want)
 	}
 	for _, bad := range []string{"no.such.property=1", "num.partitions=many", "listeners=nonsense", "justakey",
@@ -189,12 +190,12 @@ func TestParseProperties(t *testing.T) {
 		}
 		want := DefaultConfig()
 		good.set(&want)
-		if c != want {
+		if !reflect.DeepEqual(c, want) {
 			t.Errorf("%q parsed\n%+v\nwant\n%+v", good.in, c, want)
 		}
 		d := c.withDefaults()
 		d.Logger = nil // withDefaults also sets a logger
-		if d != c {
+		if !reflect.DeepEqual(d, c) {
 			t.Errorf("%q: withDefaults changed it\n%+v\nto\n%+v", good.in, c, d)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestConnectionProperties(t *testing.T) {
 		good.set(&want)
 		d := c.withDefaults()
 		d.Logger = nil
-		if c != want || d != c {
+		if !reflect.DeepEqual(c, want) || !reflect.DeepEqual(d, c) {
 			t.Errorf("%q parsed\n%+v\nwant (and after withDefaults)\n%+v", good.in, c, want)
 		}
 	}
