@@ -34,7 +34,7 @@ func open(t *testing.T, cfg Config) *Controller {
 func populate(t *testing.T, c *Controller, prefix string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	if err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9092, UnixSocket: "/tmp/sluice.sock"}); err != nil {
+	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9092, UnixSocket: "/tmp/sluice.sock"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -201,7 +201,7 @@ func TestDeleteRecreateGetsNewID(t *testing.T) {
 	t.Parallel()
 	c := open(t, testConfig(t.TempDir()))
 	ctx := context.Background()
-	if err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
+	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
 		t.Fatal(err)
 	}
 	spec := TopicSpec{Name: "t", NumPartitions: 1, ReplicationFactor: 1}
@@ -233,7 +233,7 @@ func TestApplyErrorsThroughRaft(t *testing.T) {
 	t.Parallel()
 	c := open(t, testConfig(t.TempDir()))
 	ctx := context.Background()
-	if err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
+	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "t", NumPartitions: 1, ReplicationFactor: 1}); err != nil {
@@ -250,7 +250,7 @@ func TestApplyErrorsThroughRaft(t *testing.T) {
 		{&setPartitionLeaderCmd{LeaderChange{Topic: "t", Leader: 1, LeaderEpoch: 5}}, ErrStaleLeaderEpoch},
 	}
 	for _, tc := range cases {
-		if _, err := c.submit(ctx, tc.cmd); !errors.Is(err, tc.want) {
+		if _, _, err := c.submit(ctx, tc.cmd); !errors.Is(err, tc.want) {
 			t.Errorf("%T: %v, want %v", tc.cmd, err, tc.want)
 		}
 	}
@@ -264,7 +264,7 @@ func TestSubscribe(t *testing.T) {
 	c := open(t, testConfig(t.TempDir()))
 	ch, cancel := c.Subscribe()
 	ch2, _ := c.Subscribe()
-	if err := c.RegisterBroker(context.Background(), BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
+	if _, err := c.RegisterBroker(context.Background(), BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -297,7 +297,7 @@ func TestClosed(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal("second Close:", err)
 	}
-	if err := c.RegisterBroker(context.Background(), BrokerInfo{ID: 1, Host: "h", Port: 1}); !errors.Is(err, ErrClosed) {
+	if _, err := c.RegisterBroker(context.Background(), BrokerInfo{ID: 1, Host: "h", Port: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 	if err := c.Snapshot(); !errors.Is(err, ErrClosed) {
@@ -343,7 +343,7 @@ func TestConcurrentProposalsAndReads(t *testing.T) {
 	c := open(t, testConfig(t.TempDir()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
+	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

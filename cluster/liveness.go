@@ -1,0 +1,227 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// liveness is the active controller's view of broker sessions. Heartbeats are not raft entries:
+// they update Sessions in memory on the leader only. What they decide is: a broker whose
+// session expired is fenced (FenceBroker, a raft entry that moves its leaderships), and a fenced
+// broker is unfenced once its heartbeat reports it has applied the metadata up to what the
+// controller had committed when it registered. A node that gains leadership starts every
+// registered broker a full session (Reset): it cannot know when they last beat.
+//
+// Sessions and want are guarded by mu; proposals run without it.
+type liveness struct {
+	c    *Controller
+	kick chan struct{} // leadership changed (buffered 1)
+
+	leading atomic.Bool
+
+	mu           sync.Mutex
+	sessions     *Sessions
+	incarnations map[int32]string
+	want         map[int32]uint64 // applied index that unfences a broker
+	gen          uint64           // leadership generation the sessions were reset for
+}
+
+// livenessTick is how often the active controller looks for expired sessions (on Clock).
+const livenessTick = 250 * time.Millisecond
+
+func newLiveness(c *Controller) *liveness {
+	return &liveness{c: c, kick: make(chan struct{}, 1), sessions: NewSessions(c.cfg.SessionTimeout),
+		incarnations: map[int32]string{}, want: map[int32]uint64{}}
+}
+
+// watchLeadership follows raft's leadership notifications (which raft sends blocking: this
+// goroutine only records them) and runs the liveness loop in a second goroutine.
+func (c *Controller) watchLeadership(notify <-chan bool) {
+	defer c.wg.Done()
+	c.wg.Add(1)
+	go c.live.run()
+	for {
+		select {
+		case lead := <-notify:
+			c.live.leading.Store(lead)
+			if lead {
+				c.log.Info("this node is the active controller", "node", c.cfg.NodeID)
+			}
+			select {
+			case c.live.kick <- struct{}{}:
+			default:
+			}
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+func (l *liveness) run() {
+	defer l.c.wg.Done()
+	var gen uint64
+	wasLeading := false
+	for {
+		select {
+		case <-l.c.stop:
+			return
+		case <-l.kick:
+		case <-l.c.cfg.Clock.After(livenessTick):
+		}
+		lead := l.leading.Load()
+		if lead && !wasLeading {
+			gen++
+			l.becameLeader(gen)
+		}
+		wasLeading = lead
+		if lead {
+			l.fenceExpired()
+		}
+	}
+}
+
+// becameLeader resets the sessions and records a cluster id if the metadata has none.
+func (l *liveness) becameLeader(gen uint64) {
+	c := l.c
+	now := c.cfg.Clock.Now()
+	md := c.Metadata()
+	l.mu.Lock()
+	var ids []int32
+	for _, b := range md.Brokers() {
+		ids = append(ids, b.ID)
+		l.want[b.ID] = c.raft.CommitIndex()
+	}
+	l.sessions.Reset(ids, l.incarnations, now)
+	l.gen = gen
+	l.mu.Unlock()
+	if standinClusterID(c, md) == "" {
+		ctx, cancel := contextWithTimeout(c.stop, c.cfg.ApplyTimeout)
+		defer cancel()
+		id := newClusterID()
+		if err := standinInitCluster(c, ctx, id); err != nil {
+			c.log.Warn("cannot record the cluster id", "err", err)
+		} else {
+			c.log.Info("new cluster", "cluster.id", standinClusterID(c, c.Metadata()))
+		}
+	}
+}
+
+// fenceExpired fences every broker whose session expired.
+func (l *liveness) fenceExpired() {
+	c := l.c
+	now := c.cfg.Clock.Now()
+	l.mu.Lock()
+	expired := l.sessions.Expired(now)
+	for _, id := range expired {
+		l.sessions.Remove(id)
+	}
+	l.mu.Unlock()
+	for _, id := range expired {
+		md := c.Metadata()
+		if _, ok := md.Broker(id); !ok || standinFenced(c, md, id) {
+			continue
+		}
+		epoch := standinEpoch(c, md, id)
+		ctx, cancel := contextWithTimeout(c.stop, c.cfg.ApplyTimeout)
+		err := c.FenceBroker(ctx, id, epoch)
+		cancel()
+		if err != nil {
+			c.log.Warn("cannot fence a broker whose session expired", "broker", id, "epoch", epoch, "err", err)
+			continue
+		}
+		c.log.Warn("broker fenced: no heartbeat within the session timeout", "broker", id, "epoch", epoch, "broker.session.timeout.ms", c.cfg.SessionTimeout.Milliseconds())
+	}
+}
+
+// register records a broker's registration, refusing a node id whose session is live under
+// another incarnation, and returns the new broker epoch. The broker starts fenced; heartbeat
+// unfences it once it has caught up.
+func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation string) (int64, error) {
+	c := l.c
+	l.mu.Lock()
+	if inc, ok := l.sessions.Live(info.ID, c.cfg.Clock.Now()); ok && inc != incarnation {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: node id %d is registered by a live broker (incarnation %s)", ErrBrokerRegistered, info.ID, inc)
+	}
+	l.mu.Unlock()
+	epoch, err := c.RegisterBroker(ctx, info)
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	l.sessions.Heartbeat(info.ID, incarnation, c.cfg.Clock.Now())
+	l.incarnations[info.ID] = incarnation
+	l.want[info.ID] = c.raft.CommitIndex()
+	l.mu.Unlock()
+	c.log.Info("broker registered", "broker", info.ID, "epoch", epoch, "incarnation", incarnation, "host", info.Host, "port", info.Port)
+	return epoch, nil
+}
+
+// heartbeat renews a session and unfences a caught-up broker; it reports whether the broker is
+// fenced after it.
+func (l *liveness) heartbeat(ctx context.Context, id int32, incarnation string, epoch int64, applied uint64) (bool, error) {
+	c := l.c
+	md := c.Metadata()
+	if _, ok := md.Broker(id); !ok {
+		return true, fmt.Errorf("%w: broker %d is not registered", ErrStaleBrokerEpoch, id)
+	}
+	if cur := standinEpoch(c, md, id); cur != epoch {
+		return true, fmt.Errorf("%w: broker %d heartbeat at epoch %d, the current one is %d: register again", ErrStaleBrokerEpoch, id, epoch, cur)
+	}
+	l.mu.Lock()
+	l.sessions.Heartbeat(id, incarnation, c.cfg.Clock.Now())
+	l.incarnations[id] = incarnation
+	want := l.want[id]
+	l.mu.Unlock()
+	if !standinFenced(c, md, id) {
+		return false, nil
+	}
+	if applied < want {
+		return true, nil
+	}
+	if err := c.UnfenceBroker(ctx, id, epoch); err != nil {
+		return true, err
+	}
+	c.log.Info("broker unfenced: caught up with the metadata", "broker", id, "epoch", epoch, "applied", applied)
+	return false, nil
+}
+
+// ClusterID is the cluster's id, "" until the first active controller has recorded it.
+func (c *Controller) ClusterID() string {
+	if id := standinClusterID(c, c.Metadata()); id != "" {
+		return id
+	}
+	if p := c.clusterID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// rememberClusterID keeps the id a status answer carried (the stand-in's cluster id lives on the
+// leader only; the fsm's is in the metadata).
+func (c *Controller) rememberClusterID(id string) { c.clusterID.Store(&id) }
+
+// AwaitClusterID waits until the cluster id is known here, asking the active controller.
+func (c *Controller) AwaitClusterID(ctx context.Context) (string, error) {
+	for {
+		if id := c.ClusterID(); id != "" {
+			return id, nil
+		}
+		if c.cfg.Voters != nil {
+			if resp, err := c.callLeader(ctx, &rpcRequest{Op: opStatus}, nil); err == nil && resp.ClusterID != "" {
+				c.rememberClusterID(resp.ClusterID)
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("cluster: the cluster id is not known yet: %w", ctx.Err())
+		case <-c.stop:
+			return "", ErrClosed
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
