@@ -286,7 +286,8 @@ func Open(cfg Config, opts ...Option) (*Controller, error) {
 	}
 	switch {
 	case existing && cfg.Voters != nil:
-		have, err := raft.GetConfiguration(rc, c.fsm, store, store, snaps, trans)
+		probe := *rc // GetConfiguration marks its config "skip startup"
+		have, err := raft.GetConfiguration(&probe, newFSM(func() {}), store, store, snaps, trans)
 		if err != nil {
 			return fail(fmt.Errorf("cluster: read raft configuration: %w", err))
 		}

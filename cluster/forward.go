@@ -138,7 +138,7 @@ func (c *Controller) leaderAddr() (string, int32) {
 	return string(addr), c.ControllerID()
 }
 
-func raftID(id int32) raft.ServerID            { return raft.ServerID(strconv.Itoa(int(id))) }
+func raftID(id int32) raft.ServerID              { return raft.ServerID(strconv.Itoa(int(id))) }
 func raftAddress(addr string) raft.ServerAddress { return raft.ServerAddress(addr) }
 
 // contextWithTimeout is a context that ends after d or when stop closes.

@@ -121,7 +121,7 @@ func (c *Controller) UnfenceBroker(ctx context.Context, id int32, epoch int64) e
 func (c *Controller) ControlledShutdown(ctx context.Context, id int32, epoch int64) error {
 	s := c.sa()
 	s.mu.Lock()
-	if s.epochs[id] != epoch {
+	if e, ok := s.epochs[id]; ok && e != epoch { // a follower knows no epochs
 		s.mu.Unlock()
 		return ErrStaleBrokerEpoch
 	}
