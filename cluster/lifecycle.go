@@ -58,10 +58,14 @@ func (m *Member) register(ctx context.Context) error {
 	info := m.cfg.Info
 	req := &rpcRequest{Op: opRegister, Broker: &info, Incarnation: m.incarnation}
 	resp, err := c.callLeader(ctx, req, func(ctx context.Context) (rpcResponse, error) {
-		epoch, err := c.live.register(ctx, info, m.incarnation)
-		return rpcResponse{Epoch: epoch}, err
+		epoch, want, err := c.live.register(ctx, info, m.incarnation)
+		return rpcResponse{Epoch: epoch, Index: want}, err
 	})
 	if err != nil {
+		return fmt.Errorf("cluster: register broker %d: %w", info.ID, err)
+	}
+	// Catch up before the first heartbeat, which then unfences the broker.
+	if err := c.awaitApplied(ctx, resp.Index); err != nil {
 		return fmt.Errorf("cluster: register broker %d: %w", info.ID, err)
 	}
 	m.epoch.Store(resp.Epoch)

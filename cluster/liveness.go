@@ -137,27 +137,29 @@ func (l *liveness) fenceExpired() {
 }
 
 // register records a broker's registration, refusing a node id whose session is live under
-// another incarnation, and returns the new broker epoch. The broker starts fenced; heartbeat
+// another incarnation, and returns the new broker epoch and the index the broker must have
+// applied to be unfenced. The broker starts fenced; heartbeat
 // unfences it once it has caught up.
-func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation string) (int64, error) {
+func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation string) (int64, uint64, error) {
 	c := l.c
 	l.mu.Lock()
 	if inc, ok := l.sessions.Live(info.ID, c.cfg.Clock.Now()); ok && inc != incarnation {
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: node id %d is registered by a live broker (incarnation %s)", ErrBrokerRegistered, info.ID, inc)
+		return 0, 0, fmt.Errorf("%w: node id %d is registered by a live broker (incarnation %s)", ErrBrokerRegistered, info.ID, inc)
 	}
 	l.mu.Unlock()
 	epoch, err := c.RegisterBroker(ctx, info)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	want := c.raft.CommitIndex()
 	l.mu.Lock()
 	l.sessions.Heartbeat(info.ID, incarnation, c.cfg.Clock.Now())
 	l.incarnations[info.ID] = incarnation
-	l.want[info.ID] = c.raft.CommitIndex()
+	l.want[info.ID] = want
 	l.mu.Unlock()
 	c.log.Info("broker registered", "broker", info.ID, "epoch", epoch, "incarnation", incarnation, "host", info.Host, "port", info.Port)
-	return epoch, nil
+	return epoch, want, nil
 }
 
 // heartbeat renews a session and unfences a caught-up broker; it reports whether the broker is

@@ -34,7 +34,8 @@ const (
 	// opPropose: Command is an encoded log entry (encodeCommand); the leader proposes it and
 	// answers Apply's result and the entry's index.
 	opPropose rpcOp = "propose"
-	// opRegister: Broker and Incarnation; answers the broker epoch.
+	// opRegister: Broker and Incarnation; answers the broker epoch and (Index) what the broker
+	// must have applied to be unfenced.
 	opRegister rpcOp = "register"
 	// opHeartbeat: BrokerID, Incarnation, Epoch, Applied; answers Fenced.
 	opHeartbeat rpcOp = "heartbeat"
@@ -165,8 +166,8 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 		if req.Broker == nil {
 			return resp, fmt.Errorf("%w: register without a broker", ErrInvalidBroker)
 		}
-		epoch, err := c.live.register(ctx, *req.Broker, req.Incarnation)
-		resp.Epoch = epoch
+		epoch, want, err := c.live.register(ctx, *req.Broker, req.Incarnation)
+		resp.Epoch, resp.Index = epoch, want
 		return resp, err
 	case opHeartbeat:
 		fenced, err := c.live.heartbeat(ctx, req.BrokerID, req.Incarnation, req.Epoch, req.Applied)
