@@ -204,7 +204,10 @@ func (c *Controller) ClusterID() string {
 
 // rememberClusterID keeps the id a status answer carried (the stand-in's cluster id lives on the
 // leader only; the fsm's is in the metadata).
-func (c *Controller) rememberClusterID(id string) { c.clusterID.Store(&id) }
+func (c *Controller) rememberClusterID(id string) {
+	c.clusterID.Store(&id)
+	_ = standinInitCluster(c, context.Background(), id)
+}
 
 // AwaitClusterID waits until the cluster id is known here, asking the active controller.
 func (c *Controller) AwaitClusterID(ctx context.Context) (string, error) {

@@ -38,11 +38,20 @@ func (c *Controller) sa() *standin {
 	return c.standinState
 }
 
+// standinClusterKey keeps the stand-in's cluster id in raft.db's stable store, so that it
+// survives a restart (the fsm's is in the replicated metadata).
+var standinClusterKey = []byte("sluice.standin.cluster.id")
+
 // standinClusterID is Metadata.ClusterID().
 func standinClusterID(c *Controller, _ *Metadata) string {
 	s := c.sa()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.clusterID == "" && c.store != nil && !c.closed.Load() {
+		if v, err := c.store.Get(standinClusterKey); err == nil {
+			s.clusterID = string(v)
+		}
+	}
 	return s.clusterID
 }
 
@@ -53,6 +62,7 @@ func standinInitCluster(c *Controller, _ context.Context, id string) error {
 	defer s.mu.Unlock()
 	if s.clusterID == "" {
 		s.clusterID = id
+		return c.store.Set(standinClusterKey, []byte(id))
 	}
 	return nil
 }
