@@ -17,7 +17,7 @@ import (
 // testCluster is n controllers in this process over loopback TCP, each with its own data
 // directory, CONTROLLER listener and faultNet dialer, on one fake clock.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *faultNet
 	clock  *fakeClock
 	voters []Voter
@@ -27,7 +27,7 @@ type testCluster struct {
 	tweak  func(*Config)
 }
 
-func newTestCluster(t *testing.T, n int) (*testCluster, map[int32]net.Listener) {
+func newTestCluster(t testing.TB, n int) (*testCluster, map[int32]net.Listener) {
 	t.Helper()
 	tc := &testCluster{t: t, net: newFaultNet(), clock: newFakeClock(), dirs: map[int32]string{}, nodes: map[int32]*Controller{}}
 	lns := map[int32]net.Listener{}
@@ -58,7 +58,7 @@ func (tc *testCluster) config(id int32, ln net.Listener) Config {
 		NodeID: id, Dir: tc.dirs[id], Voters: tc.voters, Listener: ln, Dial: tc.net.dialer(id), Clock: tc.clock,
 		Logger: slog.New(slog.DiscardHandler),
 		// Faster than the defaults for a real network, so that the tests' failovers are quick.
-		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond,
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond,
 		StartupTimeout: 30 * time.Second, ApplyTimeout: 10 * time.Second,
 	}
 	if tc.tweak != nil {
@@ -163,10 +163,10 @@ func (tc *testCluster) converge() *Metadata {
 	for time.Now().Before(deadline) {
 		ids := tc.running()
 		first := tc.node(ids[0]).Metadata()
-		want := encoded(tc.t, first)
+		want := encodedTB(tc.t, first)
 		same := true
 		for _, id := range ids[1:] {
-			if got := encoded(tc.t, tc.node(id).Metadata()); !bytes.Equal(got, want) {
+			if got := encodedTB(tc.t, tc.node(id).Metadata()); !bytes.Equal(got, want) {
 				same = false
 				last = fmt.Sprintf("node %d: %s\nnode %d: %s", ids[0], want, id, got)
 			}
@@ -190,7 +190,7 @@ func (tc *testCluster) follower(not ...int32) int32 {
 	return -1
 }
 
-func registerAll(t *testing.T, c *Controller, ids []Voter) {
+func registerAll(t testing.TB, c *Controller, ids []Voter) {
 	t.Helper()
 	for _, v := range ids {
 		if _, err := c.RegisterBroker(context.Background(), BrokerInfo{ID: v.ID, Host: "127.0.0.1", Port: int32(9092 + v.ID)}); err != nil {
@@ -199,7 +199,7 @@ func registerAll(t *testing.T, c *Controller, ids []Voter) {
 	}
 }
 
-func createTopic(t *testing.T, c *Controller, name string, rf int16) TopicMeta {
+func createTopic(t testing.TB, c *Controller, name string, rf int16) TopicMeta {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -375,4 +375,14 @@ func TestQuorumVotersRefused(t *testing.T) {
 	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "names it as a voter") {
 		t.Fatalf("broker-only node named as a voter: %v", err)
 	}
+}
+
+// encodedTB is a state's canonical encoding (fsm_test.go's encoded, for benchmarks too).
+func encodedTB(t testing.TB, md *Metadata) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := encodeSnapshot(&buf, md); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
