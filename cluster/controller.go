@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -161,6 +162,7 @@ type Controller struct {
 	self     raft.ServerID
 	addr     string // this node's raft address ("" alone)
 	fsm      *fsm
+	indexed  *indexedFSM // what raft drives: fsm, recording the index it applied
 	notifier *notifier
 	store    *raftStore
 	raft     *raft.Raft
@@ -304,7 +306,8 @@ func Open(cfg Config, opts ...Option) (*Controller, error) {
 			return fail(fmt.Errorf("cluster: bootstrap: %w", err))
 		}
 	}
-	r, err := raft.NewRaft(rc, c.fsm, store, store, snaps, trans)
+	c.indexed = &indexedFSM{fsm: c.fsm}
+	r, err := raft.NewRaft(rc, c.indexed, store, store, snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("cluster: start raft: %w", err))
 	}
@@ -500,7 +503,9 @@ func (c *Controller) proposeLocal(ctx context.Context, cmd command) (applyResult
 	}
 	md := c.Metadata()
 	if next, res := cmd.apply(md, 0); res.Err != nil || next == md {
-		return res, 0, res.Err
+		// Nothing to submit: what was applied here is what a forwarding node must wait for (a
+		// retried command may have committed in an earlier try).
+		return res, c.indexed.applied.Load(), res.Err
 	}
 	return c.submit(ctx, cmd)
 }
@@ -543,4 +548,29 @@ func (c *Controller) raftErr(err error) error {
 		return fmt.Errorf("cluster: %w: %w", context.DeadlineExceeded, err)
 	}
 	return fmt.Errorf("cluster: raft: %w", err)
+}
+
+// indexedFSM records the index of the last command the state machine applied. Raft's own
+// AppliedIndex moves when an entry is handed to the FSM goroutine, before Apply has run, so a
+// forwarded write waits on this one to read its own write.
+type indexedFSM struct {
+	*fsm
+	applied atomic.Uint64
+}
+
+func (f *indexedFSM) Apply(l *raft.Log) any {
+	res := f.fsm.Apply(l)
+	f.applied.Store(l.Index)
+	return res
+}
+
+// Restore replaces the state with a snapshot's; the snapshot covers at least the version it holds.
+func (f *indexedFSM) Restore(rc io.ReadCloser) error {
+	if err := f.fsm.Restore(rc); err != nil {
+		return err
+	}
+	if v := f.state.Load().Version(); v > f.applied.Load() {
+		f.applied.Store(v)
+	}
+	return nil
 }

@@ -110,19 +110,19 @@ func retriable(err error) bool {
 
 // awaitApplied waits until this node's state machine has applied index (a forwarded command's).
 func (c *Controller) awaitApplied(ctx context.Context, index uint64) error {
-	if index == 0 || c.raft.AppliedIndex() >= index {
+	if index == 0 || c.indexed.applied.Load() >= index {
 		return nil
 	}
 	ch, cancel := c.Subscribe()
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond) // an applied entry that changed nothing notifies no one
 	defer tick.Stop()
-	for c.raft.AppliedIndex() < index {
+	for c.indexed.applied.Load() < index {
 		select {
 		case <-ch:
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: committed at index %d, applied here only up to %d: %w", index, c.raft.AppliedIndex(), ctx.Err())
+			return fmt.Errorf("cluster: committed at index %d, applied here only up to %d: %w", index, c.indexed.applied.Load(), ctx.Err())
 		case <-c.stop:
 			return ErrClosed
 		}
