@@ -386,3 +386,57 @@ func encodedTB(t testing.TB, md *Metadata) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestNonVoterFollowsMetadata: a broker-only node (not in the voters) asks the active
+// controller to add it as a raft non-voter and then applies the same log: it learns what was
+// committed before it joined and what is committed after, and takes no part in elections.
+func TestNonVoterFollowsMetadata(t *testing.T) {
+	tc, lns := newTestCluster(t, 3)
+	tc.start(lns)
+	l := tc.leader()
+	registerAll(t, tc.node(l), tc.voters)
+	createTopic(t, tc.node(l), "before", 3)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = 9
+	tc.net.register(id, ln.Addr().String())
+	cfg := tc.config(id, ln)
+	cfg.Dir = filepath.Join(t.TempDir(), "meta")
+	cfg.NonVoter = true
+	obs, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	if _, ok := obs.Metadata().Topic("before"); !ok {
+		t.Fatal("the non-voter was ready before it applied what was committed")
+	}
+	createTopic(t, obs, "from-non-voter", 1) // forwarded
+	createTopic(t, tc.node(l), "after", 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := obs.Metadata().Topic("after"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the non-voter did not learn a later topic")
+		}
+		time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
+	}
+	cf := tc.node(l).raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	voters := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == 0 { // raft.Voter
+			voters++
+		}
+	}
+	if voters != 3 || len(cf.Configuration().Servers) != 4 {
+		t.Fatalf("configuration %+v: want 3 voters and the non-voter", cf.Configuration().Servers)
+	}
+}
