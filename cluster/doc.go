@@ -79,6 +79,8 @@
 //
 // # Locks
 //
-// Only notifier.mu, held briefly and never across I/O or a call out.
-// Controller state is otherwise atomics and raft's own synchronization.
+// notifier.mu, liveness.mu (sessions), mux.mu (open RPC connections) and
+// rpcClient.mu (idle connections): each held briefly, never across I/O, a
+// raft call or a call out. Controller state is otherwise atomics and raft's
+// own synchronization.
 package cluster
