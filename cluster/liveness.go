@@ -152,7 +152,9 @@ func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation st
 	if err != nil {
 		return 0, 0, err
 	}
-	want := c.raft.CommitIndex()
+	// What the state machine here has applied, registration included: an index of a command,
+	// which the broker's own state machine reaches (the commit index may be raft's no-op).
+	want := c.indexed.applied.Load()
 	l.mu.Lock()
 	l.sessions.Heartbeat(info.ID, incarnation, c.cfg.Clock.Now())
 	l.incarnations[info.ID] = incarnation

@@ -173,3 +173,30 @@ func TestControlledShutdownMovesLeadership(t *testing.T) {
 	}
 	tc.converge()
 }
+
+// TestRegisterAfterRestart: a lone node's broker registers again, unchanged, after a restart
+// (the registration changes nothing, and the commit index is the new term's no-op): it must
+// not wait for an index its state machine never applies.
+func TestRegisterAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	info := MemberConfig{Info: BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9092}, HeartbeatInterval: time.Second}
+	for range 2 {
+		c, err := Open(testConfig(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := c.Register(ctx, info)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Fenced() {
+			t.Error("a caught-up lone broker is fenced after its first heartbeat")
+		}
+		m.Close()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
