@@ -6,8 +6,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"sync"
 	"time"
@@ -167,15 +165,6 @@ func (c *Controller) standinMoveLeaders(ctx context.Context, id int32) error {
 	return nil
 }
 
-func containsID(ids []int32, id int32) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // Sessions is the fsm's pure session tracker: one session per broker, keyed by id, holding the
 // incarnation and the time of the last heartbeat.
 type Sessions struct {
@@ -227,12 +216,3 @@ func (s *Sessions) Live(id int32, now time.Time) (string, bool) {
 
 // Remove ends id's session.
 func (s *Sessions) Remove(id int32) { delete(s.m, id) }
-
-// newClusterID draws a cluster id in Kafka's form (a base64url uuid, 22 characters).
-func newClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
