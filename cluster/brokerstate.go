@@ -43,8 +43,10 @@ func (c *registerBrokerCmd) apply(m *Metadata, index uint64) (*Metadata, applyRe
 		// A registration from before brokers had a lifecycle (a log written
 		// by an older version, replayed): the broker is alive, as it was then.
 		b.Fenced, b.ShuttingDown = false, false
-		if old, ok := m.brokers[b.ID]; ok && old == b {
-			return m, applyResult{BrokerEpoch: b.Epoch}
+		if old, ok := m.brokers[b.ID]; ok {
+			if same := b; func() bool { same.Epoch = old.Epoch; return same == old }() {
+				return m, applyResult{BrokerEpoch: old.Epoch} // nothing new, as then
+			}
 		}
 		next := m.clone()
 		next.brokers[b.ID] = b
