@@ -95,7 +95,7 @@ func (c *createTopicCmd) place(m *Metadata) ([][]int32, error) {
 	}
 	live := m.LiveBrokers()
 	if c.ReplicationFactor < 1 || int(c.ReplicationFactor) > len(live) {
-		return nil, fmt.Errorf("%w: replication factor %d with %d live brokers", ErrInvalidReplicationFactor, c.ReplicationFactor, len(live))
+		return nil, fmt.Errorf("%w: %d, with %d live brokers", ErrInvalidReplicationFactor, c.ReplicationFactor, len(live))
 	}
 	n := len(live)
 	var start, shift int
