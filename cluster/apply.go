@@ -218,7 +218,9 @@ func (c *setPartitionLeaderCmd) build(m *Metadata) (*TopicMeta, error) {
 	}
 	p.Leader = c.Leader
 	p.LeaderEpoch++
-	p.PartitionEpoch++
+	if c.PartitionEpochs {
+		p.PartitionEpoch++
+	}
 	t := *old
 	t.Partitions = slices.Clone(old.Partitions)
 	t.Partitions[c.Partition] = p

@@ -38,20 +38,19 @@ func (c *registerBrokerCmd) apply(m *Metadata, index uint64) (*Metadata, applyRe
 	if err != nil {
 		return m, applyResult{Err: err}
 	}
-	b.Epoch = int64(index)
 	if b.Incarnation == "" {
 		// A registration from before brokers had a lifecycle (a log written
-		// by an older version, replayed): the broker is alive, as it was then.
-		b.Fenced, b.ShuttingDown = false, false
-		if old, ok := m.brokers[b.ID]; ok {
-			if same := b; func() bool { same.Epoch = old.Epoch; return same == old }() {
-				return m, applyResult{BrokerEpoch: old.Epoch} // nothing new, as then
-			}
+		// by an older version, replayed): the broker is alive, as it was
+		// then, at epoch 0, as a snapshot of that time restores it.
+		b.Epoch, b.Fenced, b.ShuttingDown = 0, false, false
+		if old, ok := m.brokers[b.ID]; ok && old == b {
+			return m, applyResult{} // nothing new, as then
 		}
 		next := m.clone()
 		next.brokers[b.ID] = b
-		return next.finish(index), applyResult{BrokerEpoch: b.Epoch}
+		return next.finish(index), applyResult{}
 	}
+	b.Epoch = int64(index)
 	// Every registration, a restart or a retry, gets a new epoch and starts
 	// fenced, so commands from the previous run are refused and the broker
 	// leads nothing until its first heartbeat unfences it.

@@ -126,6 +126,12 @@ type alterTopicConfigsCmd struct {
 
 type setPartitionLeaderCmd struct {
 	LeaderChange
+	// PartitionEpochs is set in every entry written since partitions have
+	// a partition epoch. An entry without it (an old log, replayed) leaves
+	// the partition epoch alone, as the snapshot the old code wrote did:
+	// a node that replays the old log and one that restores the old
+	// snapshot must reach the same state.
+	PartitionEpochs bool `json:"partition_epochs,omitempty"`
 }
 
 type alterPartitionCmd struct {

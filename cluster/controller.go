@@ -305,7 +305,7 @@ func (c *Controller) ControllerID() int32 {
 	return int32(n)
 }
 
-// RegisterBroker and CreateTopic are in ops.go, with the other commands
+// RegisterBroker, CreateTopic and SetPartitionLeader are in ops.go, with the other commands
 // the cluster work added.
 
 // DeleteTopic deletes a user topic.
@@ -320,13 +320,6 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 func (c *Controller) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
 	_, err := c.propose(ctx, &alterTopicConfigsCmd{Name: name, Set: set, Delete: del})
 	return err
-}
-
-// SetPartitionLeader moves a partition's leadership and bumps its leader
-// epoch; it returns the partition as committed.
-func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (PartitionMeta, error) {
-	res, err := c.propose(ctx, &setPartitionLeaderCmd{LeaderChange: ch})
-	return res.Partition, err
 }
 
 // Snapshot forces a raft snapshot (and log compaction down to TrailingLogs).

@@ -241,7 +241,7 @@ func TestApplyErrorsThroughRaft(t *testing.T) {
 		{&createTopicCmd{TopicSpec: TopicSpec{Name: "t", NumPartitions: 1, ReplicationFactor: 1}, ID: NewTopicID()}, ErrTopicExists},
 		{&createTopicCmd{TopicSpec: TopicSpec{Name: "u", NumPartitions: 1, ReplicationFactor: 2}, ID: NewTopicID()}, ErrInvalidReplicationFactor},
 		{&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"segment.bytes": "1"}}, ErrInvalidConfig},
-		{&setPartitionLeaderCmd{LeaderChange{Topic: "t", Leader: 1, LeaderEpoch: 5}}, ErrStaleLeaderEpoch},
+		{&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Leader: 1, LeaderEpoch: 5}}, ErrStaleLeaderEpoch},
 	}
 	for _, tc := range cases {
 		if _, err := c.submit(ctx, tc.cmd); !errors.Is(err, tc.want) {

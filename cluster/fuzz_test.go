@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"errors"
-	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -50,8 +49,8 @@ func fuzzState(tb testing.TB) *Metadata {
 		&createTopicCmd{TopicSpec: TopicSpec{Name: "pinned", Assignment: [][]int32{{2, 3}, {3, 1}, {1, 4}}}, ID: idOf(3)},
 		&createTopicCmd{TopicSpec: TopicSpec{Name: "__consumer_offsets", NumPartitions: 3, ReplicationFactor: 2,
 			Internal: true}, ID: idOf(4)},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 0, Leader: 3, LeaderEpoch: 0}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 1, Leader: NoLeader, LeaderEpoch: 0}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 0, Leader: 3, LeaderEpoch: 0}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 1, Leader: NoLeader, LeaderEpoch: 0}},
 		// Brokers with a lifecycle (indexes 11 to 16): 5 and 6 registered
 		// and unfenced, 7 registered and left fenced; a topic over them, an
 		// ISR shrink, a controlled shutdown of 6, and the cluster id.
@@ -118,15 +117,16 @@ func fuzzSeedCommands(md *Metadata) []command {
 		&alterTopicConfigsCmd{Name: "pinned", Set: allDefaults},
 		&alterTopicConfigsCmd{Name: "orders", Delete: []string{"retention.ms", "min.compaction.lag.ms", "write.caching"}},
 
-		&setPartitionLeaderCmd{LeaderChange{Topic: "orders", Partition: 0, Leader: orders0.Replicas[1], LeaderEpoch: 0}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 1, Leader: 3, LeaderEpoch: 1}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 2, Leader: 4, LeaderEpoch: 0, Unclean: true}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "__consumer_offsets", Partition: 2, Leader: NoLeader, LeaderEpoch: 0}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "orders", Partition: 0, Leader: orders0.Replicas[1], LeaderEpoch: 0}, PartitionEpochs: true},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 1, Leader: 3, LeaderEpoch: 1}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 2, Leader: 4, LeaderEpoch: 0, Unclean: true}, PartitionEpochs: true},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "__consumer_offsets", Partition: 2, Leader: NoLeader, LeaderEpoch: 0}},
 
 		&registerBrokerCmd{Broker: BrokerInfo{ID: 5, Host: "b5", Port: 9095, Incarnation: "inc5b"}}, // a restart
 		&registerBrokerCmd{Broker: BrokerInfo{ID: 8, Host: "b8", Port: 9098, Incarnation: "inc8"}},
 		&fenceBrokerCmd{brokerEpochCmd{ID: 5, Epoch: md.brokers[5].Epoch}},
 		&fenceBrokerCmd{brokerEpochCmd{ID: 1, Epoch: md.brokers[1].Epoch}},
+		&fenceBrokerCmd{brokerEpochCmd{ID: 4, Epoch: 0}}, // a broker from before the lifecycle: epoch 0
 		&unfenceBrokerCmd{brokerEpochCmd{ID: 7, Epoch: md.brokers[7].Epoch}},
 		&unfenceBrokerCmd{brokerEpochCmd{ID: 6, Epoch: md.brokers[6].Epoch}},
 		&controlledShutdownCmd{brokerEpochCmd{ID: 5, Epoch: md.brokers[5].Epoch}},
@@ -275,6 +275,9 @@ func checkApply(t *testing.T, s fuzzStartState, c command) {
 	}
 	checkAppliedState(t, next)
 	checkTransition(t, s.md, next)
+	if sl, ok := c.(*setPartitionLeaderCmd); !ok || sl.PartitionEpochs {
+		checkPartitionEpochs(t, s.md, next)
+	}
 	checkResult(t, s.md, next, c, res)
 }
 
@@ -380,15 +383,27 @@ func checkTransition(t *testing.T, prev, next *Metadata) {
 			default:
 				t.Fatalf("%s-%d: leader epoch %d became %d", nt.Name, i, pp.LeaderEpoch, np.LeaderEpoch)
 			}
-			// The partition epoch moves by one on every leader or ISR change.
-			switch int64(np.PartitionEpoch) {
-			case int64(pp.PartitionEpoch):
-				if np.Leader != pp.Leader || !slices.Equal(np.ISR, pp.ISR) {
-					t.Fatalf("%s-%d: leader or ISR changed without a partition epoch bump: %+v -> %+v", nt.Name, i, pp, np)
-				}
-			case int64(pp.PartitionEpoch) + 1:
-			default:
+			if int64(np.PartitionEpoch) != int64(pp.PartitionEpoch) && int64(np.PartitionEpoch) != int64(pp.PartitionEpoch)+1 {
 				t.Fatalf("%s-%d: partition epoch %d became %d", nt.Name, i, pp.PartitionEpoch, np.PartitionEpoch)
+			}
+		}
+	}
+}
+
+// checkPartitionEpochs: the partition epoch moves by one on every leader
+// or ISR change (except through a SetPartitionLeader entry from before
+// partition epochs, which the caller leaves out).
+func checkPartitionEpochs(t *testing.T, prev, next *Metadata) {
+	t.Helper()
+	for _, nt := range next.Topics() {
+		pt, ok := prev.Topic(nt.Name)
+		if !ok || pt.ID != nt.ID {
+			continue
+		}
+		for i, np := range nt.Partitions {
+			pp := pt.Partitions[i]
+			if np.PartitionEpoch == pp.PartitionEpoch && (np.Leader != pp.Leader || !slices.Equal(np.ISR, pp.ISR)) {
+				t.Fatalf("%s-%d: leader or ISR changed without a partition epoch bump: %+v -> %+v", nt.Name, i, pp, np)
 			}
 		}
 	}
@@ -403,7 +418,7 @@ func checkResult(t *testing.T, prev, next *Metadata, c command, res applyResult)
 		b, ok := next.Broker(c.Broker.ID)
 		want := c.Broker
 		want.Epoch, want.Fenced, want.ShuttingDown = res.BrokerEpoch, want.Incarnation != "", false
-		if !ok || b != want || (next != prev && b.Epoch != fuzzIndex) {
+		if !ok || b != want || (c.Broker.Incarnation != "" && b.Epoch != fuzzIndex) {
 			t.Fatalf("registered %+v, state has %+v (result epoch %d)", c.Broker, b, res.BrokerEpoch)
 		}
 	case *fenceBrokerCmd:
@@ -539,8 +554,8 @@ func applyAfterRestore(t *testing.T, md *Metadata) {
 		first := topics[0]
 		steps = append(steps,
 			// Must, unless the epoch can grow no more (the change is refused then).
-			step{&setPartitionLeaderCmd{LeaderChange{Topic: first.Name, Partition: 0, Leader: NoLeader,
-				LeaderEpoch: first.Partitions[0].LeaderEpoch}}, first.Partitions[0].LeaderEpoch < math.MaxInt32},
+			step{&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: first.Name, Partition: 0, Leader: NoLeader,
+				LeaderEpoch: first.Partitions[0].LeaderEpoch}}, epochsCanGrow(first.Partitions[0])},
 			step{&alterTopicConfigsCmd{Name: first.Name, Set: map[string]string{"retention.ms": "1000"},
 				Delete: []string{"segment.ms"}}, false},
 			step{&deleteTopicCmd{Name: first.Name, ID: first.ID, Internal: true}, true},

@@ -77,3 +77,10 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicMeta
 	res, err := c.propose(ctx, &createTopicCmd{TopicSpec: spec, ID: NewTopicID(), Placement: DrawPlacementSeed()})
 	return res.Topic, err
 }
+
+// SetPartitionLeader moves a partition's leadership and bumps its leader
+// and partition epochs; it returns the partition as committed.
+func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (PartitionMeta, error) {
+	res, err := c.propose(ctx, &setPartitionLeaderCmd{LeaderChange: ch, PartitionEpochs: true})
+	return res.Partition, err
+}

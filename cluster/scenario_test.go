@@ -289,8 +289,8 @@ func (s *scenario) run(line string) []string {
 	case "set-leader":
 		tp, _ := s.md.Topic(args[0])
 		p, _ := tp.Partition(s.int32(args[1]))
-		res := s.apply(&setPartitionLeaderCmd{LeaderChange{Topic: args[0], Partition: p.Partition,
-			Leader: s.int32(opts["leader"]), LeaderEpoch: p.LeaderEpoch, Unclean: has(opts, "unclean")}})
+		res := s.apply(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: args[0], Partition: p.Partition,
+			Leader: s.int32(opts["leader"]), LeaderEpoch: p.LeaderEpoch, Unclean: has(opts, "unclean")}, PartitionEpochs: true})
 		return outcome(res)
 	case "init-cluster":
 		res := s.apply(&initClusterCmd{ClusterID: args[0]})
