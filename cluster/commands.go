@@ -31,7 +31,7 @@ type TopicSpec struct {
 	// Kafka's -1). The broker substitutes its num.partitions default for
 	// Kafka's -1 before calling the controller when there is no Assignment.
 	NumPartitions int32 `json:"num_partitions"`
-	// ReplicationFactor must be in [1, registered brokers], unless
+	// ReplicationFactor must be in [1, live brokers], unless
 	// Assignment is given (then the assignment's width, or zero or negative).
 	ReplicationFactor int16 `json:"replication_factor"`
 	// Assignment optionally fixes the replicas of each partition, indexed

@@ -24,9 +24,12 @@
 //
 //   - Apply is deterministic: its outcome, including which commands are
 //     rejected and with which sentinel error, depends only on the current
-//     state and the log entry. Anything random (topic ids) is drawn by the
-//     proposer and carried in the command. Validation rules (topic names,
-//     the config registry) are therefore part of the replicated protocol.
+//     state and the log entry. Anything random (topic ids, the start and
+//     shift of replica placement) is drawn by the proposer and carried in
+//     the command. Validation rules (topic names, the config registry, a
+//     topic's unclean.leader.election.enable over Kafka's default, never a
+//     node's own broker default) are therefore part of the replicated
+//     protocol.
 //   - Published *Metadata is immutable; a change builds a new one sharing
 //     unchanged topics (copy-on-write) and publishes it with one atomic
 //     store, then wakes subscribers without blocking.

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -129,5 +131,24 @@ func TestLiveBrokers(t *testing.T) {
 	m.ok(&controlledShutdownCmd{brokerEpochCmd{ID: 3, Epoch: 0}})
 	if got := m.md.LiveBrokers(); !slices.Equal(got, []int32{1}) {
 		t.Fatalf("LiveBrokers() = %v", got)
+	}
+}
+
+// TestElectionsLogged: the fsm logs each election Apply makes, an unclean
+// one at Warn with the partition and the epochs.
+func TestElectionsLogged(t *testing.T) {
+	var buf strings.Builder
+	f := newFSM(func() {})
+	f.log = slog.New(slog.NewTextHandler(&buf, nil))
+	f.logElections([]Election{
+		{Topic: "a", Partition: 1, From: 0, To: 2, LeaderEpoch: 3, PartitionEpoch: 4},
+		{Topic: "b", Partition: 0, From: 1, To: 0, LeaderEpoch: 5, PartitionEpoch: 6, Unclean: true},
+	}, 42)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 ||
+		!strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], "topic=a partition=1 from=0 to=2 leader_epoch=3 partition_epoch=4") ||
+		!strings.Contains(lines[1], "level=WARN") || !strings.Contains(lines[1], "unclean") ||
+		!strings.Contains(lines[1], "topic=b partition=0 from=1 to=0 leader_epoch=5 partition_epoch=6 index=42") {
+		t.Fatalf("log:\n%s", buf.String())
 	}
 }

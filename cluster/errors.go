@@ -25,10 +25,11 @@ var (
 	// ErrInvalidPartitions: partition count out of range (INVALID_PARTITIONS).
 	ErrInvalidPartitions = errors.New("cluster: invalid number of partitions")
 	// ErrInvalidReplicationFactor: replication factor < 1 or larger than the
-	// number of registered brokers (INVALID_REPLICATION_FACTOR).
+	// number of live brokers (INVALID_REPLICATION_FACTOR).
 	ErrInvalidReplicationFactor = errors.New("cluster: invalid replication factor")
 	// ErrInvalidReplicaAssignment: an explicit assignment is ragged, repeats a
-	// broker, or names an unknown broker (INVALID_REPLICA_ASSIGNMENT).
+	// broker, names an unknown broker, or has a partition whose every replica
+	// is fenced or shutting down (INVALID_REPLICA_ASSIGNMENT).
 	ErrInvalidReplicaAssignment = errors.New("cluster: invalid replica assignment")
 	// ErrInvalidConfig: unknown topic config key, unparsable or out-of-range
 	// value, or a value Sluice does not support yet (INVALID_CONFIG).
