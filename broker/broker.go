@@ -267,7 +267,13 @@ func (b *Broker) register() error {
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
-	return b.ctrl.RegisterBroker(ctx, info)
+	epoch, err := b.ctrl.RegisterBroker(ctx, info)
+	if err != nil {
+		return err
+	}
+	// A registration starts fenced. Until the broker heartbeats to the
+	// controller (issue #22's lifecycle), it unfences itself at once.
+	return b.ctrl.UnfenceBroker(ctx, info.ID, epoch)
 }
 
 // advertisedUnixPath is the socket path clients learn from metadata. A relative path (the default

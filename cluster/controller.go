@@ -143,6 +143,7 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger.With("component", "controller"), notifier: newNotifier()}
 	c.fsm = newFSM(c.notifier.notify)
+	c.fsm.log = c.log
 	hlog := newHCLogAdapter(cfg.Logger, cfg.RaftLogLevel)
 
 	trans := cfg.Transport
@@ -304,18 +305,8 @@ func (c *Controller) ControllerID() int32 {
 	return int32(n)
 }
 
-// RegisterBroker records a broker and its endpoints; registering again with
-// new endpoints replaces them.
-func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) error {
-	_, err := c.propose(ctx, &registerBrokerCmd{Broker: b})
-	return err
-}
-
-// CreateTopic creates a topic and returns it as committed.
-func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicMeta, error) {
-	res, err := c.propose(ctx, &createTopicCmd{TopicSpec: spec, ID: NewTopicID()})
-	return res.Topic, err
-}
+// RegisterBroker, CreateTopic and SetPartitionLeader are in ops.go, with the other commands
+// the cluster work added.
 
 // DeleteTopic deletes a user topic.
 func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
@@ -329,13 +320,6 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 func (c *Controller) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
 	_, err := c.propose(ctx, &alterTopicConfigsCmd{Name: name, Set: set, Delete: del})
 	return err
-}
-
-// SetPartitionLeader moves a partition's leadership and bumps its leader
-// epoch; it returns the partition as committed.
-func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (PartitionMeta, error) {
-	res, err := c.propose(ctx, &setPartitionLeaderCmd{LeaderChange: ch})
-	return res.Partition, err
 }
 
 // Snapshot forces a raft snapshot (and log compaction down to TrailingLogs).
