@@ -95,6 +95,22 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrInvalidConfig
 	case errors.Is(err, cluster.ErrNotLeader):
 		return wire.ErrNotController
+	case errors.Is(err, cluster.ErrStaleBrokerEpoch):
+		return wire.ErrStaleBrokerEpoch
+	case errors.Is(err, cluster.ErrInvalidUpdateVersion):
+		return wire.ErrInvalidUpdateVersion
+	case errors.Is(err, cluster.ErrStaleLeaderEpoch):
+		return wire.ErrFencedLeaderEpoch
+	case errors.Is(err, cluster.ErrIneligibleReplica):
+		return wire.ErrIneligibleReplica
+	case errors.Is(err, cluster.ErrUnknownBroker):
+		return wire.ErrBrokerIDNotRegistered
+	case errors.Is(err, cluster.ErrNotPartitionLeader):
+		return wire.ErrNotLeaderOrFollower
+	case errors.Is(err, cluster.ErrDuplicateBroker):
+		return wire.ErrDuplicateBrokerRegistration
+	case errors.Is(err, cluster.ErrInvalidClusterID), errors.Is(err, cluster.ErrInvalidBroker):
+		return wire.ErrInvalidRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		return wire.ErrRequestTimedOut
 	}

@@ -84,7 +84,7 @@ func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.Request
 	}
 	if f.shared && c.Transport() != "unix" {
 		f.recycle()
-		return respond(c, h, &wire.FetchSharedResponse{FetchResponse: wire.FetchResponse{ErrorCode: wire.ErrInvalidRequest}})
+		return respond(c, h, &wire.FetchSharedResponse{FetchResponse: wire.FetchResponse{Version: h.APIVersion, ErrorCode: wire.ErrInvalidRequest}})
 	}
 	if f.onDone == nil { // new from the pool (binding it in New would make an initialization cycle)
 		f.onDone = f.responseDone
@@ -215,7 +215,7 @@ func (f *fetch) try(final bool) bool {
 		maxBytes = defaultFetchMaxBytes
 	}
 	// The response's slices keep their capacity from request to request (a pooled fetch).
-	f.resp = wire.FetchResponse{Topics: resizeKeep(f.resp.Topics, len(req.Topics))}
+	f.resp = wire.FetchResponse{Version: f.h.APIVersion, Topics: resizeKeep(f.resp.Topics, len(req.Topics))}
 	f.slices, f.lens, f.spans = f.slices[:0], f.lens[:0], f.spans[:0]
 	total, spanned, failed, first := 0, 0, false, true
 	for i, rt := range req.Topics {
@@ -223,7 +223,7 @@ func (f *fetch) try(final bool) bool {
 		out.Topic, out.Partitions = rt.Topic, resizeKeep(out.Partitions, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			res := &out.Partitions[j]
-			*res = wire.FetchResponsePartition{Partition: rp.Partition}
+			*res = wire.FetchResponsePartition{Partition: rp.Partition, CurrentLeader: wire.NoLeaderHint}
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = -1, -1, -1
 			p := f.b.partition(rt.Topic, rp.Partition)
 			if p == nil {
@@ -299,7 +299,7 @@ func (f *fetch) try(final bool) bool {
 	if err != nil { // cannot happen: lens has one entry per partition
 		f.release()
 		f.b.logger.Error("encoding fetch response", "err", err)
-		f.resp = wire.FetchResponse{ErrorCode: wire.ErrUnknownServerError}
+		f.resp = wire.FetchResponse{Version: f.h.APIVersion, ErrorCode: wire.ErrUnknownServerError}
 		complete(f.pend, f.h, &f.resp)
 		f.unref() // the response's reference: it has no hook
 		return true

@@ -48,7 +48,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		return b.malformed(c, h, err)
 	}
 	resp := produceResponses.Get().(*wire.ProduceResponse)
-	resp.ThrottleMs = 0
+	resp.Version, resp.ThrottleMs, resp.NodeEndpoints = h.APIVersion, 0, resp.NodeEndpoints[:0]
 	resp.Topics = slices.Grow(resp.Topics[:0], len(req.Topics))[:len(req.Topics)]
 	validAcks := req.Acks == wire.AcksNone || req.Acks == wire.AcksLeader || req.Acks == wire.AcksAll
 	// syncWait is an acks=all partition's wait for durability, on the log that took the
@@ -69,7 +69,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			res := &out.Partitions[j]
-			*res = wire.ProduceResponsePartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
+			*res = wire.ProduceResponsePartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, CurrentLeader: wire.NoLeaderHint}
 			if !validAcks {
 				res.ErrorCode = wire.ErrInvalidRequiredAcks
 				continue

@@ -3,9 +3,7 @@ package cluster
 import (
 	"fmt"
 	"github.com/sluicemq/sluice/net/wire"
-	"hash/fnv"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 )
@@ -33,33 +31,12 @@ func ValidateTopicName(name string) error {
 // so two topics that differ only there are refused.
 func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
-func (c *registerBrokerCmd) apply(m *Metadata, index uint64) (*Metadata, applyResult) {
-	b := c.Broker
-	var err error
-	switch {
-	case b.ID < 0:
-		err = fmt.Errorf("%w: id %d is negative", ErrInvalidBroker, b.ID)
-	case b.Port < 0 || b.Port > 65535:
-		err = fmt.Errorf("%w: broker %d: port %d out of range", ErrInvalidBroker, b.ID, b.Port)
-	case (b.Host == "") != (b.Port == 0):
-		err = fmt.Errorf("%w: broker %d: host and port go together", ErrInvalidBroker, b.ID)
-	case b.Host == "" && b.UnixSocket == "":
-		err = fmt.Errorf("%w: broker %d: no endpoint", ErrInvalidBroker, b.ID)
-	}
-	if err != nil {
-		return m, applyResult{Err: err}
-	}
-	if old, ok := m.brokers[b.ID]; ok && old == b {
-		return m, applyResult{} // a re-registration with nothing new
-	}
-	// A known id with new endpoints is a restarted broker: take the new ones.
-	// TODO(liveness): fence a second live broker claiming the same id.
-	next := m.clone()
-	next.brokers[b.ID] = b
-	return next.finish(index), applyResult{}
-}
-
 func (c *createTopicCmd) apply(m *Metadata, index uint64) (*Metadata, applyResult) {
+	if t, ok := m.topics[c.Name]; ok && !c.ID.IsZero() && t.ID == c.ID {
+		// The same command again: a broker retrying a create that committed
+		// while the controller it asked failed over. It succeeds, unchanged.
+		return m, applyResult{Topic: *t}
+	}
 	t, err := c.build(m)
 	if err != nil {
 		return m, applyResult{Err: fmt.Errorf("create topic %q: %w", c.Name, err)}
@@ -107,85 +84,23 @@ func (c *createTopicCmd) build(m *Metadata) (*TopicMeta, error) {
 		t.Configs = maps.Clone(c.Configs)
 	}
 	for p, replicas := range assignment {
+		// The ISR is the replicas that may be in it: all of them when placed,
+		// and an explicit assignment naming a fenced broker leaves it out
+		// (Kafka's createTopic), so a fenced broker is never a leader or an
+		// ISR member beside others.
+		isr := slices.DeleteFunc(slices.Clone(replicas), func(r int32) bool { return !m.eligible(r) })
+		if len(isr) == 0 {
+			return nil, fmt.Errorf("%w: partition %d: every replica %v is fenced or shutting down", ErrInvalidReplicaAssignment, p, replicas)
+		}
+		leader, _ := ElectLeader(replicas, isr, m.eligible, false)
 		t.Partitions[p] = PartitionMeta{
 			Partition: int32(p),
 			Replicas:  replicas,
-			Leader:    replicas[0],
-			ISR:       slices.Clone(replicas),
+			Leader:    leader,
+			ISR:       isr,
 		}
 	}
 	return t, nil
-}
-
-// assignment validates an explicit assignment or computes one.
-func (c *createTopicCmd) assignment(m *Metadata) ([][]int32, error) {
-	if len(c.Assignment) == 0 {
-		if c.NumPartitions < 1 || c.NumPartitions > maxPartitions {
-			return nil, fmt.Errorf("%w: %d partitions; want 1 to %d", ErrInvalidPartitions, c.NumPartitions, maxPartitions)
-		}
-		if c.ReplicationFactor < 1 || int(c.ReplicationFactor) > len(m.brokerIDs) {
-			return nil, fmt.Errorf("%w: %d with %d registered brokers", ErrInvalidReplicationFactor, c.ReplicationFactor, len(m.brokerIDs))
-		}
-		return assignReplicas(m.brokerIDs, int(c.NumPartitions), int(c.ReplicationFactor), c.Name), nil
-	}
-	n := len(c.Assignment)
-	if n > maxPartitions {
-		return nil, fmt.Errorf("%w: %d partitions; want at most %d", ErrInvalidPartitions, n, maxPartitions)
-	}
-	if c.NumPartitions > 0 && int(c.NumPartitions) != n {
-		return nil, fmt.Errorf("%w: %d partitions but an assignment for %d", ErrInvalidReplicaAssignment, c.NumPartitions, n)
-	}
-	rf := len(c.Assignment[0])
-	if c.ReplicationFactor > 0 && int(c.ReplicationFactor) != rf {
-		return nil, fmt.Errorf("%w: replication factor %d but the assignment has %d replicas", ErrInvalidReplicaAssignment, c.ReplicationFactor, rf)
-	}
-	out := make([][]int32, n)
-	for p, replicas := range c.Assignment {
-		switch {
-		case len(replicas) == 0:
-			return nil, fmt.Errorf("%w: partition %d has no replicas", ErrInvalidReplicaAssignment, p)
-		case len(replicas) != rf:
-			return nil, fmt.Errorf("%w: partition %d has %d replicas, partition 0 has %d", ErrInvalidReplicaAssignment, p, len(replicas), rf)
-		}
-		for i, b := range replicas {
-			if _, ok := m.brokers[b]; !ok {
-				return nil, fmt.Errorf("%w: partition %d: unknown broker %d", ErrInvalidReplicaAssignment, p, b)
-			}
-			if slices.Contains(replicas[:i], b) {
-				return nil, fmt.Errorf("%w: partition %d: broker %d twice", ErrInvalidReplicaAssignment, p, b)
-			}
-		}
-		out[p] = slices.Clone(replicas)
-	}
-	return out, nil
-}
-
-// assignReplicas spreads partitions over brokers as Kafka's rack-unaware
-// assignment does: partition p's first replica is broker (start+p) mod n,
-// followers follow at a shift that grows every n partitions so that follower
-// sets differ too. Kafka draws start and shift at random; here start comes
-// from a hash of the name so that every node computes the same assignment
-// and leaders of different topics still spread out.
-func assignReplicas(brokers []int32, partitions, rf int, name string) [][]int32 {
-	n := len(brokers)
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	start := int(h.Sum32() % uint32(n))
-	out := make([][]int32, partitions)
-	shift := 0
-	for p := range partitions {
-		if p > 0 && p%n == 0 {
-			shift++
-		}
-		first := (start + p) % n
-		replicas := make([]int32, rf)
-		replicas[0] = brokers[first]
-		for j := 1; j < rf; j++ {
-			replicas[j] = brokers[(first+1+(shift+j-1)%(n-1))%n]
-		}
-		out[p] = replicas
-	}
-	return out
 }
 
 func (c *deleteTopicCmd) apply(m *Metadata, index uint64) (*Metadata, applyResult) {
@@ -260,9 +175,15 @@ func (c *setPartitionLeaderCmd) apply(m *Metadata, index uint64) (*Metadata, app
 	if err != nil {
 		return m, applyResult{Err: fmt.Errorf("set leader of %s-%d: %w", c.Topic, c.Partition, err)}
 	}
+	was, np := m.topics[c.Topic].Partitions[c.Partition], t.Partitions[c.Partition]
+	el := Election{
+		Topic: c.Topic, Partition: c.Partition, From: was.Leader, To: np.Leader,
+		LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
+		Unclean: np.Leader != NoLeader && !slices.Contains(was.ISR, np.Leader),
+	}
 	next := m.clone()
 	next.topics[c.Topic] = t
-	return next.finish(index), applyResult{Topic: *t, Partition: t.Partitions[c.Partition]}
+	return next.finish(index), applyResult{Topic: *t, Partition: np, Elections: []Election{el}}
 }
 
 func (c *setPartitionLeaderCmd) build(m *Metadata) (*TopicMeta, error) {
@@ -281,6 +202,8 @@ func (c *setPartitionLeaderCmd) build(m *Metadata) (*TopicMeta, error) {
 		switch {
 		case !slices.Contains(p.Replicas, c.Leader):
 			return nil, fmt.Errorf("%w: broker %d is not a replica %v", ErrIneligibleReplica, c.Leader, p.Replicas)
+		case !m.eligible(c.Leader):
+			return nil, fmt.Errorf("%w: broker %d is %s", ErrIneligibleReplica, c.Leader, m.brokers[c.Leader].State())
 		case slices.Contains(p.ISR, c.Leader):
 		case c.Unclean:
 			p.ISR = []int32{c.Leader} // an unclean leader's log defines the partition now
@@ -288,13 +211,16 @@ func (c *setPartitionLeaderCmd) build(m *Metadata) (*TopicMeta, error) {
 			return nil, fmt.Errorf("%w: broker %d is not in the ISR %v and unclean election is off", ErrIneligibleReplica, c.Leader, p.ISR)
 		}
 	}
-	if p.LeaderEpoch == math.MaxInt32 {
+	if !epochsCanGrow(p) {
 		// Replicas refuse a leader whose epoch is not above the one they know: an epoch
 		// that wrapped would make every replica refuse every later leader.
-		return nil, fmt.Errorf("%w: leader epoch %d cannot grow", ErrStaleLeaderEpoch, p.LeaderEpoch)
+		return nil, fmt.Errorf("%w: leader epoch %d or partition epoch %d cannot grow", ErrStaleLeaderEpoch, p.LeaderEpoch, p.PartitionEpoch)
 	}
 	p.Leader = c.Leader
 	p.LeaderEpoch++
+	if c.PartitionEpochs {
+		p.PartitionEpoch++
+	}
 	t := *old
 	t.Partitions = slices.Clone(old.Partitions)
 	t.Partitions[c.Partition] = p

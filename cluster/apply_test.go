@@ -206,7 +206,10 @@ func TestCreateTopicAssignment(t *testing.T) {
 			t.Errorf("broker %d leads %d of 7 partitions: not round-robin", b, n)
 		}
 	}
-	again := assignReplicas([]int32{1, 2, 3}, 7, 2, "orders")
+	again, err := create("orders", 7, 2).place(m.md)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, p := range tp.Partitions {
 		if !slices.Equal(p.Replicas, again[i]) {
 			t.Fatal("assignment is not deterministic")
@@ -297,7 +300,7 @@ func TestSetPartitionLeader(t *testing.T) {
 	m.ok(&createTopicCmd{TopicSpec: TopicSpec{Name: "t", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}}}, ID: idOf(1)})
 	part := func(p int32) PartitionMeta { tp, _ := m.md.Topic("t"); return tp.Partitions[p] }
 
-	res := m.ok(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 0, Leader: 2, LeaderEpoch: 0}})
+	res := m.ok(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 0, Leader: 2, LeaderEpoch: 0}})
 	if res.Partition.Leader != 2 || res.Partition.LeaderEpoch != 1 || part(0).LeaderEpoch != 1 {
 		t.Fatalf("after election: %+v", res.Partition)
 	}
@@ -306,12 +309,12 @@ func TestSetPartitionLeader(t *testing.T) {
 	}
 	// The same decision arriving twice (a retry, or a second controller
 	// acting on old state) is fenced by the epoch.
-	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 0, Leader: 2, LeaderEpoch: 0}}, ErrStaleLeaderEpoch)
-	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 0, Leader: 9, LeaderEpoch: 1}}, ErrIneligibleReplica)
-	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 5, Leader: 1, LeaderEpoch: 0}}, ErrUnknownPartition)
-	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "x", Partition: 0, Leader: 1, LeaderEpoch: 0}}, ErrUnknownTopic)
+	m.fails(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 0, Leader: 2, LeaderEpoch: 0}}, ErrStaleLeaderEpoch)
+	m.fails(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 0, Leader: 9, LeaderEpoch: 1}}, ErrIneligibleReplica)
+	m.fails(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 5, Leader: 1, LeaderEpoch: 0}}, ErrUnknownPartition)
+	m.fails(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "x", Partition: 0, Leader: 1, LeaderEpoch: 0}}, ErrUnknownTopic)
 
-	m.ok(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 0, Leader: NoLeader, LeaderEpoch: 1}})
+	m.ok(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 0, Leader: NoLeader, LeaderEpoch: 1}})
 	if p := part(0); p.Leader != NoLeader || p.LeaderEpoch != 2 || len(p.ISR) != 3 {
 		t.Fatalf("offline partition: %+v", p)
 	}
@@ -324,8 +327,8 @@ func TestSetPartitionLeader(t *testing.T) {
 	tp.Partitions[0].ISR = []int32{1}
 	narrow.topics["t"] = &tp
 	m.md = narrow.finish(m.index)
-	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 0, Leader: 3, LeaderEpoch: 2}}, ErrIneligibleReplica)
-	m.ok(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 0, Leader: 3, LeaderEpoch: 2, Unclean: true}})
+	m.fails(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 0, Leader: 3, LeaderEpoch: 2}}, ErrIneligibleReplica)
+	m.ok(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 0, Leader: 3, LeaderEpoch: 2, Unclean: true}})
 	if p := part(0); p.Leader != 3 || !slices.Equal(p.ISR, []int32{3}) || p.LeaderEpoch != 3 {
 		t.Fatalf("unclean election: %+v", p)
 	}
@@ -338,7 +341,7 @@ func TestSetPartitionLeader(t *testing.T) {
 	tp.Partitions[1].LeaderEpoch = math.MaxInt32
 	last.topics["t"] = &tp
 	m.md = last.finish(m.index)
-	m.fails(&setPartitionLeaderCmd{LeaderChange{Topic: "t", Partition: 1, Leader: NoLeader, LeaderEpoch: math.MaxInt32}}, ErrStaleLeaderEpoch)
+	m.fails(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Partition: 1, Leader: NoLeader, LeaderEpoch: math.MaxInt32}}, ErrStaleLeaderEpoch)
 }
 
 func TestRegisterBroker(t *testing.T) {

@@ -15,10 +15,12 @@ const (
 	cmdDeleteTopic        cmdType = 3
 	cmdAlterTopicConfigs  cmdType = 4
 	cmdSetPartitionLeader cmdType = 5
-	// Reserved for the work that follows (see the package doc):
-	//   6 AllocateProducerIDs: hand out the next block of producer ids.
-	//   7 AlterPartition: ISR shrink/expand requested by a partition leader.
-	//   8 UnregisterBroker / fence a broker whose session expired.
+	// 6 is reserved for AllocateProducerIDs (see the package doc).
+	cmdAlterPartition     cmdType = 7
+	cmdFenceBroker        cmdType = 8
+	cmdUnfenceBroker      cmdType = 9
+	cmdControlledShutdown cmdType = 10
+	cmdInitCluster        cmdType = 11
 )
 
 // TopicSpec is a request to create a topic.
@@ -29,7 +31,7 @@ type TopicSpec struct {
 	// Kafka's -1). The broker substitutes its num.partitions default for
 	// Kafka's -1 before calling the controller when there is no Assignment.
 	NumPartitions int32 `json:"num_partitions"`
-	// ReplicationFactor must be in [1, registered brokers], unless
+	// ReplicationFactor must be in [1, live brokers], unless
 	// Assignment is given (then the assignment's width, or zero or negative).
 	ReplicationFactor int16 `json:"replication_factor"`
 	// Assignment optionally fixes the replicas of each partition, indexed
@@ -57,6 +59,22 @@ type LeaderChange struct {
 	Unclean bool `json:"unclean,omitempty"`
 }
 
+// AlterPartitionRequest is a partition leader's proposal of a new ISR
+// (Kafka's AlterPartition), fenced by the broker epoch, the leader epoch and
+// the partition epoch it was computed from.
+type AlterPartitionRequest struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// BrokerID and BrokerEpoch are the proposing leader's.
+	BrokerID    int32 `json:"broker_id"`
+	BrokerEpoch int64 `json:"broker_epoch"`
+	// LeaderEpoch and PartitionEpoch are the partition's as the leader knows them.
+	LeaderEpoch    int32 `json:"leader_epoch"`
+	PartitionEpoch int32 `json:"partition_epoch"`
+	// ISR is the proposed in-sync replica set; it must hold the leader.
+	ISR []int32 `json:"isr"`
+}
+
 // command is a decoded log entry: a pure transition of the metadata.
 type command interface {
 	// apply returns the next metadata (m itself when nothing changed) and
@@ -70,6 +88,12 @@ type applyResult struct {
 	Err       error
 	Topic     TopicMeta
 	Partition PartitionMeta
+	// BrokerEpoch is the broker's epoch after a registration (the new one)
+	// or a fence, unfence or controlled shutdown.
+	BrokerEpoch int64
+	// Elections are the leader changes the command made, in topic and
+	// partition order.
+	Elections []Election
 }
 
 type registerBrokerCmd struct {
@@ -80,6 +104,10 @@ type createTopicCmd struct {
 	TopicSpec
 	// ID is drawn by the proposer, not by Apply, so every node agrees on it.
 	ID TopicID `json:"id"`
+	// Placement carries the random start index and shift of Kafka's
+	// replica placement, drawn by the proposer. nil in entries written
+	// before it existed: those keep the placement they had (placement.go).
+	Placement *PlacementSeed `json:"placement,omitempty"`
 }
 
 type deleteTopicCmd struct {
@@ -98,6 +126,20 @@ type alterTopicConfigsCmd struct {
 
 type setPartitionLeaderCmd struct {
 	LeaderChange
+	// PartitionEpochs is set in every entry written since partitions have
+	// a partition epoch. An entry without it (an old log, replayed) leaves
+	// the partition epoch alone, as the snapshot the old code wrote did:
+	// a node that replays the old log and one that restores the old
+	// snapshot must reach the same state.
+	PartitionEpochs bool `json:"partition_epochs,omitempty"`
+}
+
+type alterPartitionCmd struct {
+	AlterPartitionRequest
+}
+
+type initClusterCmd struct {
+	ClusterID string `json:"cluster_id"`
 }
 
 func cmdTypeOf(c command) cmdType {
@@ -112,6 +154,16 @@ func cmdTypeOf(c command) cmdType {
 		return cmdAlterTopicConfigs
 	case *setPartitionLeaderCmd:
 		return cmdSetPartitionLeader
+	case *alterPartitionCmd:
+		return cmdAlterPartition
+	case *fenceBrokerCmd:
+		return cmdFenceBroker
+	case *unfenceBrokerCmd:
+		return cmdUnfenceBroker
+	case *controlledShutdownCmd:
+		return cmdControlledShutdown
+	case *initClusterCmd:
+		return cmdInitCluster
 	}
 	panic(fmt.Sprintf("cluster: unknown command %T", c))
 }
@@ -142,6 +194,16 @@ func decodeCommand(b []byte) (command, error) {
 		c = new(alterTopicConfigsCmd)
 	case cmdSetPartitionLeader:
 		c = new(setPartitionLeaderCmd)
+	case cmdAlterPartition:
+		c = new(alterPartitionCmd)
+	case cmdFenceBroker:
+		c = new(fenceBrokerCmd)
+	case cmdUnfenceBroker:
+		c = new(unfenceBrokerCmd)
+	case cmdControlledShutdown:
+		c = new(controlledShutdownCmd)
+	case cmdInitCluster:
+		c = new(initClusterCmd)
 	default:
 		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
 	}

@@ -176,11 +176,6 @@ type Controller struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-
-	clusterID atomic.Pointer[string] // learnt from the active controller (ClusterID)
-
-	standinOnce  sync.Once
-	standinState *standin
 }
 
 // Open opens the stores under cfg.Dir and starts raft. A fresh node bootstraps: alone, a
@@ -221,6 +216,7 @@ func Open(cfg Config, opts ...Option) (*Controller, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c.fsm = newFSM(c.notifier.notify)
+	c.fsm.log = c.log
 	hlog := newHCLogAdapter(cfg.Logger, cfg.RaftLogLevel)
 
 	trans := cfg.Transport
@@ -423,11 +419,8 @@ func (c *Controller) ControllerID() int32 {
 	return int32(n)
 }
 
-// CreateTopic creates a topic and returns it as committed.
-func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicMeta, error) {
-	res, err := c.propose(ctx, &createTopicCmd{TopicSpec: spec, ID: NewTopicID()})
-	return res.Topic, err
-}
+// RegisterBroker, CreateTopic and SetPartitionLeader are in ops.go, with the other commands
+// the cluster work added.
 
 // DeleteTopic deletes a user topic.
 func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
@@ -441,13 +434,6 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 func (c *Controller) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
 	_, err := c.propose(ctx, &alterTopicConfigsCmd{Name: name, Set: set, Delete: del})
 	return err
-}
-
-// SetPartitionLeader moves a partition's leadership and bumps its leader
-// epoch; it returns the partition as committed.
-func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (PartitionMeta, error) {
-	res, err := c.propose(ctx, &setPartitionLeaderCmd{LeaderChange: ch})
-	return res.Partition, err
 }
 
 // Snapshot forces a raft snapshot (and log compaction down to TrailingLogs).

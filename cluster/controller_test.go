@@ -34,9 +34,7 @@ func open(t *testing.T, cfg Config) *Controller {
 func populate(t *testing.T, c *Controller, prefix string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9092, UnixSocket: "/tmp/sluice.sock"}); err != nil {
-		t.Fatal(err)
-	}
+	registerAlive(t, c, BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9092, UnixSocket: "/tmp/sluice.sock"})
 	for i := range n {
 		spec := TopicSpec{Name: fmt.Sprintf("%s-%d", prefix, i), NumPartitions: int32(i%4 + 1), ReplicationFactor: 1}
 		if i%2 == 0 {
@@ -201,9 +199,7 @@ func TestDeleteRecreateGetsNewID(t *testing.T) {
 	t.Parallel()
 	c := open(t, testConfig(t.TempDir()))
 	ctx := context.Background()
-	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
-		t.Fatal(err)
-	}
+	registerAlive(t, c, BrokerInfo{ID: 1, Host: "h", Port: 9092})
 	spec := TopicSpec{Name: "t", NumPartitions: 1, ReplicationFactor: 1}
 	a, err := c.CreateTopic(ctx, spec)
 	if err != nil {
@@ -233,9 +229,7 @@ func TestApplyErrorsThroughRaft(t *testing.T) {
 	t.Parallel()
 	c := open(t, testConfig(t.TempDir()))
 	ctx := context.Background()
-	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
-		t.Fatal(err)
-	}
+	registerAlive(t, c, BrokerInfo{ID: 1, Host: "h", Port: 9092})
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "t", NumPartitions: 1, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +241,7 @@ func TestApplyErrorsThroughRaft(t *testing.T) {
 		{&createTopicCmd{TopicSpec: TopicSpec{Name: "t", NumPartitions: 1, ReplicationFactor: 1}, ID: NewTopicID()}, ErrTopicExists},
 		{&createTopicCmd{TopicSpec: TopicSpec{Name: "u", NumPartitions: 1, ReplicationFactor: 2}, ID: NewTopicID()}, ErrInvalidReplicationFactor},
 		{&alterTopicConfigsCmd{Name: "t", Set: map[string]string{"segment.bytes": "1"}}, ErrInvalidConfig},
-		{&setPartitionLeaderCmd{LeaderChange{Topic: "t", Leader: 1, LeaderEpoch: 5}}, ErrStaleLeaderEpoch},
+		{&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Leader: 1, LeaderEpoch: 5}}, ErrStaleLeaderEpoch},
 	}
 	for _, tc := range cases {
 		if _, _, err := c.submit(ctx, tc.cmd); !errors.Is(err, tc.want) {
@@ -264,9 +258,7 @@ func TestSubscribe(t *testing.T) {
 	c := open(t, testConfig(t.TempDir()))
 	ch, cancel := c.Subscribe()
 	ch2, _ := c.Subscribe()
-	if _, err := c.RegisterBroker(context.Background(), BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
-		t.Fatal(err)
-	}
+	registerAlive(t, c, BrokerInfo{ID: 1, Host: "h", Port: 9092})
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):
@@ -343,9 +335,7 @@ func TestConcurrentProposalsAndReads(t *testing.T) {
 	c := open(t, testConfig(t.TempDir()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 9092}); err != nil {
-		t.Fatal(err)
-	}
+	registerAlive(t, c, BrokerInfo{ID: 1, Host: "h", Port: 9092})
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for w := range 4 {

@@ -4,12 +4,15 @@
 //
 // # What it owns
 //
-//   - The state machine (state.go, commands.go, apply.go): pure functions
+//   - The state machine (state.go, commands.go, apply.go, brokerstate.go,
+//     alterpartition.go, clusterid.go, placement.go, election.go): pure functions
 //     from (metadata, raft index, command) to (next metadata, result). No
 //     goroutines, clock, randomness or I/O; tests drive it directly.
-//   - The raft driver (controller.go, fsm.go): raft-boltdb as log and stable
-//     store, a file snapshot store, the transport, and the Controller API the
-//     broker calls.
+//   - The raft driver (controller.go, fsm.go, ops.go): raft-boltdb as log
+//     and stable store, a file snapshot store, the transport, and the
+//     Controller API the broker calls.
+//   - Sessions (sessions.go): the active controller's heartbeat bookkeeping,
+//     pure, on a clock the caller passes in.
 //   - The quorum (quorum.go, mux.go): with controller.quorum.voters, one raft
 //     group over hashicorp's NetworkTransport on the CONTROLLER listener, which
 //     also carries the controller RPC (rpc.go); the dialer writes a tag byte
@@ -35,9 +38,12 @@
 //
 //   - Apply is deterministic: its outcome, including which commands are
 //     rejected and with which sentinel error, depends only on the current
-//     state and the log entry. Anything random (topic ids) is drawn by the
-//     proposer and carried in the command. Validation rules (topic names,
-//     the config registry) are therefore part of the replicated protocol.
+//     state and the log entry. Anything random (topic ids, the start and
+//     shift of replica placement) is drawn by the proposer and carried in
+//     the command. Validation rules (topic names, the config registry, a
+//     topic's unclean.leader.election.enable over Kafka's default, never a
+//     node's own broker default) are therefore part of the replicated
+//     protocol.
 //   - Published *Metadata is immutable; a change builds a new one sharing
 //     unchanged topics (copy-on-write) and publishes it with one atomic
 //     store, then wakes subscribers without blocking.
@@ -45,7 +51,16 @@
 //     the state. It only grows and survives restarts and snapshots.
 //   - For every partition: Leader is NoLeader or a replica; ISR ⊆ Replicas;
 //     Leader ∈ ISR when there is a leader; LeaderEpoch grows by one on every
-//     leader change. Names starting with "__" are exactly the internal topics.
+//     leader change, PartitionEpoch by one on every leader or ISR change.
+//     Names starting with "__" are exactly the internal topics.
+//   - A broker's epoch is the raft index of its last registration. A fenced
+//     broker leads no partition and is in an ISR only as its last member
+//     (kept so that it can be elected cleanly when it returns); a
+//     shutting-down broker leads only partitions no other alive ISR member
+//     can take; neither is elected or placed. Leaders are elected by
+//     ElectLeader: the first eligible ISR member in assignment order, or,
+//     where the topic sets unclean.leader.election.enable, the first
+//     eligible replica (logged at Warn).
 //
 // # On disk (<data.dir>/meta)
 //
@@ -59,23 +74,29 @@
 //	| type:1 | JSON body (registerBrokerCmd, ...)        |
 //	+--------+-------------------------------------------+
 //	type: 1 RegisterBroker, 2 CreateTopic, 3 DeleteTopic,
-//	      4 AlterTopicConfigs, 5 SetPartitionLeader;
-//	      reserved: 6 AllocateProducerIDs, 7 AlterPartition (ISR), 8 fence broker
+//	      4 AlterTopicConfigs, 5 SetPartitionLeader,
+//	      7 AlterPartition (ISR change from the partition leader),
+//	      8 FenceBroker, 9 UnfenceBroker, 10 ControlledShutdown,
+//	      11 InitCluster (cluster id);
+//	      reserved: 6 AllocateProducerIDs
 //
 // JSON because the controller handles a few commands a second at most, so
 // encoding cost is irrelevant, while a readable, self-describing log is easy
 // to inspect and to extend with optional fields. The type byte outside the
 // JSON lets Apply dispatch, and reject unknown types, without parsing.
-// state.bin is snapshotFile as JSON: {"format":1,"version":N,"brokers":[..],
-// "topics":[..]}, both lists sorted, so equal states encode to equal bytes.
+// state.bin is snapshotFile as JSON: {"format":1,"version":N,
+// "cluster_id":"..","brokers":[..],"topics":[..]}, both lists sorted, so
+// equal states encode to equal bytes. Fields added later are optional: a log
+// entry or snapshot without them (a registration without an incarnation, a
+// broker without fenced, a partition without partition_epoch, a create
+// without a placement seed) reads and applies as it did when written, with
+// every broker alive.
 //
 // # Room for what comes next (documented, not built)
 //
 // Producer-id blocks: a counter "next producer id" in Metadata and command 6
 // handing a broker the block [next, next+1000), so idempotent producers get
-// unique ids without a raft round trip each. ISR changes: command 7 carries
-// (topic, partition, leader epoch, partition epoch, new ISR) from the
-// partition leader and is fenced by those epochs, as Kafka's AlterPartition.
+// unique ids without a raft round trip each.
 //
 // # Locks
 //

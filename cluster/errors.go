@@ -25,10 +25,11 @@ var (
 	// ErrInvalidPartitions: partition count out of range (INVALID_PARTITIONS).
 	ErrInvalidPartitions = errors.New("cluster: invalid number of partitions")
 	// ErrInvalidReplicationFactor: replication factor < 1 or larger than the
-	// number of registered brokers (INVALID_REPLICATION_FACTOR).
+	// number of live brokers (INVALID_REPLICATION_FACTOR).
 	ErrInvalidReplicationFactor = errors.New("cluster: invalid replication factor")
 	// ErrInvalidReplicaAssignment: an explicit assignment is ragged, repeats a
-	// broker, or names an unknown broker (INVALID_REPLICA_ASSIGNMENT).
+	// broker, names an unknown broker, or has a partition whose every replica
+	// is fenced or shutting down (INVALID_REPLICA_ASSIGNMENT).
 	ErrInvalidReplicaAssignment = errors.New("cluster: invalid replica assignment")
 	// ErrInvalidConfig: unknown topic config key, unparsable or out-of-range
 	// value, or a value Sluice does not support yet (INVALID_CONFIG).
@@ -37,12 +38,33 @@ var (
 	// (INVALID_REQUEST).
 	ErrInvalidBroker = errors.New("cluster: invalid broker registration")
 	// ErrIneligibleReplica: the proposed leader is not a replica of the
-	// partition, or is outside the ISR while unclean election is disabled
-	// (INELIGIBLE_REPLICA).
+	// partition, or is outside the ISR while unclean election is disabled;
+	// or a proposed ISR lacks the leader, holds a non-replica or one replica
+	// twice, or grows by a fenced or shutting-down broker (INELIGIBLE_REPLICA).
 	ErrIneligibleReplica = errors.New("cluster: ineligible replica")
 	// ErrStaleLeaderEpoch: a leader change was computed from an older leader
 	// epoch than the current one (FENCED_LEADER_EPOCH).
 	ErrStaleLeaderEpoch = errors.New("cluster: stale leader epoch")
+	// ErrStaleBrokerEpoch: a command on a broker's behalf names a broker
+	// epoch that is not its current one: it comes from a previous run of the
+	// broker, or was computed before the broker re-registered
+	// (STALE_BROKER_EPOCH).
+	ErrStaleBrokerEpoch = errors.New("cluster: stale broker epoch")
+	// ErrInvalidUpdateVersion: an AlterPartition was computed from a
+	// partition epoch that is not the current one (INVALID_UPDATE_VERSION).
+	ErrInvalidUpdateVersion = errors.New("cluster: stale partition epoch")
+	// ErrUnknownBroker: no broker with that id is registered
+	// (BROKER_ID_NOT_REGISTERED).
+	ErrUnknownBroker = errors.New("cluster: broker not registered")
+	// ErrNotPartitionLeader: an AlterPartition from a broker that is not
+	// the partition's leader (NOT_LEADER_OR_FOLLOWER).
+	ErrNotPartitionLeader = errors.New("cluster: not the partition leader")
+	// ErrDuplicateBroker: a registration of a broker id whose previous
+	// incarnation still has a live session (DUPLICATE_BROKER_REGISTRATION).
+	// The active controller decides it (Sessions.Live), not Apply.
+	ErrDuplicateBroker = errors.New("cluster: broker id already registered by a live broker")
+	// ErrInvalidClusterID: an empty or oversized cluster id (INVALID_REQUEST).
+	ErrInvalidClusterID = errors.New("cluster: invalid cluster id")
 	// ErrUnknownCommand: a raft log entry this version cannot decode.
 	ErrUnknownCommand = errors.New("cluster: unknown command")
 	// ErrNotLeader: this node is not the raft leader, or lost leadership

@@ -40,7 +40,7 @@ func (c *Controller) proposeIndexed(ctx context.Context, cmd command) (applyResu
 	resp, err := c.callLeader(ctx, &rpcRequest{Op: opPropose, Command: data}, func(ctx context.Context) (rpcResponse, error) {
 		r, idx, err := c.proposeLocal(ctx, cmd)
 		res = r
-		return rpcResponse{Index: idx}, err
+		return rpcResponse{Index: idx, Epoch: r.BrokerEpoch}, err
 	})
 	if resp.Topic != nil {
 		res.Topic = *resp.Topic
@@ -48,6 +48,7 @@ func (c *Controller) proposeIndexed(ctx context.Context, cmd command) (applyResu
 	if resp.Partition != nil {
 		res.Partition = *resp.Partition
 	}
+	res.BrokerEpoch = resp.Epoch
 	res.Err = err
 	if err == nil {
 		err = c.awaitApplied(ctx, resp.Index)
@@ -159,4 +160,11 @@ func deadlineOf(ctx context.Context) time.Time {
 		return dl
 	}
 	return time.Now().Add(5 * time.Second)
+}
+
+// appliedIndex is how far this node's state machine has got: raft's applied index (which covers
+// entries that are not commands, but is set only after the FSM goroutine was handed the batch,
+// sometimes after it applied it) or the last command the FSM applied, whichever is further.
+func (c *Controller) appliedIndex() uint64 {
+	return max(c.raft.AppliedIndex(), c.indexed.applied.Load())
 }

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 
@@ -17,11 +19,16 @@ const snapshotFormat = 1
 
 // snapshotFile is a whole Metadata as JSON, brokers and topics sorted so the
 // same state always encodes to the same bytes.
+//
+// Fields added since format 1 (the cluster id, the brokers' lifecycle, the
+// partition epochs) are optional: a snapshot without them decodes as a
+// cluster with no id yet, every broker alive and every partition epoch 0.
 type snapshotFile struct {
-	Format  int          `json:"format"`
-	Version uint64       `json:"version"`
-	Brokers []BrokerInfo `json:"brokers"`
-	Topics  []TopicMeta  `json:"topics"`
+	Format    int          `json:"format"`
+	Version   uint64       `json:"version"`
+	ClusterID string       `json:"cluster_id,omitempty"`
+	Brokers   []BrokerInfo `json:"brokers"`
+	Topics    []TopicMeta  `json:"topics"`
 }
 
 // fsm adapts the pure transitions to raft.FSM. Raft calls Apply, Snapshot
@@ -30,10 +37,13 @@ type snapshotFile struct {
 type fsm struct {
 	state    atomic.Pointer[Metadata]
 	onChange func() // called after a new state is published; must not block
+	// log receives every leader election Apply makes, on every node, so
+	// each node's log tells the partition's history. Set it before raft starts.
+	log *slog.Logger
 }
 
 func newFSM(onChange func()) *fsm {
-	f := &fsm{onChange: onChange}
+	f := &fsm{onChange: onChange, log: slog.Default().With("component", "controller")}
 	f.state.Store(emptyMetadata())
 	return f
 }
@@ -55,7 +65,21 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.state.Store(next)
 		f.onChange()
 	}
+	f.logElections(res.Elections, l.Index)
 	return res
+}
+
+// logElections logs each leader change: an unclean one at Warn, as Kafka
+// does, because records the old ISR had and the new leader lacks are lost.
+func (f *fsm) logElections(elections []Election, index uint64) {
+	for _, e := range elections {
+		level, msg := slog.LevelInfo, "partition leader elected"
+		if e.Unclean {
+			level, msg = slog.LevelWarn, "unclean leader election: the new leader was not in the ISR; records only the old ISR had are lost"
+		}
+		f.log.Log(context.Background(), level, msg, "topic", e.Topic, "partition", e.Partition,
+			"from", e.From, "to", e.To, "leader_epoch", e.LeaderEpoch, "partition_epoch", e.PartitionEpoch, "index", index)
+	}
 }
 
 // Snapshot captures the current state; the encoding happens in Persist,
@@ -95,10 +119,11 @@ func (fsmSnapshot) Release() {}
 
 func encodeSnapshot(w io.Writer, m *Metadata) error {
 	return json.NewEncoder(w).Encode(snapshotFile{
-		Format:  snapshotFormat,
-		Version: m.version,
-		Brokers: m.Brokers(),
-		Topics:  m.Topics(),
+		Format:    snapshotFormat,
+		Version:   m.version,
+		ClusterID: m.clusterID,
+		Brokers:   m.Brokers(),
+		Topics:    m.Topics(),
 	})
 }
 
@@ -112,8 +137,12 @@ func decodeSnapshot(r io.Reader) (*Metadata, error) {
 	if f.Format != snapshotFormat {
 		return nil, fmt.Errorf("cluster: snapshot format %d, want %d", f.Format, snapshotFormat)
 	}
+	if len(f.ClusterID) > maxClusterIDLen {
+		return nil, fmt.Errorf("cluster: snapshot: cluster id of %d bytes", len(f.ClusterID))
+	}
 	m := emptyMetadata()
 	m.version = f.Version
+	m.clusterID = f.ClusterID
 	for _, b := range f.Brokers {
 		if _, dup := m.brokers[b.ID]; dup {
 			return nil, fmt.Errorf("cluster: snapshot: broker %d twice", b.ID)
@@ -170,8 +199,8 @@ func checkTopic(t *TopicMeta) error {
 		if p.Leader != NoLeader && !slices.Contains(p.ISR, p.Leader) {
 			return fmt.Errorf("partition %d: leader %d not in the ISR %v", i, p.Leader, p.ISR)
 		}
-		if p.LeaderEpoch < 0 {
-			return fmt.Errorf("partition %d: negative leader epoch %d", i, p.LeaderEpoch)
+		if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
+			return fmt.Errorf("partition %d: negative leader epoch %d or partition epoch %d", i, p.LeaderEpoch, p.PartitionEpoch)
 		}
 		for j, r := range p.Replicas {
 			if slices.Contains(p.Replicas[:j], r) {

@@ -22,7 +22,7 @@ func richMachine(t *testing.T) *machine {
 	internal := create("__consumer_offsets", 3, 2)
 	internal.Internal = true
 	m.ok(internal)
-	m.ok(&setPartitionLeaderCmd{LeaderChange{Topic: "orders", Partition: 2,
+	m.ok(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "orders", Partition: 2,
 		Leader: m.md.topics["orders"].Partitions[2].Replicas[1], LeaderEpoch: 0}})
 	return m
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"errors"
-	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -28,6 +27,8 @@ var sentinels = []error{
 	ErrInvalidPartitions, ErrInvalidReplicationFactor, ErrInvalidReplicaAssignment,
 	ErrInvalidConfig, ErrInvalidBroker, ErrIneligibleReplica, ErrStaleLeaderEpoch,
 	ErrUnknownCommand, ErrNotLeader, ErrClosed,
+	ErrStaleBrokerEpoch, ErrInvalidUpdateVersion, ErrUnknownBroker, ErrNotPartitionLeader,
+	ErrDuplicateBroker, ErrInvalidClusterID,
 }
 
 // fuzzState builds a state with something for every command to act on:
@@ -48,8 +49,21 @@ func fuzzState(tb testing.TB) *Metadata {
 		&createTopicCmd{TopicSpec: TopicSpec{Name: "pinned", Assignment: [][]int32{{2, 3}, {3, 1}, {1, 4}}}, ID: idOf(3)},
 		&createTopicCmd{TopicSpec: TopicSpec{Name: "__consumer_offsets", NumPartitions: 3, ReplicationFactor: 2,
 			Internal: true}, ID: idOf(4)},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 0, Leader: 3, LeaderEpoch: 0}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 1, Leader: NoLeader, LeaderEpoch: 0}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 0, Leader: 3, LeaderEpoch: 0}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 1, Leader: NoLeader, LeaderEpoch: 0}},
+		// Brokers with a lifecycle (indexes 11 to 16): 5 and 6 registered
+		// and unfenced, 7 registered and left fenced; a topic over them, an
+		// ISR shrink, a controlled shutdown of 6, and the cluster id.
+		&registerBrokerCmd{Broker: BrokerInfo{ID: 5, Host: "b5", Port: 9095, Incarnation: "inc5"}},
+		&registerBrokerCmd{Broker: BrokerInfo{ID: 6, Host: "b6", Port: 9096, Incarnation: "inc6"}},
+		&registerBrokerCmd{Broker: BrokerInfo{ID: 7, Host: "b7", Port: 9097, Incarnation: "inc7"}},
+		&unfenceBrokerCmd{brokerEpochCmd{ID: 5, Epoch: 11}},
+		&unfenceBrokerCmd{brokerEpochCmd{ID: 6, Epoch: 12}},
+		&createTopicCmd{TopicSpec: TopicSpec{Name: "repl", Assignment: [][]int32{{5, 6, 1}, {6, 1, 5}, {7, 5, 6}}},
+			ID: idOf(5)},
+		&alterPartitionCmd{AlterPartitionRequest{Topic: "repl", Partition: 0, BrokerID: 5, BrokerEpoch: 11, ISR: []int32{5, 1}}},
+		&controlledShutdownCmd{brokerEpochCmd{ID: 6, Epoch: 12}},
+		&initClusterCmd{ClusterID: "fuzz-cluster"},
 	}
 	md := emptyMetadata()
 	for i, c := range cmds {
@@ -103,10 +117,27 @@ func fuzzSeedCommands(md *Metadata) []command {
 		&alterTopicConfigsCmd{Name: "pinned", Set: allDefaults},
 		&alterTopicConfigsCmd{Name: "orders", Delete: []string{"retention.ms", "min.compaction.lag.ms", "write.caching"}},
 
-		&setPartitionLeaderCmd{LeaderChange{Topic: "orders", Partition: 0, Leader: orders0.Replicas[1], LeaderEpoch: 0}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 1, Leader: 3, LeaderEpoch: 1}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "pinned", Partition: 2, Leader: 4, LeaderEpoch: 0, Unclean: true}},
-		&setPartitionLeaderCmd{LeaderChange{Topic: "__consumer_offsets", Partition: 2, Leader: NoLeader, LeaderEpoch: 0}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "orders", Partition: 0, Leader: orders0.Replicas[1], LeaderEpoch: 0}, PartitionEpochs: true},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 1, Leader: 3, LeaderEpoch: 1}},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "pinned", Partition: 2, Leader: 4, LeaderEpoch: 0, Unclean: true}, PartitionEpochs: true},
+		&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "__consumer_offsets", Partition: 2, Leader: NoLeader, LeaderEpoch: 0}},
+
+		&registerBrokerCmd{Broker: BrokerInfo{ID: 5, Host: "b5", Port: 9095, Incarnation: "inc5b"}}, // a restart
+		&registerBrokerCmd{Broker: BrokerInfo{ID: 8, Host: "b8", Port: 9098, Incarnation: "inc8"}},
+		&fenceBrokerCmd{brokerEpochCmd{ID: 5, Epoch: md.brokers[5].Epoch}},
+		&fenceBrokerCmd{brokerEpochCmd{ID: 1, Epoch: md.brokers[1].Epoch}},
+		&fenceBrokerCmd{brokerEpochCmd{ID: 4, Epoch: 0}}, // a broker from before the lifecycle: epoch 0
+		&unfenceBrokerCmd{brokerEpochCmd{ID: 7, Epoch: md.brokers[7].Epoch}},
+		&unfenceBrokerCmd{brokerEpochCmd{ID: 6, Epoch: md.brokers[6].Epoch}},
+		&controlledShutdownCmd{brokerEpochCmd{ID: 5, Epoch: md.brokers[5].Epoch}},
+		&alterPartitionCmd{AlterPartitionRequest{Topic: "repl", Partition: 0, BrokerID: 5, BrokerEpoch: md.brokers[5].Epoch,
+			PartitionEpoch: md.topics["repl"].Partitions[0].PartitionEpoch, ISR: []int32{5}}},
+		&alterPartitionCmd{AlterPartitionRequest{Topic: "orders", Partition: 0, BrokerID: orders0.Leader,
+			BrokerEpoch: md.brokers[orders0.Leader].Epoch, ISR: orders0.ISR[:1]}},
+		&createTopicCmd{TopicSpec: TopicSpec{Name: "placed", NumPartitions: 5, ReplicationFactor: 3}, ID: idOf(14),
+			Placement: &PlacementSeed{Start: 7, Shift: 3}},
+		&createTopicCmd{TopicSpec: TopicSpec{Name: "repl", Assignment: [][]int32{{5}}}, ID: idOf(5)}, // a retry: no-op
+		&initClusterCmd{ClusterID: "second"}, // a no-op: the first id stays
 	}
 }
 
@@ -154,6 +185,10 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdCreateTopic), '{'},
 		{byte(cmdCreateTopic), '[', ']'},
 		{byte(cmdSetPartitionLeader), 'n', 'u', 'l', 'l'},
+		{byte(cmdAlterPartition), '{', '}'},
+		{byte(cmdFenceBroker), '{', '}'},
+		{byte(cmdInitCluster), '{', '}'},
+		{12, '{', '}'},
 		valid[:len(valid)/2],
 	} {
 		f.Add(b)
@@ -240,6 +275,9 @@ func checkApply(t *testing.T, s fuzzStartState, c command) {
 	}
 	checkAppliedState(t, next)
 	checkTransition(t, s.md, next)
+	if sl, ok := c.(*setPartitionLeaderCmd); !ok || sl.PartitionEpochs {
+		checkPartitionEpochs(t, s.md, next)
+	}
 	checkResult(t, s.md, next, c, res)
 }
 
@@ -296,8 +334,19 @@ func checkAppliedState(tb testing.TB, md *Metadata) {
 			if p.Leader != NoLeader && !slices.Contains(p.ISR, p.Leader) {
 				tb.Fatalf("%s-%d: leader %d not in the ISR %v", tp.Name, p.Partition, p.Leader, p.ISR)
 			}
-			if p.LeaderEpoch < 0 {
-				tb.Fatalf("%s-%d: negative leader epoch %d", tp.Name, p.Partition, p.LeaderEpoch)
+			if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
+				tb.Fatalf("%s-%d: negative epoch %+v", tp.Name, p.Partition, p)
+			}
+			// A fenced broker leads nothing and is in an ISR only as its
+			// last member (unless the partition's epochs can grow no more,
+			// when it is left as it was).
+			if !epochsCanGrow(p) {
+				continue
+			}
+			for _, r := range p.ISR {
+				if b, _ := md.Broker(r); b.Fenced && (p.Leader == r || len(p.ISR) > 1) {
+					tb.Fatalf("%s-%d: fenced broker %d leads or shares the ISR: %+v", tp.Name, p.Partition, r, p)
+				}
 			}
 		}
 	}
@@ -327,12 +376,34 @@ func checkTransition(t *testing.T, prev, next *Metadata) {
 			// int64, so that an epoch that wrapped around does not pass.
 			switch int64(np.LeaderEpoch) {
 			case int64(pp.LeaderEpoch):
-				if np.Leader != pp.Leader || !slices.Equal(np.ISR, pp.ISR) {
-					t.Fatalf("%s-%d: leader or ISR changed without an epoch bump: %+v -> %+v", nt.Name, i, pp, np)
+				if np.Leader != pp.Leader {
+					t.Fatalf("%s-%d: leader changed without a leader epoch bump: %+v -> %+v", nt.Name, i, pp, np)
 				}
 			case int64(pp.LeaderEpoch) + 1:
 			default:
 				t.Fatalf("%s-%d: leader epoch %d became %d", nt.Name, i, pp.LeaderEpoch, np.LeaderEpoch)
+			}
+			if int64(np.PartitionEpoch) != int64(pp.PartitionEpoch) && int64(np.PartitionEpoch) != int64(pp.PartitionEpoch)+1 {
+				t.Fatalf("%s-%d: partition epoch %d became %d", nt.Name, i, pp.PartitionEpoch, np.PartitionEpoch)
+			}
+		}
+	}
+}
+
+// checkPartitionEpochs: the partition epoch moves by one on every leader
+// or ISR change (except through a SetPartitionLeader entry from before
+// partition epochs, which the caller leaves out).
+func checkPartitionEpochs(t *testing.T, prev, next *Metadata) {
+	t.Helper()
+	for _, nt := range next.Topics() {
+		pt, ok := prev.Topic(nt.Name)
+		if !ok || pt.ID != nt.ID {
+			continue
+		}
+		for i, np := range nt.Partitions {
+			pp := pt.Partitions[i]
+			if np.PartitionEpoch == pp.PartitionEpoch && (np.Leader != pp.Leader || !slices.Equal(np.ISR, pp.ISR)) {
+				t.Fatalf("%s-%d: leader or ISR changed without a partition epoch bump: %+v -> %+v", nt.Name, i, pp, np)
 			}
 		}
 	}
@@ -344,11 +415,40 @@ func checkResult(t *testing.T, prev, next *Metadata, c command, res applyResult)
 	t.Helper()
 	switch c := c.(type) {
 	case *registerBrokerCmd:
-		if b, ok := next.Broker(c.Broker.ID); !ok || b != c.Broker {
-			t.Fatalf("registered %+v, state has %+v", c.Broker, b)
+		b, ok := next.Broker(c.Broker.ID)
+		want := c.Broker
+		want.Epoch, want.Fenced, want.ShuttingDown = res.BrokerEpoch, want.Incarnation != "", false
+		if !ok || b != want || (c.Broker.Incarnation != "" && b.Epoch != fuzzIndex) {
+			t.Fatalf("registered %+v, state has %+v (result epoch %d)", c.Broker, b, res.BrokerEpoch)
+		}
+	case *fenceBrokerCmd:
+		if b, _ := next.Broker(c.ID); !b.Fenced || next.PartitionsLedBy(c.ID) != 0 && allEpochsGrow(next) {
+			t.Fatalf("fenced broker %d: %+v, leads %d", c.ID, b, next.PartitionsLedBy(c.ID))
+		}
+	case *unfenceBrokerCmd:
+		if b, _ := next.Broker(c.ID); b.State() != BrokerAlive {
+			t.Fatalf("unfenced broker %d: %+v", c.ID, b)
+		}
+	case *controlledShutdownCmd:
+		if b, _ := next.Broker(c.ID); !b.ShuttingDown {
+			t.Fatalf("broker %d in controlled shutdown: %+v", c.ID, b)
+		}
+	case *alterPartitionCmd:
+		got, _ := next.Topic(c.Topic)
+		if p, _ := got.Partition(c.Partition); !slices.Equal(p.ISR, c.ISR) || !reflect.DeepEqual(p, res.Partition) {
+			t.Fatalf("alter partition %+v: result %+v, state %+v", c.AlterPartitionRequest, res.Partition, p)
+		}
+	case *initClusterCmd:
+		if prev.ClusterID() == "" && next.ClusterID() != c.ClusterID || prev.ClusterID() != "" && next.ClusterID() != prev.ClusterID() {
+			t.Fatalf("init cluster %q: id %q became %q", c.ClusterID, prev.ClusterID(), next.ClusterID())
 		}
 	case *createTopicCmd:
 		got, ok := next.Topic(c.Name)
+		for _, p := range got.Partitions {
+			if next != prev && (!slices.Contains(got.Partitions[p.Partition].Replicas, p.Leader) || !next.eligible(p.Leader)) {
+				t.Fatalf("created topic %q: partition %d leader %d is not an eligible replica", c.Name, p.Partition, p.Leader)
+			}
+		}
 		if !ok || !reflect.DeepEqual(got, res.Topic) || got.ID != c.ID {
 			t.Fatalf("created topic %q: result %+v, state %+v", c.Name, res.Topic, got)
 		}
@@ -454,8 +554,8 @@ func applyAfterRestore(t *testing.T, md *Metadata) {
 		first := topics[0]
 		steps = append(steps,
 			// Must, unless the epoch can grow no more (the change is refused then).
-			step{&setPartitionLeaderCmd{LeaderChange{Topic: first.Name, Partition: 0, Leader: NoLeader,
-				LeaderEpoch: first.Partitions[0].LeaderEpoch}}, first.Partitions[0].LeaderEpoch < math.MaxInt32},
+			step{&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: first.Name, Partition: 0, Leader: NoLeader,
+				LeaderEpoch: first.Partitions[0].LeaderEpoch}}, epochsCanGrow(first.Partitions[0])},
 			step{&alterTopicConfigsCmd{Name: first.Name, Set: map[string]string{"retention.ms": "1000"},
 				Delete: []string{"segment.ms"}}, false},
 			step{&deleteTopicCmd{Name: first.Name, ID: first.ID, Internal: true}, true},
@@ -538,8 +638,8 @@ func checkLookups(tb testing.TB, md *Metadata) {
 // topics.
 func checkSameState(tb testing.TB, got, want *Metadata) {
 	tb.Helper()
-	if got.Version() != want.Version() {
-		tb.Fatalf("version %d, want %d", got.Version(), want.Version())
+	if got.Version() != want.Version() || got.ClusterID() != want.ClusterID() {
+		tb.Fatalf("version %d cluster id %q, want %d %q", got.Version(), got.ClusterID(), want.Version(), want.ClusterID())
 	}
 	if !reflect.DeepEqual(got.Brokers(), want.Brokers()) {
 		tb.Fatalf("brokers differ:\n got %+v\nwant %+v", got.Brokers(), want.Brokers())
@@ -561,6 +661,19 @@ func checkSentinel(tb testing.TB, err error) {
 	if n != 1 {
 		tb.Fatalf("error %q wraps %d sentinel errors, want 1", err, n)
 	}
+}
+
+// allEpochsGrow reports whether no partition's epochs are at their limit
+// (a partition there keeps its state through a fence).
+func allEpochsGrow(md *Metadata) bool {
+	for _, t := range md.Topics() {
+		for _, p := range t.Partitions {
+			if !epochsCanGrow(p) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func snapshotBytes(tb testing.TB, md *Metadata) []byte {

@@ -29,6 +29,8 @@ type Member struct {
 	epoch  atomic.Int64
 	fenced atomic.Bool
 	beats  atomic.Int64 // heartbeats answered (tests wait on it)
+	// lastErr is the first heartbeat's error (tests), written before run starts.
+	lastErr error
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -41,12 +43,13 @@ func (c *Controller) Register(ctx context.Context, cfg MemberConfig) (*Member, e
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 2 * time.Second
 	}
-	m := &Member{c: c, cfg: cfg, incarnation: newClusterID(), stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Member{c: c, cfg: cfg, incarnation: NewIncarnation(), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := m.register(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.beat(ctx); err != nil {
 		c.log.Warn("first heartbeat failed", "broker", cfg.Info.ID, "err", err)
+		m.lastErr = err
 	}
 	c.wg.Add(1)
 	go m.run()
@@ -76,7 +79,7 @@ func (m *Member) register(ctx context.Context) error {
 // beat sends one heartbeat and registers again when the controller no longer knows the epoch.
 func (m *Member) beat(ctx context.Context) error {
 	c := m.c
-	req := &rpcRequest{Op: opHeartbeat, BrokerID: m.cfg.Info.ID, Incarnation: m.incarnation, Epoch: m.epoch.Load(), Applied: c.raft.AppliedIndex()}
+	req := &rpcRequest{Op: opHeartbeat, BrokerID: m.cfg.Info.ID, Incarnation: m.incarnation, Epoch: m.epoch.Load(), Applied: c.appliedIndex()}
 	resp, err := c.callLeader(ctx, req, nil)
 	if errors.Is(err, ErrStaleBrokerEpoch) {
 		c.log.Info("broker epoch is stale: registering again", "broker", m.cfg.Info.ID, "err", err)
@@ -118,23 +121,25 @@ func (m *Member) Epoch() int64 { return m.epoch.Load() }
 func (m *Member) Fenced() bool { return m.fenced.Load() }
 
 // ControlledShutdown asks the active controller to move this broker's leaderships to other
-// in-sync replicas, then waits (bounded by ctx) until the metadata shows this broker leads no
-// partition that has another ISR member. Heartbeats go on until Close.
+// alive in-sync replicas, and asks again on each metadata change (and every
+// controlledShutdownRetry) until the metadata shows this broker leads no partition that has
+// another eligible ISR member, bounded by ctx. Heartbeats go on until Close.
 func (m *Member) ControlledShutdown(ctx context.Context) error {
 	c := m.c
 	id := m.cfg.Info.ID
-	if err := c.ControlledShutdown(ctx, id, m.epoch.Load()); err != nil {
-		return fmt.Errorf("cluster: controlled shutdown of broker %d: %w", id, err)
-	}
 	ch, cancel := c.Subscribe()
 	defer cancel()
 	for {
+		if err := c.ControlledShutdown(ctx, id, m.epoch.Load()); err != nil {
+			return fmt.Errorf("cluster: controlled shutdown of broker %d: %w", id, err)
+		}
 		n := leadsWithOthersInSync(c.Metadata(), id)
 		if n == 0 {
 			return nil
 		}
 		select {
 		case <-ch:
+		case <-time.After(controlledShutdownRetry):
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: controlled shutdown of broker %d: still leads %d partitions with other in-sync replicas: %w", id, n, ctx.Err())
 		case <-c.stop:
@@ -143,13 +148,24 @@ func (m *Member) ControlledShutdown(ctx context.Context) error {
 	}
 }
 
-// leadsWithOthersInSync counts the partitions id leads whose ISR has another member.
+// controlledShutdownRetry is how often a controlled shutdown asks again without a metadata
+// change (a partition whose other ISR members were all fenced may get one back).
+const controlledShutdownRetry = 500 * time.Millisecond
+
+// leadsWithOthersInSync counts the partitions id leads whose ISR has another member that may
+// lead: registered, not fenced, not shutting down.
 func leadsWithOthersInSync(md *Metadata, id int32) int {
 	n := 0
 	for _, t := range md.Topics() {
 		for _, p := range t.Partitions {
-			if p.Leader == id && len(p.ISR) > 1 {
-				n++
+			if p.Leader != id {
+				continue
+			}
+			for _, r := range p.ISR {
+				if b, ok := md.Broker(r); ok && r != id && !b.Fenced && !b.ShuttingDown {
+					n++
+					break
+				}
 			}
 		}
 	}

@@ -22,19 +22,21 @@ type liveness struct {
 
 	leading atomic.Bool
 
-	mu           sync.Mutex
-	sessions     *Sessions
-	incarnations map[int32]string
-	want         map[int32]uint64 // applied index that unfences a broker
-	gen          uint64           // leadership generation the sessions were reset for
+	mu       sync.Mutex
+	sessions *Sessions
+	want     map[int32]uint64 // applied index that unfences a broker
+	// heard: the brokers this controller heard from (registration or heartbeat) since it
+	// became active. Reset gives every broker a session it only assumes; a restarted broker
+	// (a lone node's, or one back within its session timeout after a controller failover) may
+	// register again under a new incarnation unless this controller heard its old one.
+	heard map[int32]bool
 }
 
 // livenessTick is how often the active controller looks for expired sessions (on Clock).
 const livenessTick = 250 * time.Millisecond
 
 func newLiveness(c *Controller) *liveness {
-	return &liveness{c: c, kick: make(chan struct{}, 1), sessions: NewSessions(c.cfg.SessionTimeout),
-		incarnations: map[int32]string{}, want: map[int32]uint64{}}
+	return &liveness{c: c, kick: make(chan struct{}, 1), sessions: NewSessions(c.Metadata), want: map[int32]uint64{}, heard: map[int32]bool{}}
 }
 
 // watchLeadership follows raft's leadership notifications (which raft sends blocking: this
@@ -62,7 +64,6 @@ func (c *Controller) watchLeadership(notify <-chan bool) {
 
 func (l *liveness) run() {
 	defer l.c.wg.Done()
-	var gen uint64
 	wasLeading := false
 	for {
 		select {
@@ -73,8 +74,7 @@ func (l *liveness) run() {
 		}
 		lead := l.leading.Load()
 		if lead && !wasLeading {
-			gen++
-			l.becameLeader(gen)
+			l.becameLeader()
 		}
 		wasLeading = lead
 		if lead {
@@ -84,27 +84,24 @@ func (l *liveness) run() {
 }
 
 // becameLeader resets the sessions and records a cluster id if the metadata has none.
-func (l *liveness) becameLeader(gen uint64) {
+func (l *liveness) becameLeader() {
 	c := l.c
 	now := c.cfg.Clock.Now()
 	md := c.Metadata()
 	l.mu.Lock()
-	var ids []int32
 	for _, b := range md.Brokers() {
-		ids = append(ids, b.ID)
-		l.want[b.ID] = c.raft.CommitIndex()
+		l.want[b.ID] = c.indexed.applied.Load()
 	}
-	l.sessions.Reset(ids, l.incarnations, now)
-	l.gen = gen
+	l.sessions.Reset(now, md)
+	l.heard = map[int32]bool{}
 	l.mu.Unlock()
-	if standinClusterID(c, md) == "" {
+	if md.ClusterID() == "" {
 		ctx, cancel := contextWithTimeout(c.stop, c.cfg.ApplyTimeout)
 		defer cancel()
-		id := newClusterID()
-		if err := standinInitCluster(c, ctx, id); err != nil {
+		if err := c.InitCluster(ctx, newClusterID()); err != nil {
 			c.log.Warn("cannot record the cluster id", "err", err)
 		} else {
-			c.log.Info("new cluster", "cluster.id", standinClusterID(c, c.Metadata()))
+			c.log.Info("new cluster", "cluster.id", c.Metadata().ClusterID())
 		}
 	}
 }
@@ -114,17 +111,13 @@ func (l *liveness) fenceExpired() {
 	c := l.c
 	now := c.cfg.Clock.Now()
 	l.mu.Lock()
-	expired := l.sessions.Expired(now)
-	for _, id := range expired {
-		l.sessions.Remove(id)
+	expired := l.sessions.Expired(now, c.cfg.SessionTimeout)
+	for _, ref := range expired {
+		l.sessions.Remove(ref.ID)
 	}
 	l.mu.Unlock()
-	for _, id := range expired {
-		md := c.Metadata()
-		if _, ok := md.Broker(id); !ok || standinFenced(c, md, id) {
-			continue
-		}
-		epoch := standinEpoch(c, md, id)
+	for _, ref := range expired {
+		id, epoch := ref.ID, ref.Epoch
 		ctx, cancel := contextWithTimeout(c.stop, c.cfg.ApplyTimeout)
 		err := c.FenceBroker(ctx, id, epoch)
 		cancel()
@@ -143,11 +136,12 @@ func (l *liveness) fenceExpired() {
 func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation string) (int64, uint64, error) {
 	c := l.c
 	l.mu.Lock()
-	if inc, ok := l.sessions.Live(info.ID, c.cfg.Clock.Now()); ok && inc != incarnation {
+	if inc, ok := l.sessions.Live(info.ID, c.cfg.Clock.Now(), c.cfg.SessionTimeout); ok && l.heard[info.ID] && inc != incarnation {
 		l.mu.Unlock()
-		return 0, 0, fmt.Errorf("%w: node id %d is registered by a live broker (incarnation %s)", ErrBrokerRegistered, info.ID, inc)
+		return 0, 0, fmt.Errorf("%w: node id %d is registered by a live broker (incarnation %s)", ErrDuplicateBroker, info.ID, inc)
 	}
 	l.mu.Unlock()
+	info.Incarnation = incarnation
 	epoch, err := c.RegisterBroker(ctx, info)
 	if err != nil {
 		return 0, 0, err
@@ -156,8 +150,8 @@ func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation st
 	// which the broker's own state machine reaches (the commit index may be raft's no-op).
 	want := c.indexed.applied.Load()
 	l.mu.Lock()
-	l.sessions.Heartbeat(info.ID, incarnation, c.cfg.Clock.Now())
-	l.incarnations[info.ID] = incarnation
+	l.sessions.Heartbeat(info.ID, epoch, c.cfg.Clock.Now())
+	l.heard[info.ID] = true
 	l.want[info.ID] = want
 	l.mu.Unlock()
 	c.log.Info("broker registered", "broker", info.ID, "epoch", epoch, "incarnation", incarnation, "host", info.Host, "port", info.Port)
@@ -169,18 +163,23 @@ func (l *liveness) register(ctx context.Context, info BrokerInfo, incarnation st
 func (l *liveness) heartbeat(ctx context.Context, id int32, incarnation string, epoch int64, applied uint64) (bool, error) {
 	c := l.c
 	md := c.Metadata()
-	if _, ok := md.Broker(id); !ok {
+	b, ok := md.Broker(id)
+	if !ok {
 		return true, fmt.Errorf("%w: broker %d is not registered", ErrStaleBrokerEpoch, id)
 	}
-	if cur := standinEpoch(c, md, id); cur != epoch {
-		return true, fmt.Errorf("%w: broker %d heartbeat at epoch %d, the current one is %d: register again", ErrStaleBrokerEpoch, id, epoch, cur)
+	if b.Epoch != epoch || b.Incarnation != incarnation {
+		return true, fmt.Errorf("%w: broker %d heartbeat at epoch %d, the current one is %d: register again", ErrStaleBrokerEpoch, id, epoch, b.Epoch)
 	}
 	l.mu.Lock()
-	l.sessions.Heartbeat(id, incarnation, c.cfg.Clock.Now())
-	l.incarnations[id] = incarnation
-	want := l.want[id]
+	l.sessions.Heartbeat(id, epoch, c.cfg.Clock.Now())
+	l.heard[id] = true
+	want, known := l.want[id]
+	if !known { // registered with an earlier active controller
+		want = c.indexed.applied.Load()
+		l.want[id] = want
+	}
 	l.mu.Unlock()
-	if !standinFenced(c, md, id) {
+	if !b.Fenced {
 		return false, nil
 	}
 	if applied < want {
@@ -194,41 +193,23 @@ func (l *liveness) heartbeat(ctx context.Context, id int32, incarnation string, 
 }
 
 // ClusterID is the cluster's id, "" until the first active controller has recorded it.
-func (c *Controller) ClusterID() string {
-	if id := standinClusterID(c, c.Metadata()); id != "" {
-		return id
-	}
-	if p := c.clusterID.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
+func (c *Controller) ClusterID() string { return c.Metadata().ClusterID() }
 
-// rememberClusterID keeps the id a status answer carried (the stand-in's cluster id lives on the
-// leader only; the fsm's is in the metadata).
-func (c *Controller) rememberClusterID(id string) {
-	c.clusterID.Store(&id)
-	_ = standinInitCluster(c, context.Background(), id)
-}
-
-// AwaitClusterID waits until the cluster id is known here, asking the active controller.
+// AwaitClusterID waits until the cluster id is in this node's metadata: the first active
+// controller records it when it finds none.
 func (c *Controller) AwaitClusterID(ctx context.Context) (string, error) {
+	ch, cancel := c.Subscribe()
+	defer cancel()
 	for {
 		if id := c.ClusterID(); id != "" {
 			return id, nil
 		}
-		if c.cfg.Voters != nil {
-			if resp, err := c.callLeader(ctx, &rpcRequest{Op: opStatus}, nil); err == nil && resp.ClusterID != "" {
-				c.rememberClusterID(resp.ClusterID)
-				continue
-			}
-		}
 		select {
+		case <-ch:
 		case <-ctx.Done():
 			return "", fmt.Errorf("cluster: the cluster id is not known yet: %w", ctx.Err())
 		case <-c.stop:
 			return "", ErrClosed
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -133,7 +133,7 @@ func TestDuplicateRegistrationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.Register(context.Background(), MemberConfig{Info: info, HeartbeatInterval: time.Second})
-	if !errors.Is(err, ErrBrokerRegistered) || !strings.Contains(err.Error(), "node id 7 is registered by a live broker (incarnation "+m.incarnation+")") {
+	if !errors.Is(err, ErrDuplicateBroker) || !strings.Contains(err.Error(), "node id 7 is registered by a live broker (incarnation "+m.incarnation+")") {
 		t.Fatalf("second registration of a live node id: %v", err)
 	}
 	m.Close()
@@ -145,7 +145,7 @@ func TestDuplicateRegistrationRefused(t *testing.T) {
 			m2.Close()
 			break
 		}
-		if !errors.Is(err, ErrBrokerRegistered) || time.Now().After(deadline) {
+		if !errors.Is(err, ErrDuplicateBroker) || time.Now().After(deadline) {
 			t.Fatalf("registration after the session expired: %v", err)
 		}
 		tc.clock.Advance(time.Second)
@@ -192,7 +192,7 @@ func TestRegisterAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.Fenced() {
-			t.Error("a caught-up lone broker is fenced after its first heartbeat")
+			t.Errorf("a caught-up lone broker is fenced after its first heartbeat (%v)", m.lastErr)
 		}
 		m.Close()
 		if err := c.Close(); err != nil {

@@ -123,7 +123,7 @@ func (c *Controller) readyQuorum() error {
 		}
 		target, err := c.leaderCommitIndex()
 		if err == nil {
-			if c.raft.AppliedIndex() >= target {
+			if c.appliedIndex() >= target {
 				return nil
 			}
 		} else {
@@ -132,7 +132,7 @@ func (c *Controller) readyQuorum() error {
 		now := time.Now()
 		if now.After(deadline) {
 			if lastErr == nil {
-				lastErr = fmt.Errorf("applied %d of %d", c.raft.AppliedIndex(), target)
+				lastErr = fmt.Errorf("applied %d of %d", c.appliedIndex(), target)
 			}
 			return fmt.Errorf("cluster: no controller quorum after %v (voters %s): %w (%w)", c.cfg.StartupTimeout, FormatVoters(c.cfg.Voters), lastErr, ErrNotLeader)
 		}
@@ -169,9 +169,6 @@ func (c *Controller) leaderCommitIndex() (uint64, error) {
 	resp, err := c.rpcc.call(ctx, string(addr), &rpcRequest{Op: opStatus})
 	if err != nil {
 		return 0, err
-	}
-	if resp.ClusterID != "" {
-		c.rememberClusterID(resp.ClusterID)
 	}
 	return resp.Index, nil
 }

@@ -193,7 +193,11 @@ func (tc *testCluster) follower(not ...int32) int32 {
 func registerAll(t testing.TB, c *Controller, ids []Voter) {
 	t.Helper()
 	for _, v := range ids {
-		if _, err := c.RegisterBroker(context.Background(), BrokerInfo{ID: v.ID, Host: "127.0.0.1", Port: int32(9092 + v.ID)}); err != nil {
+		epoch, err := c.RegisterBroker(context.Background(), BrokerInfo{ID: v.ID, Host: "127.0.0.1", Port: int32(9092 + v.ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnfenceBroker(context.Background(), v.ID, epoch); err != nil {
 			t.Fatal(err)
 		}
 	}

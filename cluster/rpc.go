@@ -153,7 +153,7 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 		}
 		res, idx, err := c.proposeLocal(ctx, cmd)
 		if err == nil {
-			resp.Index = idx
+			resp.Index, resp.Epoch = idx, res.BrokerEpoch
 			if res.Topic.Name != "" {
 				resp.Topic = &res.Topic
 			}

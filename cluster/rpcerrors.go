@@ -26,10 +26,14 @@ var rpcCodes = []struct {
 	{12, ErrStaleLeaderEpoch},
 	{13, ErrUnknownCommand},
 	{14, ErrClosed},
-	{15, ErrBrokerRegistered},
+	{15, ErrDuplicateBroker},
 	{16, ErrStaleBrokerEpoch},
 	{17, context.DeadlineExceeded},
 	{18, context.Canceled},
+	{19, ErrInvalidUpdateVersion},
+	{20, ErrUnknownBroker},
+	{21, ErrNotPartitionLeader},
+	{22, ErrInvalidClusterID},
 }
 
 const (

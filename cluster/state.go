@@ -12,14 +12,73 @@ import (
 // Kafka's metadata responses.
 const NoLeader int32 = -1
 
-// BrokerInfo is a registered broker: its id and how to reach it.
+// BrokerInfo is a registered broker: its id, how to reach it, and where it
+// is in its lifecycle (Kafka's KRaft broker registration).
+//
+// The lifecycle fields are all zero in snapshots and log entries written
+// before brokers had one, which reads as alive: a data directory of a single
+// broker from before keeps serving as it did.
 type BrokerInfo struct {
 	ID         int32  `json:"id"`
 	Host       string `json:"host"`
 	Port       int32  `json:"port"`                  // 0 when the broker listens on a unix socket only
 	UnixSocket string `json:"unix_socket,omitempty"` // path of the broker's unix socket listener, if any
 	Rack       string `json:"rack,omitempty"`
+	// Incarnation identifies one run of the broker process (Kafka's
+	// incarnation id, drawn by the broker at start). A registration with a
+	// new incarnation is a restarted broker.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Epoch is the broker epoch: the raft index of the registration, set by
+	// Apply. Every command the broker sends on its own behalf (heartbeat,
+	// AlterPartition, controlled shutdown) carries it, so one from a
+	// previous run of the broker is refused (STALE_BROKER_EPOCH).
+	Epoch int64 `json:"epoch,omitempty"`
+	// Fenced: the broker may not lead or join an ISR. A registration starts
+	// fenced; the active controller unfences it once it heartbeats, and
+	// fences it again when its session expires.
+	Fenced bool `json:"fenced,omitempty"`
+	// ShuttingDown: the broker asked for a controlled shutdown. It leads
+	// only partitions nobody else can lead, and is never elected or placed.
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
+
+// BrokerState is where a broker is in its lifecycle, as `sluice cluster
+// describe` prints it.
+type BrokerState uint8
+
+// The broker states. A fenced broker that also asked to shut down is fenced.
+const (
+	BrokerAlive BrokerState = iota
+	BrokerFenced
+	BrokerShuttingDown
+)
+
+func (s BrokerState) String() string {
+	switch s {
+	case BrokerAlive:
+		return "alive"
+	case BrokerFenced:
+		return "fenced"
+	case BrokerShuttingDown:
+		return "shutting down"
+	}
+	return fmt.Sprintf("BrokerState(%d)", uint8(s))
+}
+
+// State is the broker's lifecycle state.
+func (b BrokerInfo) State() BrokerState {
+	switch {
+	case b.Fenced:
+		return BrokerFenced
+	case b.ShuttingDown:
+		return BrokerShuttingDown
+	}
+	return BrokerAlive
+}
+
+// eligible reports whether the broker may be elected leader, join an ISR or
+// be placed: registered, unfenced and not shutting down.
+func (b BrokerInfo) eligible() bool { return b.State() == BrokerAlive }
 
 // TopicID is a topic's 16-byte UUID. It is drawn at random when the topic is
 // created, so a deleted and re-created topic is distinguishable on disk and on
@@ -77,6 +136,11 @@ type PartitionMeta struct {
 	// ISR is the in-sync replica set. Invariant: ISR ⊆ Replicas, and
 	// Leader ∈ ISR whenever Leader != NoLeader.
 	ISR []int32 `json:"isr"`
+	// PartitionEpoch increases by one on every change of the ISR or the
+	// leader (Kafka's partition epoch). An AlterPartition names the epoch it
+	// was computed from and is refused when the partition moved on since
+	// (INVALID_UPDATE_VERSION).
+	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
 }
 
 // TopicMeta is the controller's view of one topic.
@@ -127,8 +191,10 @@ type Metadata struct {
 	// metadata. Invariant: it only grows, including across restarts and
 	// snapshot restores (it is part of the snapshot).
 	version uint64
-	brokers map[int32]BrokerInfo
-	topics  map[string]*TopicMeta
+	// clusterID is set once, by the first initClusterCmd, and never changes.
+	clusterID string
+	brokers   map[int32]BrokerInfo
+	topics    map[string]*TopicMeta
 
 	// Derived indexes, rebuilt by reindex after every change.
 	brokerIDs []int32  // sorted
@@ -145,6 +211,9 @@ func emptyMetadata() *Metadata {
 // Version is the raft index of the last change; 0 before the first.
 func (m *Metadata) Version() uint64 { return m.version }
 
+// ClusterID is the cluster's id, or "" before the first controller set it.
+func (m *Metadata) ClusterID() string { return m.clusterID }
+
 // Broker returns a registered broker.
 func (m *Metadata) Broker(id int32) (BrokerInfo, bool) {
 	b, ok := m.brokers[id]
@@ -158,6 +227,24 @@ func (m *Metadata) Brokers() []BrokerInfo {
 		out[i] = m.brokers[id]
 	}
 	return out
+}
+
+// LiveBrokers returns the ids of the alive brokers (registered, unfenced,
+// not shutting down), sorted: the brokers that may be placed and elected.
+func (m *Metadata) LiveBrokers() []int32 {
+	var out []int32
+	for _, id := range m.brokerIDs {
+		if m.brokers[id].eligible() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// eligible reports whether broker id may be elected, join an ISR or be placed.
+func (m *Metadata) eligible(id int32) bool {
+	b, ok := m.brokers[id]
+	return ok && b.eligible()
 }
 
 // Topic returns the topic with that name.
@@ -194,9 +281,10 @@ func (m *Metadata) NumTopics() int { return len(m.topics) }
 // without touching m. Topic values stay shared; replace, never mutate, them.
 func (m *Metadata) clone() *Metadata {
 	n := &Metadata{
-		version: m.version,
-		brokers: make(map[int32]BrokerInfo, len(m.brokers)+1),
-		topics:  make(map[string]*TopicMeta, len(m.topics)+1),
+		version:   m.version,
+		clusterID: m.clusterID,
+		brokers:   make(map[int32]BrokerInfo, len(m.brokers)+1),
+		topics:    make(map[string]*TopicMeta, len(m.topics)+1),
 	}
 	for k, v := range m.brokers {
 		n.brokers[k] = v

@@ -41,7 +41,7 @@ type TopicConfig struct {
 	SegmentIndexBytes  int64         // segment.index.bytes
 	SegmentJitter      time.Duration // segment.jitter.ms
 	SegmentTime        time.Duration // segment.ms
-	UncleanLeaderElect bool          // unclean.leader.election.enable (stored, unused: no replication yet)
+	UncleanLeaderElect bool          // unclean.leader.election.enable: elect outside the ISR (ElectLeader)
 	WriteCaching       bool          // write.caching (Redpanda): false = fsync before acks=all answers
 }
 

@@ -63,8 +63,8 @@ type apiInfo struct {
 // a new version ships: ApiVersions then advertises it, and the request and
 // response types gain a Version field whose zero value is version 0.
 var apiTable = []apiInfo{
-	{Produce, "Produce", true, 0, 0},
-	{Fetch, "Fetch", true, 0, 0},
+	{Produce, "Produce", true, 0, 1},
+	{Fetch, "Fetch", true, 0, 1},
 	{ListOffsets, "ListOffsets", true, 0, 0},
 	{Metadata, "Metadata", true, 0, 1},
 	{OffsetCommit, "OffsetCommit", true, 0, 0},
@@ -92,8 +92,8 @@ var apiTable = []apiInfo{
 	{BrokerRegistration, "BrokerRegistration", false, 0, 0},
 	{BrokerHeartbeat, "BrokerHeartbeat", false, 0, 0},
 	{AttachMemory, "AttachMemory", true, 0, 0},
-	{ProduceShared, "ProduceShared", true, 0, 0},
-	{FetchShared, "FetchShared", true, 0, 0},
+	{ProduceShared, "ProduceShared", true, 0, 1},
+	{FetchShared, "FetchShared", true, 0, 1},
 }
 
 func lookupAPI(k APIKey) (apiInfo, bool) {
@@ -200,9 +200,9 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 	}
 	switch k {
 	case Produce:
-		return new(ProduceRequest), nil
+		return &ProduceRequest{Version: version}, nil
 	case Fetch:
-		return new(FetchRequest), nil
+		return &FetchRequest{Version: version}, nil
 	case ListOffsets:
 		return new(ListOffsetsRequest), nil
 	case Metadata:
@@ -226,9 +226,9 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 	case AttachMemory:
 		return new(AttachMemoryRequest), nil
 	case ProduceShared:
-		return new(ProduceSharedRequest), nil
+		return &ProduceSharedRequest{Version: version}, nil
 	case FetchShared:
-		return new(FetchSharedRequest), nil
+		return &FetchSharedRequest{FetchRequest: FetchRequest{Version: version}}, nil
 	}
 	return nil, ErrUnknownAPI // unreachable while apiTable and this switch agree; a test checks they do
 }
@@ -241,9 +241,9 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 	}
 	switch k {
 	case Produce:
-		return new(ProduceResponse), nil
+		return &ProduceResponse{Version: version}, nil
 	case Fetch:
-		return new(FetchResponse), nil
+		return &FetchResponse{Version: version}, nil
 	case ListOffsets:
 		return new(ListOffsetsResponse), nil
 	case Metadata:
@@ -267,9 +267,9 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 	case AttachMemory:
 		return new(AttachMemoryResponse), nil
 	case ProduceShared:
-		return new(ProduceSharedResponse), nil
+		return &ProduceSharedResponse{ProduceResponse{Version: version}}, nil
 	case FetchShared:
-		return new(FetchSharedResponse), nil
+		return &FetchSharedResponse{FetchResponse: FetchResponse{Version: version}}, nil
 	}
 	return nil, ErrUnknownAPI
 }

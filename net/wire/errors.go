@@ -115,6 +115,7 @@ const (
 	ErrProducerFenced               ErrorCode = 90
 	ErrResourceNotFound             ErrorCode = 91
 	ErrDuplicateResource            ErrorCode = 92
+	ErrInvalidUpdateVersion         ErrorCode = 95
 	ErrUnknownTopicID               ErrorCode = 100
 	ErrDuplicateBrokerRegistration  ErrorCode = 101
 	ErrBrokerIDNotRegistered        ErrorCode = 102
@@ -205,6 +206,7 @@ var errorTable = []errorInfo{
 	{ErrResourceNotFound, "RESOURCE_NOT_FOUND", false, "the request names a resource that does not exist"},
 	{ErrDuplicateResource, "DUPLICATE_RESOURCE", false, "the request names the same resource twice"},
 	{ErrUnknownTopicID, "UNKNOWN_TOPIC_ID", true, "this broker does not host a topic with this id"},
+	{ErrInvalidUpdateVersion, "INVALID_UPDATE_VERSION", false, "the partition epoch in the request is not current"},
 	{ErrDuplicateBrokerRegistration, "DUPLICATE_BROKER_REGISTRATION", false, "another live broker registered with this broker id"},
 	{ErrBrokerIDNotRegistered, "BROKER_ID_NOT_REGISTERED", false, "the broker id is not registered with the controller"},
 	{ErrInconsistentTopicID, "INCONSISTENT_TOPIC_ID", true, "the log's topic id differs from the request's"},

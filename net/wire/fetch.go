@@ -19,6 +19,10 @@ package wire
 // WITH A PARTIAL BATCH. The client must drop a trailing batch whose length
 // runs past the end of Records; that is not corruption.
 
+// Versions: v1 (KIP-951) adds to the response each partition's CurrentLeader, after its
+// log start offset (the records stay last), and NodeEndpoints after the topics: the brokers
+// the hints name. The request is the same in both (CurrentLeaderEpoch is in v0 already).
+
 // IsolationLevel says which records a Fetch or ListOffsets may see.
 type IsolationLevel int8
 
@@ -34,6 +38,10 @@ const ConsumerReplicaID int32 = -1
 
 // FetchRequest asks for records from some partitions.
 type FetchRequest struct {
+	// Version is the version to send (0 or 1); the response must be decoded in the same one.
+	// Not encoded in the body: it goes in the request header. A FetchShared request's is
+	// FetchShared's version.
+	Version        int16
 	ReplicaID      int32 // ConsumerReplicaID, or the follower's broker id
 	MaxWaitMs      int32
 	MinBytes       int32
@@ -64,6 +72,9 @@ const (
 
 // Key returns Fetch.
 func (*FetchRequest) Key() APIKey { return Fetch }
+
+// APIVersion implements Versioned.
+func (f *FetchRequest) APIVersion() int16 { return f.Version }
 
 // AppendTo appends the body's encoding.
 func (f *FetchRequest) AppendTo(dst []byte) []byte {
@@ -141,9 +152,15 @@ func (p *FetchRequestPartition) readFrom(r *reader) {
 // a server can write prefix, sendfile, prefix, sendfile, ... with the frame
 // size known up front.
 type FetchResponse struct {
+	// Version is the layout (0 or 1): the version of the request it answers. ReadFrom takes it
+	// as given (set it before decoding) and leaves it as it is.
+	Version    int16
 	ThrottleMs int32
 	ErrorCode  ErrorCode // a whole-request error; partition errors are per partition
 	Topics     []FetchResponseTopic
+	// NodeEndpoints (v1) are the brokers named by the partitions' CurrentLeader hints, each
+	// once. Empty in v0. Encoded after the last partition's records.
+	NodeEndpoints []MetadataBroker
 }
 
 // FetchResponseTopic is one topic's partitions.
@@ -159,7 +176,11 @@ type FetchResponsePartition struct {
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
-	Records          []byte // nil on error; aliases the frame when decoded; may end with a partial batch
+	// CurrentLeader (v1) is the partition's leader as the answering broker knows it, set with
+	// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH; NoLeaderHint
+	// otherwise. Not in v0.
+	CurrentLeader LeaderHint
+	Records       []byte // nil on error; aliases the frame when decoded; may end with a partial batch
 }
 
 const (
@@ -174,7 +195,14 @@ func (*FetchResponse) Key() APIKey { return Fetch }
 func (f *FetchResponse) AppendTo(dst []byte) []byte {
 	dst = appendInt32(dst, f.ThrottleMs)
 	dst = appendInt16(dst, int16(f.ErrorCode))
-	return appendArray(dst, f.Topics)
+	dst = appendArrayLen(dst, len(f.Topics))
+	for i := range f.Topics {
+		dst = f.Topics[i].appendVersion(dst, f.Version)
+	}
+	if f.Version >= 1 {
+		dst = appendNodeEndpoints(dst, f.NodeEndpoints)
+	}
+	return dst
 }
 
 // ReadFrom decodes b into f (see Message). Records alias b.
@@ -189,8 +217,9 @@ func (f *FetchResponse) readFrom(r *reader) {
 	f.ErrorCode = ErrorCode(r.int16())
 	f.Topics = readSlice(r, f.Topics, minFetchResponseTopic)
 	for i := range f.Topics {
-		f.Topics[i].readFrom(r)
+		f.Topics[i].readVersion(r, f.Version)
 	}
+	f.NodeEndpoints = readNodeEndpoints(r, f.NodeEndpoints, f.Version)
 }
 
 // NumPartitions returns the number of partitions in f, across topics: the
@@ -237,11 +266,14 @@ func (f *FetchResponse) AppendSegments(dst []byte, recordLens []int32, cuts []in
 		buf = appendString(buf, t.Topic)
 		buf = appendArrayLen(buf, len(t.Partitions))
 		for pi := range t.Partitions {
-			buf = t.Partitions[pi].appendPrefix(buf)
+			buf = t.Partitions[pi].appendPrefix(buf, f.Version)
 			buf = appendInt32(buf, recordLens[i])
 			cuts = append(cuts, len(buf))
 			i++
 		}
+	}
+	if f.Version >= 1 {
+		buf = appendNodeEndpoints(buf, f.NodeEndpoints)
 	}
 	return buf, cuts, nil
 }
@@ -290,38 +322,55 @@ func appendFetchFrame(dst []byte, correlationID int32, f *FetchResponse, recordL
 	return buf, cutsOut, nil
 }
 
-func (t *FetchResponseTopic) appendTo(dst []byte) []byte {
+func (t *FetchResponseTopic) appendTo(dst []byte) []byte { return t.appendVersion(dst, 0) }
+
+func (t *FetchResponseTopic) appendVersion(dst []byte, v int16) []byte {
 	dst = appendString(dst, t.Topic)
-	return appendArray(dst, t.Partitions)
+	dst = appendArrayLen(dst, len(t.Partitions))
+	for i := range t.Partitions {
+		dst = t.Partitions[i].appendVersion(dst, v)
+	}
+	return dst
 }
 
-func (t *FetchResponseTopic) readFrom(r *reader) {
+func (t *FetchResponseTopic) readVersion(r *reader, v int16) {
 	t.Topic = r.stringReuse(t.Topic)
 	t.Partitions = readSlice(r, t.Partitions, minFetchResponsePartition)
 	for i := range t.Partitions {
-		t.Partitions[i].readFrom(r)
+		t.Partitions[i].readVersion(r, v)
 	}
 }
 
-// appendPrefix appends every field of p before its records.
-func (p *FetchResponsePartition) appendPrefix(dst []byte) []byte {
+// appendPrefix appends every field of p before its records, in the layout of version v.
+func (p *FetchResponsePartition) appendPrefix(dst []byte, v int16) []byte {
 	dst = appendInt32(dst, p.Partition)
 	dst = appendInt16(dst, int16(p.ErrorCode))
 	dst = appendInt64(dst, p.HighWatermark)
 	dst = appendInt64(dst, p.LastStableOffset)
-	return appendInt64(dst, p.LogStartOffset)
+	dst = appendInt64(dst, p.LogStartOffset)
+	if v >= 1 {
+		dst = p.CurrentLeader.appendTo(dst)
+	}
+	return dst
 }
 
-func (p *FetchResponsePartition) appendTo(dst []byte) []byte {
-	dst = p.appendPrefix(dst)
+func (p *FetchResponsePartition) appendTo(dst []byte) []byte { return p.appendVersion(dst, 0) }
+
+func (p *FetchResponsePartition) appendVersion(dst []byte, v int16) []byte {
+	dst = p.appendPrefix(dst, v)
 	return appendBytes(dst, p.Records)
 }
 
-func (p *FetchResponsePartition) readFrom(r *reader) {
+func (p *FetchResponsePartition) readVersion(r *reader, v int16) {
 	p.Partition = r.int32()
 	p.ErrorCode = ErrorCode(r.int16())
 	p.HighWatermark = r.int64()
 	p.LastStableOffset = r.int64()
 	p.LogStartOffset = r.int64()
+	if v >= 1 {
+		p.CurrentLeader.readFrom(r)
+	} else {
+		p.CurrentLeader = NoLeaderHint
+	}
 	p.Records = r.bytes()
 }

@@ -41,7 +41,8 @@ func TestFetchSegmentsEqualAppendTo(t *testing.T) {
 	for _, f := range []*FetchResponse{
 		sampleFetchResponse(),
 		{ErrorCode: ErrUnknownServerError},
-		{Topics: []FetchResponseTopic{{Topic: "one", Partitions: []FetchResponsePartition{{Records: bytes.Repeat([]byte{7}, 1000)}}}}},
+		{Topics: []FetchResponseTopic{{Topic: "one", Partitions: []FetchResponsePartition{{CurrentLeader: NoLeaderHint, Records: bytes.Repeat([]byte{7}, 1000)}}}}},
+		sampleFetchResponseV1(),
 	} {
 		blobs, lens := recordsOf(f)
 		want := f.AppendTo(nil)
@@ -83,7 +84,7 @@ func TestFetchSegmentsEqualAppendTo(t *testing.T) {
 		}
 		var h ResponseHeader
 		body, _ := h.ReadFrom(full[4:])
-		var back FetchResponse
+		back := FetchResponse{Version: f.Version}
 		if err := back.ReadFrom(body); err != nil || !reflect.DeepEqual(&back, f) {
 			t.Fatalf("decode of spliced frame: %v\n got %+v\nwant %+v", err, &back, f)
 		}
@@ -110,7 +111,12 @@ func TestFetchSegmentsBadLens(t *testing.T) {
 // TestFetchSegmentsNoAlloc: with buffers reused, encoding the prefixes of a
 // response allocates nothing.
 func TestFetchSegmentsNoAlloc(t *testing.T) {
-	f := sampleFetchResponse()
+	for _, f := range []*FetchResponse{sampleFetchResponse(), sampleFetchResponseV1()} {
+		fetchSegmentsNoAlloc(t, f)
+	}
+}
+
+func fetchSegmentsNoAlloc(t *testing.T, f *FetchResponse) {
 	_, lens := recordsOf(f)
 	buf := make([]byte, 0, 4096)
 	cuts := make([]int, 0, 16)

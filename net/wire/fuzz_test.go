@@ -102,25 +102,31 @@ func FuzzRequest(f *testing.F) {
 }
 
 // FuzzResponse decodes a response body; the first two bytes pick the api
-// key, as the request a client sent would.
+// key and the third the version, as the request a client sent would.
 func FuzzResponse(f *testing.F) {
 	for _, s := range samples() {
 		if !isRequest(s.msg) {
 			k := s.msg.(Response).Key()
-			f.Add(append(binary.BigEndian.AppendUint16(nil, uint16(k)), s.msg.AppendTo(nil)...))
+			var v int16
+			if f := reflect.ValueOf(s.msg).Elem().FieldByName("Version"); f.IsValid() {
+				v = int16(f.Int())
+			}
+			seed := append(binary.BigEndian.AppendUint16(nil, uint16(k)), byte(v))
+			f.Add(append(seed, s.msg.AppendTo(nil)...))
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 2 {
+		if len(data) < 3 {
 			return
 		}
 		k := APIKey(binary.BigEndian.Uint16(data))
-		resp, err := NewResponse(k, 0)
-		if err != nil || resp.ReadFrom(data[2:]) != nil {
+		v := int16(data[2])
+		resp, err := NewResponse(k, v)
+		if err != nil || resp.ReadFrom(data[3:]) != nil {
 			return
 		}
 		enc := resp.AppendTo(nil)
-		resp2, _ := NewResponse(k, 0)
+		resp2, _ := NewResponse(k, v)
 		if err := resp2.ReadFrom(enc); err != nil {
 			t.Fatalf("%v: re-encoded response does not decode: %v", k, err)
 		}

@@ -16,6 +16,11 @@ package wire
 // buffer, so a decoded request is valid only while that buffer is, and the
 // broker appends straight from the frame (no copy of the records).
 
+// Versions: v1 (KIP-951) adds to the response each partition's CurrentLeader (what the
+// answering broker knows of the partition's leader, for a client told
+// NOT_LEADER_OR_FOLLOWER to reroute at once) and NodeEndpoints (how to reach the brokers the
+// hints name). The request is the same in both.
+
 // Acks values.
 const (
 	AcksNone   int16 = 0
@@ -25,6 +30,9 @@ const (
 
 // ProduceRequest appends records to partitions.
 type ProduceRequest struct {
+	// Version is the version to send (0 or 1); the response must be decoded in the same one.
+	// Not encoded in the body: it goes in the request header.
+	Version         int16
 	TransactionalID *string // nil unless transactional (not yet supported)
 	Acks            int16
 	TimeoutMs       int32
@@ -67,6 +75,9 @@ const (
 
 // Key returns Produce.
 func (*ProduceRequest) Key() APIKey { return Produce }
+
+// APIVersion implements Versioned.
+func (p *ProduceRequest) APIVersion() int16 { return p.Version }
 
 // AppendTo appends the body's encoding.
 func (p *ProduceRequest) AppendTo(dst []byte) []byte {
@@ -123,8 +134,14 @@ func (p *ProduceRequestPartition) readFrom(r *reader) {
 
 // ProduceResponse has one result per partition of the request.
 type ProduceResponse struct {
+	// Version is the layout (0 or 1): the version of the request it answers. ReadFrom takes it
+	// as given (set it before decoding) and leaves it as it is.
+	Version    int16
 	Topics     []ProduceResponseTopic
 	ThrottleMs int32
+	// NodeEndpoints (v1) are the brokers named by the partitions' CurrentLeader hints, each
+	// once. Empty in v0.
+	NodeEndpoints []MetadataBroker
 }
 
 // ProduceResponseTopic is one topic's results.
@@ -141,6 +158,52 @@ type ProduceResponsePartition struct {
 	LogAppendTimeMs int64   // broker time stamped on the batches if the topic uses LogAppendTime, else -1
 	LogStartOffset  int64   // the partition's log start offset after the append
 	ErrorMessage    *string // detail for a human (e.g. which CRC failed), nil if none
+	// CurrentLeader (v1) is the partition's leader as the answering broker knows it, set with
+	// NOT_LEADER_OR_FOLLOWER (and FENCED_LEADER_EPOCH); NoLeaderHint otherwise. Not in v0.
+	CurrentLeader LeaderHint
+}
+
+// LeaderHint is a partition's leader as a broker that is not its leader knows it (KIP-951's
+// CurrentLeader): a client that reads one with a newer epoch than its own may send there
+// without waiting for a metadata refresh. Broker id 0 is a real broker, so "no hint" is
+// NoLeaderHint (-1, -1), never the zero value; a broker building a response sets it.
+type LeaderHint struct {
+	LeaderID    int32 // broker id, -1 if unknown
+	LeaderEpoch int32 // -1 if unknown
+}
+
+// NoLeaderHint is the hint of a partition whose leader the broker does not know.
+var NoLeaderHint = LeaderHint{LeaderID: -1, LeaderEpoch: -1}
+
+// Known reports whether h names a leader.
+func (h LeaderHint) Known() bool { return h.LeaderID >= 0 && h.LeaderEpoch >= 0 }
+
+func (h LeaderHint) appendTo(dst []byte) []byte {
+	dst = appendInt32(dst, h.LeaderID)
+	return appendInt32(dst, h.LeaderEpoch)
+}
+
+func (h *LeaderHint) readFrom(r *reader) {
+	h.LeaderID = r.int32()
+	h.LeaderEpoch = r.int32()
+}
+
+// appendNodeEndpoints appends the v1 NodeEndpoints array.
+func appendNodeEndpoints(dst []byte, bs []MetadataBroker) []byte {
+	return appendArray(dst, bs)
+}
+
+// readNodeEndpoints reads the NodeEndpoints array of a v1 response into bs's storage; in v0 it
+// reads nothing and empties bs.
+func readNodeEndpoints(r *reader, bs []MetadataBroker, v int16) []MetadataBroker {
+	if v < 1 {
+		return bs[:0]
+	}
+	bs = readSlice(r, bs, minMetadataBroker)
+	for i := range bs {
+		bs[i].readFrom(r)
+	}
+	return bs
 }
 
 const (
@@ -153,31 +216,58 @@ func (*ProduceResponse) Key() APIKey { return Produce }
 
 // AppendTo appends the body's encoding.
 func (p *ProduceResponse) AppendTo(dst []byte) []byte {
-	dst = appendArray(dst, p.Topics)
-	return appendInt32(dst, p.ThrottleMs)
+	dst = appendArrayLen(dst, len(p.Topics))
+	for i := range p.Topics {
+		dst = p.Topics[i].appendVersion(dst, p.Version)
+	}
+	dst = appendInt32(dst, p.ThrottleMs)
+	if p.Version >= 1 {
+		dst = appendNodeEndpoints(dst, p.NodeEndpoints)
+	}
+	return dst
 }
 
-// ReadFrom decodes b into p (see Message).
+// ReadFrom decodes b into p (see Message), in the layout of p.Version.
 func (p *ProduceResponse) ReadFrom(b []byte) error {
 	r := reader{b: b}
-	p.Topics = readSlice(&r, p.Topics, minProduceResponseTopic)
-	for i := range p.Topics {
-		p.Topics[i].readFrom(&r)
-	}
-	p.ThrottleMs = r.int32()
+	p.readFrom(&r)
 	return r.done()
 }
 
-func (t *ProduceResponseTopic) appendTo(dst []byte) []byte {
-	dst = appendString(dst, t.Topic)
-	return appendArray(dst, t.Partitions)
+func (p *ProduceResponse) readFrom(r *reader) {
+	p.Topics = readSlice(r, p.Topics, minProduceResponseTopic)
+	for i := range p.Topics {
+		p.Topics[i].readVersion(r, p.Version)
+	}
+	p.ThrottleMs = r.int32()
+	p.NodeEndpoints = readNodeEndpoints(r, p.NodeEndpoints, p.Version)
 }
 
-func (t *ProduceResponseTopic) readFrom(r *reader) {
+func (t *ProduceResponseTopic) appendTo(dst []byte) []byte { return t.appendVersion(dst, 0) }
+
+func (t *ProduceResponseTopic) appendVersion(dst []byte, v int16) []byte {
+	dst = appendString(dst, t.Topic)
+	dst = appendArrayLen(dst, len(t.Partitions))
+	for i := range t.Partitions {
+		dst = t.Partitions[i].appendTo(dst)
+		if v >= 1 {
+			dst = t.Partitions[i].CurrentLeader.appendTo(dst)
+		}
+	}
+	return dst
+}
+
+func (t *ProduceResponseTopic) readVersion(r *reader, v int16) {
 	t.Topic = r.stringReuse(t.Topic)
 	t.Partitions = readSlice(r, t.Partitions, minProduceResponsePartition)
 	for i := range t.Partitions {
-		t.Partitions[i].readFrom(r)
+		p := &t.Partitions[i]
+		p.readFrom(r)
+		if v >= 1 {
+			p.CurrentLeader.readFrom(r)
+		} else {
+			p.CurrentLeader = NoLeaderHint
+		}
 	}
 }
 

@@ -40,6 +40,7 @@ func TestReadFromReuse(t *testing.T) {
 		// Twice round, so every sample follows every other shape.
 		for range 2 {
 			for _, s := range ss {
+				setVersion(reused, s.msg)
 				if err := reused.ReadFrom(s.msg.AppendTo(nil)); err != nil {
 					t.Fatalf("%s: %v", s.name, err)
 				}
@@ -72,8 +73,8 @@ func TestNullVsEmpty(t *testing.T) {
 		{"nullable string", &ProduceRequest{TransactionalID: nil}, &ProduceRequest{TransactionalID: sp("")}},
 		{"nullable array", &MetadataRequest{Topics: nil}, &MetadataRequest{Topics: []string{}}},
 		{"nullable struct array", &OffsetFetchRequest{Topics: nil}, &OffsetFetchRequest{Topics: []OffsetFetchRequestTopic{}}},
-		{"bytes", &FetchResponse{Topics: []FetchResponseTopic{{Partitions: []FetchResponsePartition{{Records: nil}}}}},
-			&FetchResponse{Topics: []FetchResponseTopic{{Partitions: []FetchResponsePartition{{Records: []byte{}}}}}}},
+		{"bytes", &FetchResponse{Topics: []FetchResponseTopic{{Partitions: []FetchResponsePartition{{CurrentLeader: NoLeaderHint, Records: nil}}}}},
+			&FetchResponse{Topics: []FetchResponseTopic{{Partitions: []FetchResponsePartition{{CurrentLeader: NoLeaderHint, Records: []byte{}}}}}}},
 	}
 	for _, c := range cases {
 		n, e := c.null.AppendTo(nil), c.empty.AppendTo(nil)

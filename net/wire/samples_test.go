@@ -14,7 +14,18 @@ func sp(s string) *string { return &s }
 
 // fresh returns a new zero value of m's type.
 func fresh(m Message) Message {
-	return reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+	v := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+	setVersion(v, m)
+	return v
+}
+
+// setVersion gives dst the Version of like, if its type has one: a versioned message decodes
+// in the layout it says (as a client sets Version before decoding the response to the request
+// it sent in that version).
+func setVersion(dst, like Message) {
+	if f := reflect.ValueOf(like).Elem().FieldByName("Version"); f.IsValid() {
+		reflect.ValueOf(dst).Elem().FieldByName("Version").Set(f)
+	}
 }
 
 func samples() []sample {
@@ -108,9 +119,18 @@ func samples() []sample {
 		{"ProduceRequest/emptyTxID", &ProduceRequest{TransactionalID: sp(""), Acks: AcksNone}},
 		{"ProduceResponse", &ProduceResponse{ThrottleMs: 5, Topics: []ProduceResponseTopic{
 			{Topic: "orders", Partitions: []ProduceResponsePartition{
-				{Partition: 0, BaseOffset: 100, LogAppendTimeMs: -1, LogStartOffset: 0},
-				{Partition: 1, ErrorCode: ErrCorruptMessage, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, ErrorMessage: sp("crc mismatch in batch 0")},
+				{Partition: 0, BaseOffset: 100, LogAppendTimeMs: -1, LogStartOffset: 0, CurrentLeader: NoLeaderHint},
+				{Partition: 1, ErrorCode: ErrCorruptMessage, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, ErrorMessage: sp("crc mismatch in batch 0"), CurrentLeader: NoLeaderHint},
 			}},
+		}}},
+		{"ProduceResponse/v1", &ProduceResponse{Version: 1, ThrottleMs: 5, Topics: []ProduceResponseTopic{
+			{Topic: "orders", Partitions: []ProduceResponsePartition{
+				{Partition: 0, BaseOffset: 100, LogAppendTimeMs: -1, LogStartOffset: 0, CurrentLeader: NoLeaderHint},
+				{Partition: 1, ErrorCode: ErrNotLeaderOrFollower, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, CurrentLeader: LeaderHint{LeaderID: 2, LeaderEpoch: 7}},
+			}},
+		}, NodeEndpoints: []MetadataBroker{{NodeID: 2, Host: "127.0.0.1", Port: 9192, UnixPath: "/run/b2.sock"}}}},
+		{"ProduceResponse/v1noEndpoints", &ProduceResponse{Version: 1, Topics: []ProduceResponseTopic{
+			{Topic: "t", Partitions: []ProduceResponsePartition{{Partition: 0, ErrorCode: ErrNotLeaderOrFollower, CurrentLeader: NoLeaderHint}}},
 		}}},
 
 		{"AttachMemoryRequest", &AttachMemoryRequest{Bytes: 8 << 20}},
@@ -123,7 +143,7 @@ func samples() []sample {
 		}}},
 		{"ProduceSharedRequest/empty", &ProduceSharedRequest{}},
 		{"ProduceSharedResponse", &ProduceSharedResponse{ProduceResponse{ThrottleMs: 1, Topics: []ProduceResponseTopic{
-			{Topic: "logs", Partitions: []ProduceResponsePartition{{Partition: 2, BaseOffset: 7, LogAppendTimeMs: -1, LogStartOffset: 0}}},
+			{Topic: "logs", Partitions: []ProduceResponsePartition{{Partition: 2, BaseOffset: 7, LogAppendTimeMs: -1, LogStartOffset: 0, CurrentLeader: NoLeaderHint}}},
 		}}}},
 
 		{"FetchRequest", &FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20, IsolationLevel: ReadCommitted,
@@ -134,12 +154,16 @@ func samples() []sample {
 		{"FetchRequest/follower", &FetchRequest{ReplicaID: 2, Topics: []FetchRequestTopic{{Topic: "t"}}}},
 		{"FetchResponse", sampleFetchResponse()},
 		{"FetchResponse/error", &FetchResponse{ErrorCode: ErrUnknownServerError}},
+		{"FetchResponse/v1", sampleFetchResponseV1()},
 		{"FetchSharedRequest", &FetchSharedRequest{FetchRequest: FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20,
 			Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
 				{Partition: 0, CurrentLeaderEpoch: -1, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
 			}}}}, SpanMaxBytes: 256 << 20}},
 		{"FetchSharedResponse", &FetchSharedResponse{FetchResponse: *sampleFetchResponse(), Spans: []FileSpan{
 			{Index: 1, Path: "/var/lib/sluice/orders-0/00000000000000000000.log", Dev: 2049, Ino: 1 << 40, Pos: 4096, Len: 1 << 20},
+		}}},
+		{"FetchSharedResponse/v1", &FetchSharedResponse{FetchResponse: *sampleFetchResponseV1(), Spans: []FileSpan{
+			{Index: 0, Path: "/data/orders-0/00000000000000000000.log", Dev: 2049, Ino: 7, Pos: 0, Len: 4096},
 		}}},
 		{"FetchSharedResponse/noSpans", &FetchSharedResponse{FetchResponse: FetchResponse{ErrorCode: ErrInvalidRequest}}},
 
@@ -194,13 +218,23 @@ func samples() []sample {
 func sampleFetchResponse() *FetchResponse {
 	return &FetchResponse{ThrottleMs: 9, Topics: []FetchResponseTopic{
 		{Topic: "orders", Partitions: []FetchResponsePartition{
-			{Partition: 0, HighWatermark: 100, LastStableOffset: 100, LogStartOffset: 0, Records: []byte("records of partition zero")},
-			{Partition: 1, ErrorCode: ErrOffsetOutOfRange, HighWatermark: 50, LastStableOffset: 50, LogStartOffset: 10, Records: nil},
-			{Partition: 2, HighWatermark: 7, LastStableOffset: 7, LogStartOffset: 7, Records: []byte{}},
+			{Partition: 0, HighWatermark: 100, LastStableOffset: 100, LogStartOffset: 0, CurrentLeader: NoLeaderHint, Records: []byte("records of partition zero")},
+			{Partition: 1, ErrorCode: ErrOffsetOutOfRange, HighWatermark: 50, LastStableOffset: 50, LogStartOffset: 10, CurrentLeader: NoLeaderHint, Records: nil},
+			{Partition: 2, HighWatermark: 7, LastStableOffset: 7, LogStartOffset: 7, CurrentLeader: NoLeaderHint, Records: []byte{}},
 		}},
 		{Topic: "clicks", Partitions: []FetchResponsePartition{
-			{Partition: 3, HighWatermark: 1, LastStableOffset: 1, Records: []byte{0xde, 0xad}},
+			{Partition: 3, HighWatermark: 1, LastStableOffset: 1, CurrentLeader: NoLeaderHint, Records: []byte{0xde, 0xad}},
 		}},
 		{Topic: "empty"},
 	}}
+}
+
+// sampleFetchResponseV1 is sampleFetchResponse in v1, with a leader hint on one partition.
+func sampleFetchResponseV1() *FetchResponse {
+	f := sampleFetchResponse()
+	f.Version = 1
+	p := &f.Topics[0].Partitions[1]
+	p.ErrorCode, p.CurrentLeader = ErrNotLeaderOrFollower, LeaderHint{LeaderID: 0, LeaderEpoch: 4}
+	f.NodeEndpoints = []MetadataBroker{{NodeID: 0, Host: "127.0.0.1", Port: 9092}}
+	return f
 }

@@ -86,7 +86,10 @@ func (a *AttachMemoryResponse) ReadFrom(b []byte) error {
 // part's Inline bytes followed by bytes [Offset, Offset+Length) of the
 // attached region, part after part.
 type ProduceSharedRequest struct {
-	Parts []SharedPart
+	// Version is the version to send (0 or 1, as Produce's: v1 answers carry leader hints);
+	// not encoded in the body.
+	Version int16
+	Parts   []SharedPart
 }
 
 // SharedPart is one part of a ProduceSharedRequest. Length 0 is no span.
@@ -110,6 +113,9 @@ const minSharedPart = sizeBytes + sizeInt64 + sizeInt32 + sizeInt64 + sizeInt64
 
 // Key returns ProduceShared.
 func (*ProduceSharedRequest) Key() APIKey { return ProduceShared }
+
+// APIVersion implements Versioned.
+func (p *ProduceSharedRequest) APIVersion() int16 { return p.Version }
 
 // AppendTo appends the body's encoding.
 func (p *ProduceSharedRequest) AppendTo(dst []byte) []byte { return appendArray(dst, p.Parts) }

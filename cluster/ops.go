@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+)
+
+// The Controller methods that propose the broker lifecycle, AlterPartition
+// and cluster id commands. Each goes through propose (controller.go): a dry
+// run filters out what would be refused or change nothing, then the command
+// is committed and its Apply result returned.
+
+// NewIncarnation draws a broker incarnation id: a random 16-byte id in
+// Kafka's URL-safe base64 form. A broker draws one per process start.
+func NewIncarnation() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// RegisterBroker records a broker and its endpoints and returns its new
+// broker epoch. The broker starts fenced: it leads nothing until
+// UnfenceBroker. An empty Incarnation is drawn here.
+func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (epoch int64, err error) {
+	if b.Incarnation == "" {
+		b.Incarnation = NewIncarnation()
+	}
+	res, err := c.propose(ctx, &registerBrokerCmd{Broker: b})
+	return res.BrokerEpoch, err
+}
+
+// FenceBroker fences broker id at epoch (its session expired): the
+// partitions it led get new leaders, or none. ErrStaleBrokerEpoch when the
+// broker registered again since.
+func (c *Controller) FenceBroker(ctx context.Context, id int32, epoch int64) error {
+	_, err := c.propose(ctx, &fenceBrokerCmd{brokerEpochCmd{ID: id, Epoch: epoch}})
+	return err
+}
+
+// UnfenceBroker makes broker id at epoch alive again (its first heartbeat
+// after registering, or one after a fence): leaderless partitions whose ISR
+// holds it get it as leader.
+func (c *Controller) UnfenceBroker(ctx context.Context, id int32, epoch int64) error {
+	_, err := c.propose(ctx, &unfenceBrokerCmd{brokerEpochCmd{ID: id, Epoch: epoch}})
+	return err
+}
+
+// ControlledShutdown marks broker id at epoch as shutting down and moves its
+// leaderships to other alive ISR members. Call it again until
+// Metadata().PartitionsLedBy(id) is 0 (or a deadline passes): a partition
+// with no other alive ISR member stays with the broker meanwhile.
+func (c *Controller) ControlledShutdown(ctx context.Context, id int32, epoch int64) error {
+	_, err := c.propose(ctx, &controlledShutdownCmd{brokerEpochCmd{ID: id, Epoch: epoch}})
+	return err
+}
+
+// AlterPartition proposes a new ISR for a partition on behalf of its leader
+// and returns the partition as committed (unchanged when the ISR was
+// already the proposed one).
+func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (PartitionMeta, error) {
+	res, err := c.propose(ctx, &alterPartitionCmd{AlterPartitionRequest: req})
+	return res.Partition, err
+}
+
+// InitCluster sets the cluster id if none is set yet; otherwise it changes
+// nothing and returns nil. Read the id that won with Metadata().ClusterID().
+func (c *Controller) InitCluster(ctx context.Context, id string) error {
+	_, err := c.propose(ctx, &initClusterCmd{ClusterID: id})
+	return err
+}
+
+// CreateTopic creates a topic and returns it as committed. The topic id and
+// the placement seed are drawn here, once, so that a retry of the same
+// command (same id) after a controller failover returns the topic created.
+func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicMeta, error) {
+	res, err := c.propose(ctx, &createTopicCmd{TopicSpec: spec, ID: NewTopicID(), Placement: DrawPlacementSeed()})
+	return res.Topic, err
+}
+
+// SetPartitionLeader moves a partition's leadership and bumps its leader
+// and partition epochs; it returns the partition as committed.
+func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (PartitionMeta, error) {
+	res, err := c.propose(ctx, &setPartitionLeaderCmd{LeaderChange: ch, PartitionEpochs: true})
+	return res.Partition, err
+}

@@ -1,0 +1,343 @@
+package cluster
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Scenario scripts (testdata/scenarios/*.txt) drive the state machine step
+// by step and compare what each step prints with what the script expects,
+// as cockroachdb's datadriven does (not in the module proxy here). A script
+// is a sequence of blocks, each one command line, a line "----", and the
+// expected output up to a blank line; lines starting with '#' between
+// blocks are comments. `go test -run TestScenarios ./cluster/ -rewrite`
+// writes the actual output back into the scripts, to be reviewed in the diff.
+//
+// Commands (ids are broker ids; every command applies at the next raft index):
+//
+//	register ID...                         new registrations (fenced), a fresh incarnation each
+//	unfence ID... | fence ID... | shutdown ID...   at the broker's current epoch,
+//	                                       or at epoch=N for one broker
+//	create T partitions=N rf=N start=N shift=N [unclean] [retry]
+//	create T assignment=0:1,1:0 [unclean]  partitions separated by ',', replicas by ':'
+//	alter-partition T P leader=ID isr=1,2 [epoch=N] [partition-epoch=N] [broker-epoch=N]
+//	set-leader T P leader=ID [unclean]     at the current leader epoch
+//	init-cluster ID
+//	describe [T]                           Kafka's describe lines, with the epochs
+//	brokers                                every broker and its state
+var rewrite = flag.Bool("rewrite", false, "rewrite testdata/scenarios with the actual output")
+
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runScenario(t, file) })
+	}
+}
+
+type scenarioBlock struct {
+	comments []string
+	cmd      string
+	want     []string
+}
+
+func parseScenario(t *testing.T, text string) []scenarioBlock {
+	var blocks []scenarioBlock
+	var comments []string
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case strings.TrimSpace(l) == "":
+			continue
+		case strings.HasPrefix(l, "#"):
+			comments = append(comments, l)
+			continue
+		}
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("line %d: %q is not followed by ----", i+1, l)
+		}
+		b := scenarioBlock{comments: comments, cmd: l}
+		comments = nil
+		for i += 2; i < len(lines) && lines[i] != ""; i++ {
+			b.want = append(b.want, lines[i])
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
+func runScenario(t *testing.T, file string) {
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := parseScenario(t, string(text))
+	s := &scenario{t: t, md: emptyMetadata(), incarnations: map[int32]int{}}
+	var out strings.Builder
+	for i, b := range blocks {
+		got := s.run(b.cmd)
+		if !*rewrite && !slices.Equal(got, b.want) {
+			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", file, b.cmd, strings.Join(got, "\n"), strings.Join(b.want, "\n"))
+		}
+		if i > 0 {
+			out.WriteString("\n")
+		}
+		for _, c := range b.comments {
+			out.WriteString(c + "\n")
+		}
+		out.WriteString(b.cmd + "\n----\n")
+		for _, l := range got {
+			out.WriteString(l + "\n")
+		}
+	}
+	if *rewrite {
+		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scenario is the state a script drives.
+type scenario struct {
+	t            *testing.T
+	md           *Metadata
+	index        uint64
+	incarnations map[int32]int
+	topicIDs     byte
+}
+
+// apply runs c at the next index through the log encoding, as raft would,
+// and checks what Apply promises whatever the command.
+func (s *scenario) apply(c command) applyResult {
+	b, err := encodeCommand(c)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	dc, err := decodeCommand(b)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.index++
+	next, res := dc.apply(s.md, s.index)
+	if res.Err != nil && next != s.md {
+		s.t.Fatalf("rejected %T changed the state", c)
+	}
+	if next != s.md {
+		checkAppliedState(s.t, next)
+	}
+	s.md = next
+	return res
+}
+
+// outcome prints a command's elections, then "ok" or its error.
+func outcome(res applyResult) []string {
+	var out []string
+	for _, e := range res.Elections {
+		out = append(out, formatElection(e))
+	}
+	if res.Err != nil {
+		return append(out, "error: "+res.Err.Error())
+	}
+	return out
+}
+
+func formatElection(e Election) string {
+	kind := "elected"
+	if e.Unclean {
+		kind = "unclean election"
+	}
+	return fmt.Sprintf("%s %s-%d: %s -> %s (leader epoch %d, partition epoch %d)",
+		kind, e.Topic, e.Partition, leaderString(e.From), leaderString(e.To), e.LeaderEpoch, e.PartitionEpoch)
+}
+
+func leaderString(id int32) string {
+	if id == NoLeader {
+		return "none"
+	}
+	return strconv.Itoa(int(id))
+}
+
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
+}
+
+// describe prints Kafka's kafka-topics --describe line per partition, with
+// the two epochs after it.
+func describeTopic(t TopicMeta) []string {
+	var out []string
+	for _, p := range t.Partitions {
+		out = append(out, fmt.Sprintf("Topic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s\tLeaderEpoch: %d\tPartitionEpoch: %d",
+			t.Name, p.Partition, leaderString(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.PartitionEpoch))
+	}
+	return out
+}
+
+func describeBroker(b BrokerInfo) string {
+	return fmt.Sprintf("Broker: %d\tState: %s\tEpoch: %d", b.ID, b.State(), b.Epoch)
+}
+
+func (s *scenario) run(line string) []string {
+	f := strings.Fields(line)
+	args, opts := scenarioArgs(f[1:])
+	switch f[0] {
+	case "register":
+		var out []string
+		for _, a := range args {
+			id := s.int32(a)
+			s.incarnations[id]++
+			res := s.apply(&registerBrokerCmd{Broker: BrokerInfo{ID: id, Host: "h" + a, Port: 9092 + id,
+				Incarnation: fmt.Sprintf("inc-%d-%d", id, s.incarnations[id])}})
+			out = append(out, outcome(res)...)
+			if b, ok := s.md.Broker(id); ok && res.Err == nil {
+				out = append(out, describeBroker(b))
+			}
+		}
+		return out
+	case "fence", "unfence", "shutdown":
+		var out []string
+		for _, a := range args {
+			id := s.int32(a)
+			b, _ := s.md.Broker(id)
+			ref := brokerEpochCmd{ID: id, Epoch: b.Epoch}
+			if e, ok := opts["epoch"]; ok {
+				ref.Epoch = int64(s.int32(e))
+			}
+			var c command
+			switch f[0] {
+			case "fence":
+				c = &fenceBrokerCmd{ref}
+			case "unfence":
+				c = &unfenceBrokerCmd{ref}
+			default:
+				c = &controlledShutdownCmd{ref}
+			}
+			res := s.apply(c)
+			out = append(out, outcome(res)...)
+			if res.Err == nil {
+				b, _ = s.md.Broker(id)
+				out = append(out, describeBroker(b))
+			}
+		}
+		return out
+	case "create":
+		c := &createTopicCmd{TopicSpec: TopicSpec{Name: args[0]}}
+		if old, ok := s.md.Topic(args[0]); ok && has(opts, "retry") {
+			c.ID = old.ID
+		} else {
+			s.topicIDs++
+			c.ID = idOf(s.topicIDs)
+		}
+		if a, ok := opts["assignment"]; ok {
+			for _, part := range strings.Split(a, ",") {
+				var replicas []int32
+				for _, r := range strings.Split(part, ":") {
+					replicas = append(replicas, s.int32(r))
+				}
+				c.Assignment = append(c.Assignment, replicas)
+			}
+		} else {
+			c.NumPartitions = s.int32(opts["partitions"])
+			c.ReplicationFactor = int16(s.int32(opts["rf"]))
+			c.Placement = &PlacementSeed{Start: s.int32(opts["start"]), Shift: s.int32(opts["shift"])}
+		}
+		if has(opts, "unclean") {
+			c.Configs = map[string]string{"unclean.leader.election.enable": "true"}
+		}
+		res := s.apply(c)
+		if res.Err != nil {
+			return outcome(res)
+		}
+		return describeTopic(res.Topic)
+	case "alter-partition":
+		tp, _ := s.md.Topic(args[0])
+		p, _ := tp.Partition(s.int32(args[1]))
+		req := AlterPartitionRequest{Topic: args[0], Partition: s.int32(args[1]), BrokerID: s.int32(opts["leader"]),
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch}
+		b, _ := s.md.Broker(req.BrokerID)
+		req.BrokerEpoch = b.Epoch
+		for _, r := range strings.Split(opts["isr"], ",") {
+			req.ISR = append(req.ISR, s.int32(r))
+		}
+		if e, ok := opts["epoch"]; ok {
+			req.LeaderEpoch = s.int32(e)
+		}
+		if e, ok := opts["partition-epoch"]; ok {
+			req.PartitionEpoch = s.int32(e)
+		}
+		if e, ok := opts["broker-epoch"]; ok {
+			req.BrokerEpoch = int64(s.int32(e))
+		}
+		res := s.apply(&alterPartitionCmd{req})
+		if res.Err != nil {
+			return outcome(res)
+		}
+		tp, _ = s.md.Topic(args[0])
+		return describeTopic(TopicMeta{Name: tp.Name, Partitions: tp.Partitions[req.Partition : req.Partition+1]})
+	case "set-leader":
+		tp, _ := s.md.Topic(args[0])
+		p, _ := tp.Partition(s.int32(args[1]))
+		res := s.apply(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: args[0], Partition: p.Partition,
+			Leader: s.int32(opts["leader"]), LeaderEpoch: p.LeaderEpoch, Unclean: has(opts, "unclean")}, PartitionEpochs: true})
+		return outcome(res)
+	case "init-cluster":
+		res := s.apply(&initClusterCmd{ClusterID: args[0]})
+		return append(outcome(res), "ClusterId: "+s.md.ClusterID())
+	case "describe":
+		var out []string
+		for _, tp := range s.md.Topics() {
+			if len(args) == 0 || tp.Name == args[0] {
+				out = append(out, describeTopic(tp)...)
+			}
+		}
+		return out
+	case "brokers":
+		var out []string
+		for _, b := range s.md.Brokers() {
+			out = append(out, describeBroker(b))
+		}
+		return out
+	}
+	s.t.Fatalf("unknown scenario command %q", line)
+	return nil
+}
+
+// scenarioArgs splits fields into positional arguments and key=value (or
+// bare flag) options; a bare word after the first positional ones that
+// names a flag (unclean, retry) is an option.
+func scenarioArgs(fields []string) (args []string, opts map[string]string) {
+	opts = map[string]string{}
+	for _, f := range fields {
+		switch k, v, ok := strings.Cut(f, "="); {
+		case ok:
+			opts[k] = v
+		case f == "unclean" || f == "retry":
+			opts[f] = ""
+		default:
+			args = append(args, f)
+		}
+	}
+	return args, opts
+}
+
+func has(opts map[string]string, k string) bool { _, ok := opts[k]; return ok }
+
+func (s *scenario) int32(v string) int32 {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		s.t.Fatalf("scenario: %q is not a number", v)
+	}
+	return int32(n)
+}
