@@ -70,7 +70,7 @@ no members yet: a group is its committed offsets.`,
 			})
 		},
 	}
-	describe.Flags().StringVar(&describeTopic, "topic", "", "only this topic's partitions")
+	describe.Flags().StringVarP(&describeTopic, "topic", "t", "", "only this topic's partitions")
 
 	var (
 		resetTopic      string
@@ -216,7 +216,7 @@ consumer of the group would commit its own position over the reset.`,
 			})
 		},
 	}
-	reset.Flags().StringVar(&resetTopic, "topic", "", "the topic whose offsets move (required)")
+	reset.Flags().StringVarP(&resetTopic, "topic", "t", "", "the topic whose offsets move (required)")
 	reset.Flags().IntSliceVar(&resetPartitions, "partition", nil, "only these partitions, `N[,N...]` (repeatable); default all")
 	reset.Flags().BoolVar(&toEarliest, "to-earliest", false, "to the log's start")
 	reset.Flags().BoolVar(&toLatest, "to-latest", false, "to the log's end (only records produced from then on)")
@@ -243,7 +243,7 @@ consumer of the group would commit its own position over the reset.`,
 		},
 	}
 
-	cmd.AddCommand(list, describe, reset)
+	cmd.AddCommand(list, describe, reset, groupDeleteCmd(cmd, env))
 	return cmd
 }
 
