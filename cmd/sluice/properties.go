@@ -265,7 +265,10 @@ var producerProperties = append(commonProperties(func(c *client.ProducerConfig) 
 		c.MaxInFlight, err = parseCount(v, 1)
 		return err
 	}},
-	{"max.request.size", func(c *client.ProducerConfig, v string) (err error) { c.MaxRequestSize, err = parseCount(v, 1); return err }},
+	{"max.request.size", func(c *client.ProducerConfig, v string) (err error) {
+		c.MaxRequestSize, err = parseCount(v, 1)
+		return err
+	}},
 	{"enable.idempotence", func(_ *client.ProducerConfig, v string) error {
 		on, err := parseBool(v)
 		if err == nil && on {
@@ -280,14 +283,26 @@ var producerProperties = append(commonProperties(func(c *client.ProducerConfig) 
 // consumerProperties are the consumer properties --consumer-property takes.
 var consumerProperties = append(commonProperties(func(c *client.ConsumerConfig) *client.Config { return &c.Config }), properties[client.ConsumerConfig]{
 	{"group.id", func(c *client.ConsumerConfig, v string) error { c.GroupID = v; return nil }},
-	{"fetch.min.bytes", func(c *client.ConsumerConfig, v string) (err error) { c.FetchMinBytes, err = parseCount(v, 1); return err }},
-	{"fetch.max.wait.ms", func(c *client.ConsumerConfig, v string) (err error) { c.FetchMaxWait, err = parsePositiveMs(v); return err }},
-	{"fetch.max.bytes", func(c *client.ConsumerConfig, v string) (err error) { c.FetchMaxBytes, err = parseCount(v, 1); return err }},
+	{"fetch.min.bytes", func(c *client.ConsumerConfig, v string) (err error) {
+		c.FetchMinBytes, err = parseCount(v, 1)
+		return err
+	}},
+	{"fetch.max.wait.ms", func(c *client.ConsumerConfig, v string) (err error) {
+		c.FetchMaxWait, err = parsePositiveMs(v)
+		return err
+	}},
+	{"fetch.max.bytes", func(c *client.ConsumerConfig, v string) (err error) {
+		c.FetchMaxBytes, err = parseCount(v, 1)
+		return err
+	}},
 	{"max.partition.fetch.bytes", func(c *client.ConsumerConfig, v string) (err error) {
 		c.MaxPartitionFetchBytes, err = parseCount(v, 1)
 		return err
 	}},
-	{"max.poll.records", func(c *client.ConsumerConfig, v string) (err error) { c.MaxPollRecords, err = parseCount(v, 1); return err }},
+	{"max.poll.records", func(c *client.ConsumerConfig, v string) (err error) {
+		c.MaxPollRecords, err = parseCount(v, 1)
+		return err
+	}},
 	{"auto.offset.reset", func(c *client.ConsumerConfig, v string) error {
 		switch v {
 		case client.OffsetResetEarliest, client.OffsetResetLatest, client.OffsetResetNone:
@@ -309,8 +324,14 @@ var consumerProperties = append(commonProperties(func(c *client.ConsumerConfig) 
 		c.DefaultAPITimeout, err = parsePositiveMs(v)
 		return err
 	}},
-	{"retry.backoff.ms", func(c *client.ConsumerConfig, v string) (err error) { c.RetryBackoff, err = parsePositiveMs(v); return err }},
-	{"retry.backoff.max.ms", func(c *client.ConsumerConfig, v string) (err error) { c.RetryBackoffMax, err = parsePositiveMs(v); return err }},
+	{"retry.backoff.ms", func(c *client.ConsumerConfig, v string) (err error) {
+		c.RetryBackoff, err = parsePositiveMs(v)
+		return err
+	}},
+	{"retry.backoff.max.ms", func(c *client.ConsumerConfig, v string) (err error) {
+		c.RetryBackoffMax, err = parsePositiveMs(v)
+		return err
+	}},
 }...)
 
 // propertiesHelp lists the names a --*-property flag takes.
