@@ -70,13 +70,9 @@ broker; with either, only partition lines are printed (nothing when all is well)
 						fmt.Fprintf(out, "Topic: %s\tPartitionCount: %d\tReplicationFactor: %d\tInternal: %v\n", t.Topic, len(t.Partitions), rf, t.IsInternal)
 					}
 					for _, p := range t.Partitions {
-						switch {
-						case underReplicated && len(p.ISR) < len(p.Replicas):
-						case unavailable && (p.Leader < 0 || !live[p.Leader]):
-						case filtered:
-							continue
+						if !filtered || underReplicated && isUnderReplicated(p) || unavailable && isUnavailable(p, live) {
+							writePartitionLine(out, t.Topic, p)
 						}
-						writePartitionLine(out, t.Topic, p)
 					}
 				}
 				return nil
@@ -103,6 +99,16 @@ broker; with either, only partition lines are printed (nothing when all is well)
 	f.BoolVar(&unavailable, "unavailable-partitions", false, "only the partitions with no leader, or whose leader is not a live broker")
 	f.BoolVar(&excludeInternal, "exclude-internal", false, "leave out internal topics (__consumer_offsets)")
 	return describe
+}
+
+// isUnderReplicated reports whether p has fewer in-sync replicas than replicas, as
+// kafka-topics --under-replicated-partitions.
+func isUnderReplicated(p wire.MetadataPartition) bool { return len(p.ISR) < len(p.Replicas) }
+
+// isUnavailable reports whether p has no leader, or one that is not a live broker, as
+// kafka-topics --unavailable-partitions.
+func isUnavailable(p wire.MetadataPartition, live map[int32]bool) bool {
+	return p.Leader < 0 || !live[p.Leader]
 }
 
 // writePartitionLine writes Kafka's describe line for one partition, with Sluice's extras.
