@@ -176,4 +176,3 @@ func keys(m map[string]bool) string {
 	}
 	return strings.Join(ks, ",")
 }
-
