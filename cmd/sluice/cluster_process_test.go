@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -132,38 +131,6 @@ func TestClusterProcessLeaderKill9(t *testing.T) {
 			delete(want, string(r.Value))
 		}
 	}
-}
-
-// waitLeader polls the brokers of bootstrap until the partition 0 of topic has a leader other
-// than not (-1: any).
-func waitLeader(ctx context.Context, bootstrap []string, topic string, not int32) (int32, int32, error) {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		leader, epoch, err := partitionLeader(ctx, bootstrap, topic, 0)
-		if err == nil && leader != not {
-			return leader, epoch, nil
-		}
-		if err == nil {
-			err = fmt.Errorf("still led by %d", leader)
-		}
-		select {
-		case <-ctx.Done():
-			return -1, -1, errors.Join(err, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-// survivors is the bootstrap list without node dead's address.
-func survivors(lc *clusterProc, dead int32) []string {
-	var out []string
-	for id, n := range lc.nodes {
-		if id != dead {
-			out = append(out, n.listen)
-		}
-	}
-	return out
 }
 
 func keys(m map[string]bool) string {

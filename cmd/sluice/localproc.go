@@ -191,3 +191,24 @@ func partitionLeader(ctx context.Context, bootstrap []string, topic string, part
 	}
 	return -1, -1, last
 }
+
+// waitLeader polls the brokers of bootstrap until partition 0 of topic has a leader other than
+// not (-1: any), and returns it and its epoch.
+func waitLeader(ctx context.Context, bootstrap []string, topic string, not int32) (int32, int32, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		leader, epoch, err := partitionLeader(ctx, bootstrap, topic, 0)
+		if err == nil && leader != not {
+			return leader, epoch, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("still led by %d", leader)
+		}
+		select {
+		case <-ctx.Done():
+			return -1, -1, errors.Join(err, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
