@@ -81,7 +81,7 @@ func (e *adminEnv) withConn(fn func(ctx context.Context, c *client.Conn) error) 
 		defer c.Close()
 		return fn(ctx, c)
 	}
-	return fmt.Errorf("no broker of %s answered: %w", e.bootstrap, errors.Join(errs...))
+	return fmt.Errorf("no broker answered: %w", errors.Join(errs...)) // each error names its address
 }
 
 // adminCommand makes a command group whose subcommands reach the brokers of its
