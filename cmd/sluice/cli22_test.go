@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicemq/sluice/broker/brokertest"
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -270,7 +274,18 @@ func TestSuggest(t *testing.T) {
 // group delete deletes a group's committed offsets, once they are durable; a group with none
 // is GROUP_ID_NOT_FOUND.
 func TestGroupDelete(t *testing.T) {
-	e := newConsumeEnv(t)
+	dir := t.TempDir()
+	cfg := brokertest.Config(dir, "127.0.0.1:0")
+	e := &consumeEnv{t: t, b: brokertest.Open(t, cfg)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e.ctx = ctx
+	conn, err := client.Dial(ctx, e.b.Addr().String(), "group-delete-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.conn.Close() }()
+	e.conn = conn
 	e.topic("gd", 1)
 	e.produce("gd", 0, 1_000, "a", "b")
 	if out := e.run("-t", "gd", "--group", "doomed", "--from-beginning", "--max-messages", "1"); out != "a\n" {
@@ -291,9 +306,26 @@ func TestGroupDelete(t *testing.T) {
 	if out := e.run("-t", "gd", "--group", "doomed", "--from-beginning", "--max-messages", "1"); out != "a\n" {
 		t.Fatalf("consume after delete: %q, want the first record again", out)
 	}
-	_, _, err = run("delete", "doomed", "never")
-	if err == nil || !strings.Contains(err.Error(), "group never: GROUP_ID_NOT_FOUND") || strings.Contains(err.Error(), "doomed") {
-		t.Fatalf("delete of a known and an unknown group: %v; want only the unknown one's GROUP_ID_NOT_FOUND", err)
+	// A known and an unknown group: the known one goes, the unknown one is reported alone.
+	out, _, err = run("delete", "doomed", "never")
+	if err == nil || !strings.Contains(err.Error(), "group never: GROUP_ID_NOT_FOUND") || strings.Contains(err.Error(), "doomed") ||
+		!strings.Contains(out, "('doomed') was successful") {
+		t.Fatalf("delete of a known and an unknown group: %q, %v; want doomed deleted, only never's GROUP_ID_NOT_FOUND", out, err)
+	}
+	// The deletion is durable: the tombstones replay at the next start.
+	_ = e.conn.Close()
+	if err := e.b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.b = brokertest.Open(t, cfg)
+	if e.conn, err = client.Dial(ctx, e.b.Addr().String(), "group-delete-test"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run("list"); err != nil || out != "" {
+		t.Fatalf("group list after delete and restart: %q %v; want none", out, err)
+	}
+	if _, _, err := run("delete", "doomed"); err == nil || !strings.Contains(err.Error(), "group doomed: GROUP_ID_NOT_FOUND") {
+		t.Fatalf("delete of a deleted group after a restart: %v", err)
 	}
 	if _, _, err := run("delete"); err == nil {
 		t.Fatal("group delete without a group succeeded")
