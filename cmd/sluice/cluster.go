@@ -16,7 +16,9 @@ import (
 
 // clusterCmd groups the commands about the cluster as a whole.
 func clusterCmd() *cobra.Command {
-	cmd, env := adminCommand("cluster", "Describe a cluster, or start one of broker processes on this host")
+	// Not adminCommand: --bootstrap-server is describe's alone (local starts the brokers).
+	cmd := &cobra.Command{Use: "cluster", Short: "Describe a cluster, or start one of broker processes on this host"}
+	env := &adminEnv{}
 	describe := &cobra.Command{
 		Use:   "describe",
 		Short: "Show the cluster id, the active controller and every broker with its endpoints and state",
@@ -37,6 +39,7 @@ func clusterCmd() *cobra.Command {
 			})
 		},
 	}
+	addBootstrapFlags(describe.Flags(), &env.bootstrap)
 	cmd.AddCommand(describe, clusterLocalCmd())
 	return cmd
 }
