@@ -539,6 +539,10 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleOffsetFetch(c, h, body)
 	case wire.ListGroups:
 		return b.handleListGroups(c, h, body)
+	case wire.DeleteGroups:
+		return b.handleDeleteGroups(c, h, body)
+	case wire.DescribeCluster:
+		return b.handleDescribeCluster(c, h, body)
 	case wire.AttachMemory:
 		return b.handleAttachMemory(c, h, body)
 	case wire.ProduceShared:

@@ -101,7 +101,7 @@ unsent in the JSON) and exits non-zero; a run of --records N at --rate R lasts N
 stderr each second; with --json one JSON object goes to stdout at the end and the summary to
 stderr. MB/s is 10^6 bytes/s; the limits' gbps figures are GB/s (10^9 bytes/s).`,
 	}
-	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchE2ECmd(), benchRunCmd(), benchCompareCmd(), benchLimitsCmd())
+	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchE2ECmd(), benchRunCmd(), benchCompareCmd(), benchLimitsCmd(), benchFailoverCmd())
 	return cmd
 }
 

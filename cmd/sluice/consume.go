@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
@@ -29,6 +30,37 @@ type consumeOptions struct {
 	maxMessages   int
 	format        string
 	timeout       time.Duration
+	timeoutMs     int
+	clientProps   []string // --consumer-property
+
+	props propertySet // resolved in RunE: the consumer properties, --group's included
+}
+
+// resolve checks and combines the flags into o.timeout and o.props.
+func (o *consumeOptions) resolve(fs *pflag.FlagSet) error {
+	if fs.Changed("timeout-ms") {
+		if fs.Changed("timeout") {
+			return errors.New("--timeout and --timeout-ms both set the idle timeout: give one")
+		}
+		if o.timeoutMs < 0 {
+			return fmt.Errorf("--timeout-ms %d cannot be negative", o.timeoutMs)
+		}
+		o.timeout = time.Duration(o.timeoutMs) * time.Millisecond
+	}
+	props, err := collectProperties("--consumer-property", o.clientProps, fs,
+		map[string]string{"group.id": "group", "bootstrap.servers": "bootstrap-server"},
+		map[string]string{"bootstrap.servers": o.broker, "client.id": "sluice-consume"})
+	if err != nil {
+		return err
+	}
+	if _, ok := props.values["auto.offset.reset"]; ok && (o.fromBeginning || o.offset != "") {
+		return errors.New("--consumer-property auto.offset.reset and --from-beginning or --offset both say where to start: give one")
+	}
+	if g, ok := props.values["group.id"]; ok {
+		o.group = g // the checks of runConsume apply to it as to --group
+	}
+	o.props = props
+	return nil
 }
 
 func consumeCmd() *cobra.Command {
@@ -63,12 +95,15 @@ commit over each other). To share a topic's partitions, give each one its own --
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := o.resolve(cmd.Flags()); err != nil {
+				return err
+			}
 			return runConsume(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
-	f.StringVar(&o.topic, "topic", "", "topic to consume (required)")
+	addBootstrapFlags(f, &o.broker)
+	f.StringVarP(&o.topic, "topic", "t", "", "topic to consume (required)")
 	f.StringVar(&o.group, "group", "", "consumer group, for its committed offsets only (resume from and commit to them); no membership: every consumer of the group reads all the partitions it consumes, so split them by hand with --partition")
 	f.StringVar(&o.offset, "offset", "", "start offset: earliest, latest, or a number (with --partition)")
 	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start from the earliest offset (with --group: where nothing is committed)")
@@ -76,6 +111,8 @@ commit over each other). To share a topic's partitions, give each one its own --
 	f.IntVar(&o.maxMessages, "max-messages", 0, "exit after printing this many records (default: no limit)")
 	f.StringVar(&o.format, "format", "", "kcat-like output format, e.g. '%k:%s\\n' (default: the value and a newline)")
 	f.DurationVar(&o.timeout, "timeout", 0, "exit when no record arrives for this long (default: wait forever)")
+	f.IntVar(&o.timeoutMs, "timeout-ms", 0, "exit when no record arrives for this many milliseconds, as kafka-console-consumer's (--timeout in milliseconds)")
+	f.StringArrayVar(&o.clientProps, "consumer-property", nil, "a consumer property `key=value`, Kafka's name (repeatable): "+propertiesHelp(consumerProperties))
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
@@ -107,12 +144,14 @@ func runConsume(ctx context.Context, o consumeOptions, stdout, stderr io.Writer)
 		}
 	}
 	cfg := client.ConsumerConfig{
-		Config:          client.Config{Brokers: []string{o.broker}, ClientID: "sluice-consume", Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
-		GroupID:         o.group,
+		Config:          client.Config{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
 		AutoOffsetReset: client.OffsetResetLatest,
 	}
 	if o.fromBeginning {
 		cfg.AutoOffsetReset = client.OffsetResetEarliest
+	}
+	if err := consumerProperties.apply("--consumer-property", o.props, &cfg); err != nil {
+		return err
 	}
 	numericOffset := false
 	if _, err := strconv.ParseInt(o.offset, 10, 64); err == nil {

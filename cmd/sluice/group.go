@@ -19,7 +19,7 @@ import (
 // groupCmd is kafka-consumer-groups for what Sluice's groups are today: committed offsets,
 // with no membership (no members to list, no rebalances).
 func groupCmd() *cobra.Command {
-	cmd, withAdmin := adminCommand("group", "List consumer groups, show their committed offsets and lag, and reset them")
+	cmd, env := adminCommand("group", "List consumer groups, show their committed offsets and lag, and reset them")
 
 	var describeTopic string
 	describe := &cobra.Command{
@@ -32,7 +32,7 @@ no members yet: a group is its committed offsets.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			group := args[0]
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
 				committed, err := a.ListGroupOffsets(ctx, group)
 				if err != nil {
 					return err
@@ -70,7 +70,7 @@ no members yet: a group is its committed offsets.`,
 			})
 		},
 	}
-	describe.Flags().StringVar(&describeTopic, "topic", "", "only this topic's partitions")
+	describe.Flags().StringVarP(&describeTopic, "topic", "t", "", "only this topic's partitions")
 
 	var (
 		resetTopic      string
@@ -123,7 +123,7 @@ consumer of the group would commit its own position over the reset.`,
 				return fmt.Errorf("--to-offset %d: offsets are never negative", toOffset)
 			}
 			warn := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "Warn: "+format+"\n", a...) }
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
 				tps, err := topicPartitions(ctx, a, resetTopic, resetPartitions)
 				if err != nil {
 					return err
@@ -216,7 +216,7 @@ consumer of the group would commit its own position over the reset.`,
 			})
 		},
 	}
-	reset.Flags().StringVar(&resetTopic, "topic", "", "the topic whose offsets move (required)")
+	reset.Flags().StringVarP(&resetTopic, "topic", "t", "", "the topic whose offsets move (required)")
 	reset.Flags().IntSliceVar(&resetPartitions, "partition", nil, "only these partitions, `N[,N...]` (repeatable); default all")
 	reset.Flags().BoolVar(&toEarliest, "to-earliest", false, "to the log's start")
 	reset.Flags().BoolVar(&toLatest, "to-latest", false, "to the log's end (only records produced from then on)")
@@ -230,7 +230,7 @@ consumer of the group would commit its own position over the reset.`,
 		Short: "List the consumer groups (those with a committed offset)",
 		Args:  noArgs("to see one group, use describe GROUP"),
 		RunE: func(*cobra.Command, []string) error {
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
 				ids, err := a.ListGroups(ctx)
 				if err != nil {
 					return err
@@ -243,7 +243,7 @@ consumer of the group would commit its own position over the reset.`,
 		},
 	}
 
-	cmd.AddCommand(list, describe, reset)
+	cmd.AddCommand(list, describe, reset, groupDeleteCmd(cmd, env))
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -25,6 +25,7 @@ import (
 type produceOptions struct {
 	broker       string
 	topic        string
+	partition    int32
 	keySeparator string
 	acks         string
 	compression  string
@@ -32,6 +33,19 @@ type produceOptions struct {
 	batchSize    int
 	maxBlockMs   int
 	file         string
+	headers      []string // --header k=v
+	lineProps    []string // --property: how lines are read (Kafka's console producer's)
+	clientProps  []string // --producer-property
+
+	// Resolved from the above in RunE.
+	reader lineFormat
+	props  propertySet // producer properties, flags' included
+}
+
+// produceFlagProperties maps the producer properties that have flags of their own to them.
+var produceFlagProperties = map[string]string{
+	"acks": "acks", "compression.type": "compression", "linger.ms": "linger-ms",
+	"batch.size": "batch-size", "max.block.ms": "max-block-ms", "bootstrap.servers": "bootstrap-server",
 }
 
 // produceMaxErrorLines bounds the per-record errors printed; the summary counts them all.
@@ -61,6 +75,9 @@ on stderr. The exit status is non-zero if any record failed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := o.resolve(cmd.Flags()); err != nil {
+				return err
+			}
 			in := cmd.InOrStdin()
 			if o.file != "" {
 				f, err := os.Open(o.file)
@@ -78,9 +95,13 @@ on stderr. The exit status is non-zero if any record failed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.broker, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
-	f.StringVar(&o.topic, "topic", "", "topic to produce to (required)")
-	f.StringVar(&o.keySeparator, "key-separator", "", "split each line into key and value at the first occurrence of this string (default: no key)")
+	addBootstrapFlags(f, &o.broker)
+	f.StringVarP(&o.topic, "topic", "t", "", "topic to produce to (required)")
+	f.Int32Var(&o.partition, "partition", -1, "send every record to this partition (-1: the partitioner chooses, by key, else sticky)")
+	f.StringVar(&o.keySeparator, "key-separator", "", "split each line into key and value at the first occurrence of this string (default: no key); as --property parse.key=true --property key.separator=S")
+	f.StringArrayVar(&o.headers, "header", nil, "add this header `key=value` to every record (repeatable)")
+	f.StringArrayVar(&o.lineProps, "property", nil, "how lines are read, `key=value` as kafka-console-producer's --property: "+strings.Join(lineFormatProperties, ", ")+" (repeatable)")
+	f.StringArrayVar(&o.clientProps, "producer-property", nil, "a producer property `key=value`, Kafka's name (repeatable): "+propertiesHelp(producerProperties))
 	f.StringVar(&o.acks, "acks", "all", "acks: all (-1), 1 or 0")
 	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms: how long a batch waits for more records")
@@ -136,29 +157,14 @@ func (s *produceStats) fail(format string, args ...any) {
 // runProduce sends the lines of in. stop ends signal handling, so that a second Ctrl-C kills
 // the process while the first one's flush is under way.
 func runProduce(ctx context.Context, stop func(), o produceOptions, in io.Reader, stderr io.Writer) error {
-	acks, err := client.ParseAcks(o.acks)
-	if err != nil {
+	cfg := client.ProducerConfig{Config: client.Config{ClientID: "sluice-produce",
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
+	if err := producerProperties.apply("--producer-property", o.props, &cfg); err != nil {
 		return err
-	}
-	codec, err := batch.ParseCodec(o.compression)
-	if err != nil {
-		return fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", o.compression)
-	}
-	if o.lingerMs < 0 || o.batchSize <= 0 || o.maxBlockMs <= 0 {
-		return errors.New("--linger-ms cannot be negative; --batch-size and --max-block-ms must be positive")
-	}
-	linger := time.Duration(o.lingerMs) * time.Millisecond
-	if linger == 0 {
-		linger = -1 // linger.ms=0
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p, err := client.NewProducer(setupCtx, client.ProducerConfig{
-		Config: client.Config{Brokers: []string{o.broker}, ClientID: "sluice-produce",
-			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
-		Acks: acks, Compression: codec, Linger: linger, BatchSize: o.batchSize,
-		MaxBlock: time.Duration(o.maxBlockMs) * time.Millisecond,
-	})
+	p, err := client.NewProducer(setupCtx, cfg)
 	if err != nil {
 		return err
 	}
@@ -251,16 +257,14 @@ func produceLines(ctx context.Context, p *client.Producer, o produceOptions, in 
 
 // produceLine sends one line. Send copies the record, so the caller reuses line at once.
 func produceLine(ctx context.Context, p *client.Producer, o produceOptions, line []byte, lineNo int, stats *produceStats) {
-	rec := client.Record{Topic: o.topic, Partition: client.PartitionAny, Value: line}
-	if o.keySeparator != "" {
-		k, v, ok := bytes.Cut(line, []byte(o.keySeparator))
-		if !ok {
-			stats.fail("line %d: no key separator %q", lineNo, o.keySeparator)
-			return
-		}
-		rec.Key, rec.Value = k, v
+	rec, err := o.reader.record(line)
+	if err != nil {
+		stats.fail("line %d: %v", lineNo, err)
+		return
 	}
+	rec.Topic, rec.Partition = o.topic, o.partition
 	size := int64(len(rec.Key) + len(rec.Value))
+
 	p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			return // the interrupt ended Send's wait for buffer space or metadata: not sent, not failed

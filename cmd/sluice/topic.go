@@ -15,123 +15,19 @@ import (
 	"github.com/sluicemq/sluice/net/wire"
 )
 
-const defaultBroker = "127.0.0.1:9092"
-
-// adminCommand makes a command group whose subcommands reach the broker of its --broker flag
-// through withAdmin.
-func adminCommand(use, short string) (cmd *cobra.Command, withAdmin func(fn func(ctx context.Context, a *client.Admin) error) error) {
-	var brokerAddr string
-	cmd = &cobra.Command{Use: use, Short: short}
-	cmd.PersistentFlags().StringVar(&brokerAddr, "broker", defaultBroker, "broker address: host:port or unix:///path/to.sock")
-	// withAdmin runs fn with an Admin on the broker, the whole within a minute.
-	withAdmin = func(fn func(ctx context.Context, a *client.Admin) error) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		a, err := client.NewAdmin(ctx, brokerAddr)
-		if err != nil {
-			return err
-		}
-		defer a.Close()
-		return fn(ctx, a)
-	}
-	return cmd, withAdmin
-}
-
 func topicCmd() *cobra.Command {
-	cmd, withAdmin := adminCommand("topic", "Create, list, describe, alter and delete topics, and show their offsets")
+	cmd, env := adminCommand("topic", "Create, list, describe, alter and delete topics, and show their offsets")
 
-	var partitions int32
-	var replication int16
-	var configs []string
-	create := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a topic",
-		Long:  "Create a topic.\n\n" + topicConfigsHelp(),
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			// 0 (the flag's default) means the broker's default; given explicitly, 0 or a
-			// negative count is a mistake, not a request for the default.
-			if c.Flags().Changed("partitions") && partitions < 1 {
-				return fmt.Errorf("--partitions %d: a topic needs at least 1 (leave the flag out for the broker's num.partitions)", partitions)
-			}
-			if c.Flags().Changed("replication-factor") && replication < 1 {
-				return fmt.Errorf("--replication-factor %d: at least 1 (leave the flag out for the broker's default.replication.factor)", replication)
-			}
-			cfg, err := parseConfigs(configs)
-			if err != nil {
-				return err
-			}
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
-				if err := a.CreateTopic(ctx, client.TopicSpec{Name: args[0], Partitions: partitions, ReplicationFactor: replication, Configs: cfg}); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Created topic %s.\n", args[0])
-				return nil
-			})
-		},
-	}
-	create.Flags().Int32Var(&partitions, "partitions", 0, "number of partitions (default: the broker's num.partitions)")
-	create.Flags().Int16Var(&replication, "replication-factor", 0, "replicas per partition (default: the broker's default.replication.factor)")
-	create.Flags().StringArrayVar(&configs, "config", nil, "topic config override key=value (repeatable)")
-
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List topics",
-		Args:  noArgs("to see one topic, use describe NAME"),
-		RunE: func(*cobra.Command, []string) error {
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
-				topics, err := a.ListTopics(ctx)
-				if err != nil {
-					return err
-				}
-				for _, t := range topics {
-					fmt.Fprintln(cmd.OutOrStdout(), t.Name)
-				}
-				return nil
-			})
-		},
-	}
-
-	describe := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show a topic's partitions and configuration",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
-				t, cfgs, err := a.DescribeTopic(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintf(w, "Topic: %s\tPartitions: %d\tInternal: %v\n", t.Name, len(t.Partitions), t.Internal)
-				for _, p := range t.Partitions {
-					fmt.Fprintf(w, "  Partition: %d\tLeader: %d\tEpoch: %d\tReplicas: %v\tIsr: %v", p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR)
-					if len(p.CorruptReplicas) > 0 {
-						// The scrub found a bad batch in these replicas' logs: reads that
-						// reach it fail with CORRUPT_MESSAGE.
-						fmt.Fprintf(w, "\tCorrupt: %v", p.CorruptReplicas)
-					}
-					fmt.Fprintln(w)
-				}
-				fmt.Fprintln(w, "Configs:")
-				for _, c := range cfgs {
-					v := "null"
-					if c.Value != nil {
-						v = *c.Value
-					}
-					fmt.Fprintf(w, "  %s=%s\t(%s)\n", c.Name, v, sourceName(c.Source))
-				}
-				return w.Flush()
-			})
-		},
-	}
+	create := topicCreateCmd(cmd, env)
+	list := topicListCmd(cmd, env)
+	describe := topicDescribeCmd(cmd, env)
 
 	deleteCmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a topic and its data",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
 				if err := a.DeleteTopic(ctx, args[0]); err != nil {
 					return err
 				}
@@ -160,7 +56,7 @@ func topicCmd() *cobra.Command {
 					return fmt.Errorf("%s is both set (--config) and removed (--delete-config): give one", k)
 				}
 			}
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
 				if err := checkDeleteConfigs(ctx, a, args[0], deleteConfigs); err != nil {
 					return err
 				}
@@ -193,7 +89,7 @@ max-timestamp.`,
 			if err != nil {
 				return err
 			}
-			return withAdmin(func(ctx context.Context, a *client.Admin) error {
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
 				order, err := topicPartitions(ctx, a, args[0], offsetsPartitions)
 				if err != nil {
 					return err

@@ -24,6 +24,8 @@ const (
 	DeleteTopics    APIKey = 20
 	DescribeConfigs APIKey = 32
 	AlterConfigs    APIKey = 33
+	DeleteGroups    APIKey = 42
+	DescribeCluster APIKey = 60
 )
 
 // Reserved api keys: named so logs and the docs can say what a peer asked
@@ -41,7 +43,6 @@ const (
 	InitProducerID              APIKey = 22
 	OffsetForLeaderEpoch        APIKey = 23
 	CreatePartitions            APIKey = 37
-	DeleteGroups                APIKey = 42
 	IncrementalAlterConfigs     APIKey = 44
 	AlterPartitionReassignments APIKey = 45
 	ListPartitionReassignments  APIKey = 46
@@ -84,11 +85,12 @@ var apiTable = []apiInfo{
 	{DescribeConfigs, "DescribeConfigs", true, 0, 0},
 	{AlterConfigs, "AlterConfigs", true, 0, 0},
 	{CreatePartitions, "CreatePartitions", false, 0, 0},
-	{DeleteGroups, "DeleteGroups", false, 0, 0},
+	{DeleteGroups, "DeleteGroups", true, 0, 0},
 	{IncrementalAlterConfigs, "IncrementalAlterConfigs", false, 0, 0},
 	{AlterPartitionReassignments, "AlterPartitionReassignments", false, 0, 0},
 	{ListPartitionReassignments, "ListPartitionReassignments", false, 0, 0},
 	{AlterPartition, "AlterPartition", false, 0, 0},
+	{DescribeCluster, "DescribeCluster", true, 0, 0},
 	{BrokerRegistration, "BrokerRegistration", false, 0, 0},
 	{BrokerHeartbeat, "BrokerHeartbeat", false, 0, 0},
 	{AttachMemory, "AttachMemory", true, 0, 0},
@@ -213,6 +215,10 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(OffsetFetchRequest), nil
 	case ListGroups:
 		return new(ListGroupsRequest), nil
+	case DeleteGroups:
+		return new(DeleteGroupsRequest), nil
+	case DescribeCluster:
+		return new(DescribeClusterRequest), nil
 	case APIVersions:
 		return new(APIVersionsRequest), nil
 	case CreateTopics:
@@ -254,6 +260,10 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(OffsetFetchResponse), nil
 	case ListGroups:
 		return new(ListGroupsResponse), nil
+	case DeleteGroups:
+		return new(DeleteGroupsResponse), nil
+	case DescribeCluster:
+		return new(DescribeClusterResponse), nil
 	case APIVersions:
 		return new(APIVersionsResponse), nil
 	case CreateTopics:

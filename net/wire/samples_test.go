@@ -210,6 +210,17 @@ func samples() []sample {
 		{"ListGroupsResponse", &ListGroupsResponse{ThrottleMs: 2, Groups: []ListedGroup{{GroupID: "billing"}, {GroupID: "audit", ProtocolType: "consumer"}}}},
 		{"ListGroupsResponse/none", &ListGroupsResponse{}},
 		{"ListGroupsResponse/loading", &ListGroupsResponse{ErrorCode: ErrCoordinatorLoadInProgress}},
+		{"DeleteGroupsRequest", &DeleteGroupsRequest{Groups: []string{"billing", ""}}},
+		{"DeleteGroupsResponse", &DeleteGroupsResponse{ThrottleMs: 3, Results: []DeleteGroupsResult{{GroupID: "billing"}, {GroupID: "audit", ErrorCode: ErrGroupIDNotFound}}}},
+		{"DeleteGroupsResponse/none", &DeleteGroupsResponse{}},
+		{"DescribeClusterRequest", &DescribeClusterRequest{}},
+		{"DescribeClusterResponse", &DescribeClusterResponse{ThrottleMs: 1, ClusterID: "c-1", ControllerID: 2, Brokers: []DescribeClusterBroker{
+			{BrokerID: 0, Host: "10.0.0.1", Port: 9092, Rack: sp("r1"), UnixPath: "/var/run/sluice.sock"},
+			{BrokerID: 1, Host: "10.0.0.2", Port: 9092, State: BrokerFenced},
+			{BrokerID: 2, Host: "10.0.0.3", Port: 9092, State: BrokerShuttingDown},
+		}}},
+		{"DescribeClusterResponse/error", &DescribeClusterResponse{ErrorCode: ErrUnknownServerError, ErrorMessage: sp("boom"), ControllerID: -1}},
+		{"DescribeClusterResponse/none", &DescribeClusterResponse{ControllerID: -1, ErrorMessage: sp("")}},
 	}
 }
 
