@@ -33,6 +33,7 @@ type Broker struct {
 	openFiles     *segment.FileCache // log.max.open.files, shared by every partition's log
 	topicDefaults cluster.TopicConfig
 	ctrl          *cluster.Controller
+	member        *cluster.Member // registration and heartbeats (lifecycle.go); nil for a controller-only node
 	srv           *server.Server
 	offsets       *offsetStore
 	disk          *diskMonitor // free space of the data directory's filesystem (diskspace.go)
@@ -68,7 +69,11 @@ const cleanShutdownFile = ".clean-shutdown"
 // Open starts a broker: metadata (bootstrapping a single-node cluster on first start), the
 // partitions assigned to it, the consumer offsets, and the listeners.
 func Open(cfg Config) (*Broker, error) {
+	nodeID := cfg.NodeID
 	cfg = cfg.withDefaults()
+	if cfg.NodeIDSet {
+		cfg.NodeID = nodeID // 0 is a node id when set; withDefaults reads it as unset
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -98,16 +103,34 @@ func Open(cfg Config) (*Broker, error) {
 		b.logger.Info("no clean-shutdown marker: logs recover from their recovery points")
 	}
 
-	ctrl, err := cluster.Open(cluster.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "meta"), Logger: b.logger})
+	id, err := resolveNodeID(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.NodeID = id
+	b.cfg = cfg
+	if err := checkNodeID(cfg); err != nil {
+		return nil, err
+	}
+	ctrl, err := b.openController()
 	if err != nil {
 		return nil, b.startupError(err)
 	}
 	b.ctrl = ctrl
 	fail := func(err error) (*Broker, error) {
 		b.cancel()
+		if b.member != nil {
+			b.member.Close()
+		}
 		b.closeLogs()
 		_ = ctrl.Close()
 		return nil, b.startupError(err)
+	}
+	idCtx, idCancel := context.WithTimeout(b.ctx, 30*time.Second)
+	err = b.checkCluster(idCtx)
+	idCancel()
+	if err != nil {
+		return fail(err)
 	}
 	md := ctrl.Metadata()
 	if err := b.removeStrayDirs(md); err != nil {
@@ -256,26 +279,6 @@ func nonZero[T comparable](v, d T) T {
 	return v
 }
 
-// register records this broker's endpoints in the cluster metadata.
-func (b *Broker) register() error {
-	info := cluster.BrokerInfo{ID: b.cfg.NodeID}
-	if a, ok := b.srv.Addr().(*net.TCPAddr); ok && a != nil {
-		info.Host, info.Port = a.IP.String(), int32(a.Port)
-	}
-	if a := b.srv.UnixAddr(); a != nil {
-		info.UnixSocket = b.advertisedUnixPath(a.String())
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	epoch, err := b.ctrl.RegisterBroker(ctx, info)
-	if err != nil {
-		return err
-	}
-	// A registration starts fenced. Until the broker heartbeats to the
-	// controller (issue #22's lifecycle), it unfences itself at once.
-	return b.ctrl.UnfenceBroker(ctx, info.ID, epoch)
-}
-
 // advertisedUnixPath is the socket path clients learn from metadata. A relative path (the default
 // <data-dir>/sluice.sock with a relative data directory) names the socket only from the broker's
 // working directory, so it is made absolute; a client elsewhere could not dial it otherwise. A
@@ -399,7 +402,13 @@ func (b *Broker) Close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.ShutdownTimeout)
 		defer cancel()
 	}
+	// Leaderships move while this broker still serves, so that clients see only retriable
+	// errors (NOT_LEADER_OR_FOLLOWER) as they follow them; then the heartbeats stop.
+	b.controlledShutdown(ctx)
 	b.cancel()
+	if b.member != nil {
+		b.member.Close()
+	}
 	var errs []error
 	if err := b.srv.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))

@@ -124,6 +124,12 @@ type Config struct {
 	// readings; spaceCheckInterval (0: 1 s) is how often the monitor reads it.
 	spaceStat          spaceReader
 	spaceCheckInterval time.Duration
+
+	// Test seams (the quorum stream's): the CONTROLLER listener's listen function, the clock of
+	// broker sessions, and the controller's dial function. nil: net.Listen, real time, net.Dialer.
+	listen         func(network, addr string) (net.Listener, error)
+	clock          cluster.Clock
+	controllerDial cluster.DialFunc
 }
 
 // Roles is process.roles: what a node runs. The zero value is both (KRaft's combined mode).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,32 +19,52 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Config configures a Controller. Zero values take the defaults noted, which
-// suit a single-voter quorum; a multi-voter cluster over a real network needs
-// raft's usual timeouts (about 1s heartbeat and election, 500ms lease).
+// Config configures a Controller. Zero values take the defaults noted. With no Voters the
+// controller is today's single voter over an in-memory transport (data directories made before
+// the cluster work open unchanged); with Voters it is one member of a raft group over TCP on the
+// CONTROLLER listener, with timings for a real network.
 type Config struct {
-	// NodeID is this broker's id (broker.id); it is also the raft server id.
+	// NodeID is this broker's id (node.id); it is also the raft server id.
 	NodeID int32
 	// Dir holds the raft log and stable store (raft.db) and the snapshots
 	// (snapshots/): <data.dir>/meta.
 	Dir string
-	// Transport carries raft RPCs. nil: an in-memory transport at
-	// DefaultAddress(NodeID), enough for a single voter. The controller owns
-	// the transport from Open on: Close, or a failed Open, closes it.
+	// Voters is controller.quorum.voters. nil: this node alone, over the in-memory transport.
+	// Otherwise the node must be named in it (with its Listener's address) unless NonVoter.
+	Voters []Voter
+	// NonVoter is process.roles=broker: the node follows the metadata log as a raft non-voter,
+	// added by the active controller when it asks to join, and must not be named in Voters.
+	NonVoter bool
+	// Listener is the CONTROLLER listener: raft and the controller RPCs (rpc.go), told apart by a
+	// tag byte (mux.go). Required with Voters; the controller owns it from Open on.
+	Listener net.Listener
+	// Advertised is the address other nodes reach Listener at: the voter's for a voter; for a
+	// non-voter, "" means the listener's own address.
+	Advertised string
+	// Dial dials other nodes' CONTROLLER listeners. nil: a net.Dialer.
+	Dial DialFunc
+	// Transport carries raft RPCs (a test seam). nil: an in-memory transport at
+	// DefaultAddress(NodeID) without Voters, hashicorp's NetworkTransport over Listener with
+	// them. The controller owns the transport from Open on: Close, or a failed Open, closes it.
 	Transport raft.Transport
+	// Clock drives broker sessions (liveness.go). nil: real time.
+	Clock Clock
+	// SessionTimeout is broker.session.timeout.ms (default 9s): a broker without a heartbeat
+	// for that long is fenced by the active controller.
+	SessionTimeout time.Duration
 	// Logger receives the controller's and raft's logs. nil: slog.Default().
 	Logger *slog.Logger
 	// RaftLogLevel drops raft's own messages below it. nil: slog.LevelWarn.
 	RaftLogLevel slog.Leveler
 
-	// HeartbeatTimeout (default 50ms) is also how long a restarted node
-	// waits (between 1x and 2x) before it campaigns: it sets startup time.
+	// HeartbeatTimeout (default 50ms alone, 500ms with Voters) is also how long a restarted
+	// node waits (between 1x and 2x) before it campaigns: with a quorum it bounds failover.
 	HeartbeatTimeout time.Duration
-	// ElectionTimeout (default 1s) is how long a candidate waits for votes.
-	// A single voter only waits for its own vote, written to raft.db with an
-	// fsync; a short timeout here lets a slow fsync restart the election.
+	// ElectionTimeout (default 1s alone, 500ms with Voters) is how long a candidate waits for
+	// votes. A single voter only waits for its own vote, written to raft.db with an fsync; a
+	// short timeout there lets a slow fsync restart the election.
 	ElectionTimeout    time.Duration
-	LeaderLeaseTimeout time.Duration // default 50ms; at most HeartbeatTimeout
+	LeaderLeaseTimeout time.Duration // default 50ms alone, 250ms with Voters; at most HeartbeatTimeout
 	CommitTimeout      time.Duration // default 5ms
 
 	// SnapshotInterval is how often raft checks whether to snapshot
@@ -57,16 +79,22 @@ type Config struct {
 	// SnapshotRetain is how many snapshots stay on disk (default 2).
 	SnapshotRetain int
 
-	// StartupTimeout bounds Open's wait for leadership and log replay
-	// (default 5s).
+	// StartupTimeout bounds Open's wait for a leader and log replay (default 5s alone; 2m
+	// with Voters, so that the nodes of a cluster may be started one after another).
 	StartupTimeout time.Duration
-	// ApplyTimeout bounds a command whose context has no deadline (default 5s).
+	// ApplyTimeout bounds a command whose context has no deadline (default 5s alone, 15s with
+	// Voters: a forwarded command outlives a controller failover).
 	ApplyTimeout time.Duration
 	// LockTimeout bounds the wait for raft.db's file lock, held by another
 	// process using the same Dir (default 1s).
 	LockTimeout time.Duration
+}
 
-	// storeFault, when set (tests), fails raft.db writes (raftStore.fault).
+// Option adjusts Open beyond Config (tests).
+type Option func(*openOptions)
+
+type openOptions struct {
+	// storeFault fails raft.db writes before they reach bolt (raftStore.fault).
 	storeFault func(op string) error
 }
 
@@ -81,6 +109,15 @@ func (cfg Config) withDefaults() Config {
 			*d = v
 		}
 	}
+	if cfg.Voters != nil {
+		// A real network: failover (kill -9 of the leader until a new one commits) is about
+		// one to two heartbeat timeouts plus an election.
+		def(&cfg.HeartbeatTimeout, 500*time.Millisecond)
+		def(&cfg.ElectionTimeout, 500*time.Millisecond)
+		def(&cfg.LeaderLeaseTimeout, 250*time.Millisecond)
+		def(&cfg.StartupTimeout, 2*time.Minute)
+		def(&cfg.ApplyTimeout, 15*time.Second)
+	}
 	def(&cfg.HeartbeatTimeout, 50*time.Millisecond)
 	def(&cfg.ElectionTimeout, time.Second)
 	def(&cfg.LeaderLeaseTimeout, 50*time.Millisecond)
@@ -89,6 +126,7 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.StartupTimeout, 5*time.Second)
 	def(&cfg.ApplyTimeout, 5*time.Second)
 	def(&cfg.LockTimeout, time.Second)
+	def(&cfg.SessionTimeout, 9*time.Second)
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 8192
 	}
@@ -107,6 +145,12 @@ func (cfg Config) withDefaults() Config {
 	if cfg.RaftLogLevel == nil {
 		cfg.RaftLogLevel = slog.LevelWarn
 	}
+	if cfg.Dial == nil {
+		cfg.Dial = defaultDial
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
 	return cfg
 }
 
@@ -115,21 +159,36 @@ func (cfg Config) withDefaults() Config {
 type Controller struct {
 	cfg      Config
 	log      *slog.Logger
+	self     raft.ServerID
+	addr     string // this node's raft address ("" alone)
 	fsm      *fsm
+	indexed  *indexedFSM // what raft drives: fsm, recording the index it applied
 	notifier *notifier
 	store    *raftStore
 	raft     *raft.Raft
+	mux      *mux // nil without Voters
+	rpcc     *rpcClient
+	live     *liveness
+
+	stop chan struct{} // closed by Close: ends the goroutines below
+	wg   sync.WaitGroup
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open opens the stores under cfg.Dir, starts raft, bootstraps a
-// single-voter cluster if there is no raft state yet, and returns once this
-// node leads and has applied every committed entry, so Metadata() reflects
-// all that was committed before the last shutdown.
-func Open(cfg Config) (*Controller, error) {
+// Open opens the stores under cfg.Dir and starts raft. A fresh node bootstraps: alone, a
+// single-voter cluster; with Voters, the whole voters configuration (every voter bootstraps the
+// identical one, so the nodes of a new cluster may start in any order). A node with raft state
+// whose voters differ from cfg.Voters is refused. Open returns once a leader is known and this
+// node's state machine has applied what the leader had committed when Open began waiting, so
+// Metadata() reflects all that was committed before.
+func Open(cfg Config, opts ...Option) (*Controller, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if cfg.NodeID < 0 {
 		return nil, fmt.Errorf("cluster: node id %d is negative", cfg.NodeID)
 	}
@@ -138,22 +197,49 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	cfg = cfg.withDefaults()
 	start := time.Now()
+	c := &Controller{cfg: cfg, log: cfg.Logger.With("component", "controller"), notifier: newNotifier(),
+		self: raft.ServerID(strconv.Itoa(int(cfg.NodeID))), stop: make(chan struct{})}
+	c.rpcc = newRPCClient(cfg.Dial)
+	var advertise string
+	if cfg.Voters != nil {
+		a, err := checkVoters(cfg)
+		if err != nil {
+			if cfg.Listener != nil {
+				_ = cfg.Listener.Close()
+			}
+			return nil, err
+		}
+		advertise = a
+		c.addr = a
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger.With("component", "controller"), notifier: newNotifier()}
 	c.fsm = newFSM(c.notifier.notify)
 	c.fsm.log = c.log
 	hlog := newHCLogAdapter(cfg.Logger, cfg.RaftLogLevel)
 
 	trans := cfg.Transport
-	if trans == nil {
+	if cfg.Voters != nil {
+		c.mux = newMux(cfg.Listener, c.log)
+		if trans == nil {
+			trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+				Stream:  &streamLayer{m: c.mux, addr: raftAddr(advertise), dial: cfg.Dial},
+				MaxPool: 3,
+				Timeout: 2 * time.Second,
+				Logger:  hlog,
+			})
+		}
+	} else if trans == nil {
 		_, trans = raft.NewInmemTransport(DefaultAddress(cfg.NodeID))
 	}
 	var store *raftStore
 	fail := func(err error) (*Controller, error) {
 		if wc, ok := trans.(raft.WithClose); ok {
 			_ = wc.Close()
+		}
+		if c.mux != nil {
+			_ = c.mux.close()
 		}
 		if store != nil {
 			_ = store.Close()
@@ -164,19 +250,20 @@ func Open(cfg Config) (*Controller, error) {
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: cfg.LockTimeout}})
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
-			err = fmt.Errorf("locked by another process: %w", err)
+			err = fmt.Errorf("locked by another process (is another broker using the data directory %s?): %w", filepath.Dir(cfg.Dir), err)
 		}
 		return fail(fmt.Errorf("cluster: open %s: %w", path, err))
 	}
-	store = &raftStore{BoltStore: bolt, path: path, fault: cfg.storeFault}
+	store = &raftStore{BoltStore: bolt, path: path, fault: o.storeFault}
 	c.store = store
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
 	if err != nil {
 		return fail(fmt.Errorf("cluster: snapshot store: %w", err))
 	}
 
+	notify := make(chan bool, 1)
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.LocalID = c.self
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
@@ -186,6 +273,7 @@ func Open(cfg Config) (*Controller, error) {
 	rc.TrailingLogs = uint64(cfg.TrailingLogs)
 	rc.Logger = hlog
 	rc.NoLegacyTelemetry = true
+	rc.NotifyCh = notify
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fail(fmt.Errorf("cluster: raft config: %w", err))
 	}
@@ -194,40 +282,66 @@ func Open(cfg Config) (*Controller, error) {
 	if err != nil {
 		return fail(fmt.Errorf("cluster: read raft state: %w", err))
 	}
-	if !existing {
-		// First start: a quorum of one. Joining an existing cluster (the
-		// multi-broker work) must skip this and be added with AddVoter.
-		boot := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
-		}}}
+	switch {
+	case existing && cfg.Voters != nil:
+		probe := *rc // GetConfiguration marks its config "skip startup"
+		have, err := raft.GetConfiguration(&probe, newFSM(func() {}), store, store, snaps, trans)
+		if err != nil {
+			return fail(fmt.Errorf("cluster: read raft configuration: %w", err))
+		}
+		if err := sameVoters(have, cfg.Voters, cfg.Dir); err != nil {
+			return fail(err)
+		}
+	case !existing && (cfg.Voters == nil || !cfg.NonVoter):
+		// First start of a voter. A non-voter bootstraps nothing: the active controller adds it.
+		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr()}}}
+		if cfg.Voters != nil {
+			boot = votersConfiguration(cfg.Voters)
+		}
 		if err := raft.BootstrapCluster(rc, store, store, snaps, trans, boot); err != nil {
 			return fail(fmt.Errorf("cluster: bootstrap: %w", err))
 		}
 	}
-	r, err := raft.NewRaft(rc, c.fsm, store, store, snaps, trans)
+	c.indexed = &indexedFSM{fsm: c.fsm}
+	r, err := raft.NewRaft(rc, c.indexed, store, store, snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("cluster: start raft: %w", err))
 	}
 	c.raft = r
-	if err := c.awaitReady(rc.LocalID, existing); err != nil {
+	c.live = newLiveness(c)
+	c.wg.Add(1)
+	go c.watchLeadership(notify)
+	if c.mux != nil {
+		c.mux.start(c.serveRPC)
+	}
+	if err := c.awaitReady(existing); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	c.log.Info("controller ready", "node", cfg.NodeID, "bootstrapped", !existing,
-		"version", c.Metadata().Version(), "took", time.Since(start).Round(time.Millisecond))
+		"version", c.Metadata().Version(), "leader", c.ControllerID(), "took", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }
 
-// awaitReady waits until this node leads and, if there was a log to replay,
+// awaitReady waits, bounded by StartupTimeout, until the node is ready to serve the metadata:
+// alone, until it leads and (with a log to replay) a Barrier has applied every committed entry;
+// in a quorum, until a leader is known and this node has applied the leader's commit index as it
+// was then (readyQuorum).
+func (c *Controller) awaitReady(replay bool) error {
+	if c.cfg.Voters != nil {
+		return c.readyQuorum()
+	}
+	return c.readyAlone(replay)
+}
+
+// readyAlone waits until this node leads and, if there was a log to replay,
 // its FSM has applied every committed entry (the Barrier), bounded by
 // StartupTimeout. Raft applies the entries after the last snapshot only
 // once the new leader commits its first entry, hence the Barrier. It fails
 // sooner when the raft log cannot be written: an append failed, and so did
 // the one of raft's next election.
-//
-// A multi-voter cluster needs a different notion of ready for followers:
-// a known leader and applied index ≥ the commit index seen at startup.
-func (c *Controller) awaitReady(self raft.ServerID, replay bool) error {
+func (c *Controller) readyAlone(replay bool) error {
+	self := c.self
 	deadline := time.Now().Add(c.cfg.StartupTimeout)
 	cf := c.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
@@ -337,15 +451,24 @@ func (c *Controller) Snapshot() error {
 	return nil
 }
 
-// Close stops raft (waiting for its goroutines), closes the stores and the
-// transport, and closes every subscriber channel. It is idempotent.
+// Close stops the liveness loop and raft (waiting for their goroutines), closes the CONTROLLER
+// listener and its connections, the stores and the transport, and closes every subscriber
+// channel. It is idempotent.
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		close(c.stop)
 		var errs []error
 		if c.raft != nil {
 			errs = append(errs, c.raft.Shutdown().Error())
 		}
+		c.wg.Wait()
+		if c.mux != nil {
+			if err := c.mux.close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+		c.rpcc.close()
 		errs = append(errs, c.store.Close())
 		c.notifier.close()
 		if err := errors.Join(errs...); err != nil {
@@ -355,17 +478,20 @@ func (c *Controller) Close() error {
 	return c.closeErr
 }
 
-// propose first applies cmd to the current metadata as a dry run, so that a
-// request that would be rejected, or would change nothing (a broker
-// re-registering unchanged), never reaches the log; then it submits it. The
-// dry run is only a filter: Apply decides, against the state at commit.
-func (c *Controller) propose(ctx context.Context, cmd command) (applyResult, error) {
+// proposeLocal, on the leader, first applies cmd to the current metadata as a dry run, so that
+// a request that would be rejected, or would change nothing (a broker re-registering
+// unchanged), never reaches the log; then it submits it. The dry run is only a filter: Apply
+// decides, against the state at commit. It returns Apply's result and the entry's raft index
+// (0 when nothing was submitted).
+func (c *Controller) proposeLocal(ctx context.Context, cmd command) (applyResult, uint64, error) {
 	if c.closed.Load() {
-		return applyResult{}, ErrClosed
+		return applyResult{}, 0, ErrClosed
 	}
 	md := c.Metadata()
 	if next, res := cmd.apply(md, 0); res.Err != nil || next == md {
-		return res, res.Err
+		// Nothing to submit: what was applied here is what a forwarding node must wait for (a
+		// retried command may have committed in an earlier try).
+		return res, c.indexed.applied.Load(), res.Err
 	}
 	return c.submit(ctx, cmd)
 }
@@ -373,26 +499,26 @@ func (c *Controller) propose(ctx context.Context, cmd command) (applyResult, err
 // submit appends cmd to the raft log and waits until it is applied,
 // returning Apply's result. Once the entry is enqueued, ctx no longer
 // matters: raft offers no way to withdraw it.
-func (c *Controller) submit(ctx context.Context, cmd command) (applyResult, error) {
+func (c *Controller) submit(ctx context.Context, cmd command) (applyResult, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return applyResult{}, err
+		return applyResult{}, 0, err
 	}
 	timeout := c.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 { // raft reads 0 as "no timeout"
-			return applyResult{}, context.DeadlineExceeded
+			return applyResult{}, 0, context.DeadlineExceeded
 		}
 	}
 	data, err := encodeCommand(cmd)
 	if err != nil {
-		return applyResult{}, err
+		return applyResult{}, 0, err
 	}
 	f := c.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
-		return applyResult{}, c.raftErr(err)
+		return applyResult{}, 0, c.raftErr(err)
 	}
 	res, _ := f.Response().(applyResult)
-	return res, res.Err
+	return res, f.Index(), res.Err
 }
 
 // raftErr maps raft's errors onto this package's sentinels.
@@ -408,4 +534,29 @@ func (c *Controller) raftErr(err error) error {
 		return fmt.Errorf("cluster: %w: %w", context.DeadlineExceeded, err)
 	}
 	return fmt.Errorf("cluster: raft: %w", err)
+}
+
+// indexedFSM records the index of the last command the state machine applied. Raft's own
+// AppliedIndex moves when an entry is handed to the FSM goroutine, before Apply has run, so a
+// forwarded write waits on this one to read its own write.
+type indexedFSM struct {
+	*fsm
+	applied atomic.Uint64
+}
+
+func (f *indexedFSM) Apply(l *raft.Log) any {
+	res := f.fsm.Apply(l)
+	f.applied.Store(l.Index)
+	return res
+}
+
+// Restore replaces the state with a snapshot's; the snapshot covers at least the version it holds.
+func (f *indexedFSM) Restore(rc io.ReadCloser) error {
+	if err := f.fsm.Restore(rc); err != nil {
+		return err
+	}
+	if v := f.state.Load().Version(); v > f.applied.Load() {
+		f.applied.Store(v)
+	}
+	return nil
 }

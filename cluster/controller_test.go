@@ -244,7 +244,7 @@ func TestApplyErrorsThroughRaft(t *testing.T) {
 		{&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: "t", Leader: 1, LeaderEpoch: 5}}, ErrStaleLeaderEpoch},
 	}
 	for _, tc := range cases {
-		if _, err := c.submit(ctx, tc.cmd); !errors.Is(err, tc.want) {
+		if _, _, err := c.submit(ctx, tc.cmd); !errors.Is(err, tc.want) {
 			t.Errorf("%T: %v, want %v", tc.cmd, err, tc.want)
 		}
 	}

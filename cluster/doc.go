@@ -9,16 +9,30 @@
 //     from (metadata, raft index, command) to (next metadata, result). No
 //     goroutines, clock, randomness or I/O; tests drive it directly.
 //   - The raft driver (controller.go, fsm.go, ops.go): raft-boltdb as log
-//     and stable store, a file snapshot store, an injectable raft.Transport,
-//     and the Controller API the broker calls.
+//     and stable store, a file snapshot store, the transport, and the
+//     Controller API the broker calls.
 //   - Sessions (sessions.go): the active controller's heartbeat bookkeeping,
 //     pure, on a clock the caller passes in.
+//   - The quorum (quorum.go, mux.go): with controller.quorum.voters, one raft
+//     group over hashicorp's NetworkTransport on the CONTROLLER listener, which
+//     also carries the controller RPC (rpc.go); the dialer writes a tag byte
+//     ('R' raft, 'C' controller RPC) first on every connection. A fresh voter
+//     bootstraps the whole voters configuration (the same on every voter); raft
+//     state whose voters differ is refused. Broker-only nodes are raft
+//     non-voters, added by the active controller when they ask (join).
+//   - Routing (forward.go): a write on a node that does not lead is forwarded to
+//     the leader and retried against the re-resolved leader after NOT_LEADER, a
+//     lost leadership or a dropped link, until its context ends.
+//   - Broker liveness (liveness.go on the active controller, lifecycle.go on the
+//     broker): registration with an incarnation, heartbeats (not raft entries)
+//     on an injectable Clock, fencing after broker.session.timeout.ms,
+//     unfencing once caught up, controlled shutdown.
 //   - The topic config registry (topicconfig.go): Kafka's topic config keys,
 //     types, defaults and validation, and their typed form.
 //
-// Today a broker is a single-voter quorum that bootstraps itself on first
-// start. Adding voters (raft AddVoter over a network transport) needs no
-// change to the state machine or the on-disk formats.
+// Without voters a node is today's single-voter quorum over an in-memory
+// transport, bootstrapping itself on first start, so data directories made
+// before the cluster work open unchanged.
 //
 // # Invariants
 //
@@ -86,6 +100,8 @@
 //
 // # Locks
 //
-// Only notifier.mu, held briefly and never across I/O or a call out.
-// Controller state is otherwise atomics and raft's own synchronization.
+// notifier.mu, liveness.mu (sessions), mux.mu (open RPC connections) and
+// rpcClient.mu (idle connections): each held briefly, never across I/O, a
+// raft call or a call out. Controller state is otherwise atomics and raft's
+// own synchronization.
 package cluster

@@ -30,11 +30,13 @@ func TestControllerLifecycleOps(t *testing.T) {
 	t.Parallel()
 	c := open(t, testConfig(t.TempDir()))
 	ctx := context.Background()
-	if err := c.InitCluster(ctx, "abc"); err != nil {
+	// The active controller records a cluster id when it finds none (liveness.go).
+	first, err := c.AwaitClusterID(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InitCluster(ctx, "other"); err != nil || c.Metadata().ClusterID() != "abc" {
-		t.Fatalf("second InitCluster: %v, id %q", err, c.Metadata().ClusterID())
+	if err := c.InitCluster(ctx, "other"); err != nil || c.Metadata().ClusterID() != first {
+		t.Fatalf("second InitCluster: %v, id %q, want %q", err, c.Metadata().ClusterID(), first)
 	}
 	e1 := registerAlive(t, c, BrokerInfo{ID: 1, Host: "h", Port: 9092})
 	e2 := registerAlive(t, c, BrokerInfo{ID: 2, Host: "h", Port: 9093})

@@ -27,19 +27,19 @@ func TestOpenReportsRaftLogWriteFailure(t *testing.T) {
 	// the end of the start-up timeout (raft steps down and keeps trying elections that fail the
 	// same way).
 	cfg.StartupTimeout = 10 * time.Minute
-	cfg.storeFault = func(op string) error {
+	fault := withStoreFault(func(op string) error {
 		if op == opStoreLogs {
 			return syscall.ENOSPC
 		}
 		return nil
-	}
+	})
 	type result struct {
 		c   *Controller
 		err error
 	}
 	opened := make(chan result, 1)
 	go func() {
-		c2, err := Open(cfg)
+		c2, err := Open(cfg, fault)
 		opened <- result{c2, err}
 	}()
 	var c2 *Controller
@@ -76,13 +76,12 @@ func TestOpenSurvivesOneFailedRaftLogAppend(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.StartupTimeout = time.Minute // a bound for a loaded machine; the retry takes a heartbeat timeout
 	var appends atomic.Int32
-	cfg.storeFault = func(op string) error {
+	c2, err := Open(cfg, withStoreFault(func(op string) error {
 		if op == opStoreLogs && appends.Add(1) == 1 {
 			return syscall.ENOSPC
 		}
 		return nil
-	}
-	c2, err := Open(cfg)
+	}))
 	if err != nil {
 		t.Fatalf("Open after one failed append: %v", err)
 	}
@@ -91,4 +90,10 @@ func TestOpenSurvivesOneFailedRaftLogAppend(t *testing.T) {
 		t.Fatalf("%d appends: the failing one was not made", appends.Load())
 	}
 	sameState(t, c2.Metadata(), want)
+}
+
+// withStoreFault fails raft.db writes before they reach bolt: op is "store logs", "delete logs"
+// or "set".
+func withStoreFault(f func(op string) error) Option {
+	return func(o *openOptions) { o.storeFault = f }
 }
