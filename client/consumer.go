@@ -280,6 +280,10 @@ type partState struct {
 	resetTs       int64 // wire.LatestTimestamp, wire.EarliestTimestamp or a time in ms
 
 	leader   int32 // -1: look it up
+	// currentLeaderEpoch is leader's epoch as the metadata (or a leader hint) gave it, -1
+	// unknown: sent in each fetch (CurrentLeaderEpoch), so that a broker whose leadership is
+	// older or newer says so (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) instead of serving.
+	currentLeaderEpoch int32
 	inflight bool  // in a fetcher's outstanding request, or being read from a file (spanRead)
 	spanRead bool  // the in-flight mark is a file read's (readSpan), not a request's
 	buffered int   // responses queued that Poll has not started on (at most responsesAhead)
@@ -413,7 +417,7 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 		if c.mu.parts[tp] != nil {
 			continue
 		}
-		ps := &partState{tp: tp, leader: -1, leaderEpoch: -1, committed: -1, epoch: c.nextEpochLocked()}
+		ps := &partState{tp: tp, leader: -1, leaderEpoch: -1, currentLeaderEpoch: -1, committed: -1, epoch: c.nextEpochLocked()}
 		if c.cfg.GroupID != "" {
 			ps.needCommitted = true
 		} else {

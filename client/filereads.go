@@ -32,7 +32,6 @@ package client
 // piece on the reader made the reader the bottleneck (BENCHMARKS.md, fourteenth session).
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,15 +68,11 @@ type fileSpan struct {
 
 // canReadFiles reports whether this fetcher's new connection should ask with FetchShared: the
 // consumer allows file reads, the connection is a unix socket, and the broker lists the api.
-func (f *fetcher) canReadFiles(ctx context.Context, conn *Conn) bool {
+func (f *fetcher) canReadFiles(conn *Conn) bool {
 	if conn.unix == nil || f.fileReadsOff.Load() || !f.c.cfg.fileReads() {
 		return false
 	}
-	var versions wire.APIVersionsResponse
-	if err := conn.Call(ctx, &wire.APIVersionsRequest{}, &versions); err != nil {
-		return false // the fetch that follows meets the same trouble and reports it
-	}
-	return supports(versions.APIKeys, wire.FetchShared)
+	return conn.versions != nil && conn.supports(wire.FetchShared)
 }
 
 // spanPause is how long a fetcher whose spans kept failing (files deleted or replaced before
