@@ -416,8 +416,44 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 		}
 		md.topics[t.Topic] = tm
 	}
-	c.meta.Store(md)
-	return nil
+	// A broker's metadata may lag the leadership the client already knows of (a leader hint,
+	// or a broker further along the metadata log): a partition keeps the leader of the newer
+	// epoch, as Kafka's client does, so that a refresh never sends it back to an old leader.
+	for {
+		old := c.meta.Load()
+		keepNewerLeaders(old, md)
+		if c.meta.CompareAndSwap(old, md) {
+			return nil
+		}
+	}
+}
+
+// keepNewerLeaders gives md's partitions old's leader where old's leader epoch is newer and
+// its broker known.
+func keepNewerLeaders(old, md *metadata) {
+	if old == nil {
+		return
+	}
+	for name, tm := range md.topics {
+		was, ok := old.topics[name]
+		if !ok || len(was.Partitions) != len(tm.Partitions) {
+			continue
+		}
+		for i := range tm.Partitions {
+			p, w := &tm.Partitions[i], was.Partitions[i]
+			if w.Leader < 0 || w.LeaderEpoch < 0 || w.LeaderEpoch <= p.LeaderEpoch {
+				continue
+			}
+			b, known := md.brokers[w.Leader]
+			if !known {
+				if b, known = old.brokers[w.Leader]; !known {
+					continue
+				}
+				md.brokers[w.Leader] = b
+			}
+			p.Leader, p.LeaderEpoch = w.Leader, w.LeaderEpoch
+		}
+	}
 }
 
 // densePartitions reports whether sorted partitions are numbered exactly 0 to len-1.

@@ -143,7 +143,12 @@ func (b *fakeBroker) serve(nc net.Conn) {
 			// A broker that knows the apis but not FetchShared (a consumer's fetcher asks over a
 			// unix socket): the handlers see Fetch, as from a broker over TCP.
 			var keys []wire.APIVersionRange
+			// Its handlers answer in v0's layouts: it speaks Produce and Fetch v0 only (a
+			// broker from before leader hints).
 			for _, k := range wire.SupportedAPIs() {
+				if k.APIKey == wire.Produce || k.APIKey == wire.Fetch || k.APIKey == wire.ProduceShared {
+					k.MaxVersion = 0
+				}
 				if k.APIKey != wire.FetchShared {
 					keys = append(keys, k)
 				}
