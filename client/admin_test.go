@@ -65,7 +65,7 @@ func TestAdminListOffsets(t *testing.T) {
 	// Partition 0: offsets 0..3 at times 1000, 3000 (the largest), 2000, 2000 s after 1970;
 	// partition 1 stays empty.
 	for _, sec := range []int64{1000, 3000, 2000, 2000} {
-		if _, err := p.SendSync(ctx, &client.Record{Topic: "lo", Partition: 0, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "lo", Partition: 0, PartitionSet: true, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestAdminListOffsets(t *testing.T) {
 func TestAdminGroupOffsets(t *testing.T) {
 	b, ctx, a, p := adminWithTopic(t, "go", 2)
 	for i := range 5 {
-		if _, err := p.SendSync(ctx, &client.Record{Topic: "go", Partition: 0, Value: []byte{byte('a' + i)}}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "go", Partition: 0, PartitionSet: true, Value: []byte{byte('a' + i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func adminWithTopic(t *testing.T, topic string, partitions int32) (*broker.Broke
 func TestConsumerListOffsetsAndCommitted(t *testing.T) {
 	b, ctx, _, p := adminWithTopic(t, "lag", 2)
 	for _, sec := range []int64{1000, 2000, 3000} {
-		if _, err := p.SendSync(ctx, &client.Record{Topic: "lag", Partition: 0, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "lag", Partition: 0, PartitionSet: true, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

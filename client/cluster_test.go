@@ -65,7 +65,7 @@ func TestClusterProducerFollowsLeaderHint(t *testing.T) {
 			}
 			c.moveLeader("t", 0, int32(3*i/n))
 		}
-		rec := &Record{Topic: "t", Partition: 0, Value: []byte(strconv.Itoa(i))}
+		rec := &Record{Topic: "t", Partition: 0, PartitionSet: true, Value: []byte(strconv.Itoa(i))}
 		p.Send(ctx, rec, func(_ RecordMetadata, err error) {
 			if err != nil {
 				mu.Lock()

@@ -713,7 +713,7 @@ func FuzzProducerProduceResponse(f *testing.F) {
 		}
 		recs := make([]*Record, 1+r.intn(24))
 		for i := range recs {
-			recs[i] = &Record{Topic: fzTopic, Partition: int32(r.intn(4)) - 1, Value: make([]byte, r.intn(120))}
+			recs[i] = &Record{Topic: fzTopic, Partition: int32(r.intn(4)) - 1, PartitionSet: true, Value: make([]byte, r.intn(120))}
 			if recs[i].Partition == PartitionAny && r.rare(2) {
 				recs[i].Key = []byte{byte(i)}
 			}
