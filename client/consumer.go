@@ -99,6 +99,9 @@ type ConsumerConfig struct {
 	// whose broker does not know FetchShared, fetches through the socket. new(false) always
 	// fetches through the socket. Other transports ignore it.
 	FileReads *bool
+
+	// hooks are file reads' test seams (fileReadHooks), nil but in this package's tests.
+	hooks *fileReadHooks
 }
 
 // ConsumerStats are a consumer's counters since it was made.
