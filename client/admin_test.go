@@ -54,6 +54,14 @@ func TestAdminErrors(t *testing.T) {
 		if tc.err != nil && !strings.Contains(tc.err.Error(), tc.text) {
 			t.Errorf("%s: %q does not say %s", tc.name, tc.err, tc.text)
 		}
+		// Each thing said once: no package prefix, the code's name once, in parentheses.
+		if msg := tc.err.Error(); strings.Contains(msg, "client:") || strings.Count(msg, "(") < 1 {
+			t.Errorf("%s: %q repeats the package or lacks the code", tc.name, msg)
+		}
+	}
+	if msg := describeErr.Error(); !strings.HasPrefix(msg, `describe topic "absent": unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION)`) ||
+		strings.Count(msg, "UNKNOWN_TOPIC_OR_PARTITION") != 1 {
+		t.Errorf("describe missing: %q, want `describe topic \"absent\": unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION)[: broker's message]`", msg)
 	}
 }
 
