@@ -370,8 +370,8 @@ func (c *Client) Call(ctx context.Context, req wire.Request, resp wire.Response)
 				return nil
 			}
 			var code wire.ErrorCode
-			if errors.As(err, &code) || errors.Is(err, wire.ErrShortBuffer) {
-				return err // an answer: the request itself is at fault, not the broker
+			if _, encode := errors.AsType[*wire.EncodeError](err); encode || errors.As(err, &code) || errors.Is(err, wire.ErrShortBuffer) {
+				return err // refused before sending, or an answer: the request is at fault, not the broker
 			}
 			_ = conn.Close()
 		}
