@@ -237,7 +237,7 @@ func TestConsumeGroupCommitsNothingForPartitionsNotCounted(t *testing.T) {
 	}
 	for part := range int32(2) {
 		for i := range 1000 {
-			p.Send(ctx, &client.Record{Topic: "parts", Partition: part, Value: fmt.Appendf(nil, "p%d-%04d", part, i)}, nil)
+			p.Send(ctx, &client.Record{Topic: "parts", Partition: part, PartitionSet: true, Value: fmt.Appendf(nil, "p%d-%04d", part, i)}, nil)
 		}
 	}
 	if err := p.Close(ctx); err != nil {

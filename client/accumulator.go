@@ -72,8 +72,11 @@ type accPartition struct {
 		// ready are closed batches waiting to be sent. Invariant: ascending seq (a retried
 		// batch goes back in seq order); all older than open.
 		ready []*accBatch
-		// inflight counts this partition's batches in requests awaiting an answer.
-		inflight int
+		// inflight counts this partition's batches in requests awaiting an answer, and
+		// inflightOn is the sender that sent the last of them: a partition moved to another
+		// sender (its leader moved) sends nothing there until inflight is 0 (drain).
+		inflight   int
+		inflightOn *brokerSender
 		// incomplete holds the seq of each batch whose callbacks have not all run, ascending.
 		incomplete []uint64
 		// nextSeq numbers batches in creation order, from 1.
@@ -421,9 +424,10 @@ func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasI
 	}
 	ap.removeIncompleteLocked(b.seq)
 	owner := ap.owner.Load()
+	moved := ap.mu.inflight == 0 && ap.mu.inflightOn != owner
 	ap.mu.Unlock()
-	if wasInflight && p.cfg.MaxInFlight == 1 {
-		owner.signal() // the partition's next batch may go
+	if wasInflight && (p.cfg.MaxInFlight == 1 || moved) {
+		owner.signal() // the partition's next batch may go (to its new leader, if moved)
 	}
 	p.mem.release(b.reserved)
 	p.recycleBatch(b)
@@ -455,8 +459,9 @@ func (p *Producer) endExpired(b *accBatch) {
 	ap.mu.Lock()
 	ap.mu.inflight--
 	owner := ap.owner.Load()
+	moved := ap.mu.inflight == 0 && ap.mu.inflightOn != owner
 	ap.mu.Unlock()
-	if p.cfg.MaxInFlight == 1 {
+	if p.cfg.MaxInFlight == 1 || moved {
 		owner.signal() // the partition's next batch may go
 	}
 	p.mem.release(b.reserved)

@@ -55,18 +55,25 @@ func NewAdminWithConfig(ctx context.Context, cfg AdminConfig) (*Admin, error) {
 	}
 	ctx, cancel := apiContext(ctx, cfg.DefaultAPITimeout)
 	defer cancel()
+	// The bootstrap brokers in order, each until one answers (ApiVersions, which also tells
+	// the Metadata version to use): one that accepts the connection and never answers costs
+	// request.timeout.ms, not the whole default.api.timeout.ms.
 	var errs []error
 	for _, addr := range cfg.Brokers {
-		c, err := Dial(ctx, addr, cfg.ClientID)
+		c, err := dialBounded(ctx, cfg.Dial, addr, cfg.ClientID, cfg.RequestTimeout)
 		if err == nil {
-			return &Admin{conn: c, cfg: cfg}, nil
+			a := &Admin{conn: c, cfg: cfg}
+			if _, err = a.metadataVersion(ctx); err == nil {
+				return a, nil
+			}
+			_ = c.Close()
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, fmt.Errorf("%w: %w", ErrNoBrokers, errors.Join(errs...))
+	return nil, noBrokersErr(cfg.Brokers, errs)
 }
 
 // ErrAdminConfig: an AdminConfig that cannot be used.
@@ -85,7 +92,7 @@ func apiContext(ctx context.Context, d time.Duration) (context.Context, context.
 func (a *Admin) call(ctx context.Context, req wire.Request, resp wire.Response) error {
 	ctx, cancel := apiContext(ctx, a.cfg.DefaultAPITimeout)
 	defer cancel()
-	return a.conn.Call(ctx, req, resp)
+	return a.conn.callWithin(ctx, a.cfg.RequestTimeout, req, resp)
 }
 
 // timeoutMs is the time the broker may take for a topic's creation or deletion: the
@@ -116,14 +123,7 @@ func resultErr(op string, code wire.ErrorCode, msg *string) error {
 	if code == wire.NoError {
 		return nil
 	}
-	var err error = code
-	if code == wire.ErrUnknownTopicOrPartition {
-		err = fmt.Errorf("%w: %w", ErrUnknownTopic, code)
-	}
-	if msg != nil && *msg != "" {
-		return fmt.Errorf("%w: %s", err, *msg)
-	}
-	return fmt.Errorf("client: %s: %w", op, err)
+	return fmt.Errorf("%s: %w", op, codeErr(code, msg))
 }
 
 // topicOp names an operation on a topic for resultErr.
@@ -160,10 +160,10 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	op := topicOp("create topic", spec.Name)
 	var resp wire.CreateTopicsResponse
 	if err := a.call(ctx, &wire.CreateTopicsRequest{Topics: []wire.CreateTopicsRequestTopic{t}, TimeoutMs: a.timeoutMs()}, &resp); err != nil {
-		return fmt.Errorf("client: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if len(resp.Topics) != 1 {
-		return fmt.Errorf("client: %s: %d results for 1 topic", op, len(resp.Topics))
+		return fmt.Errorf("%s: %d results for 1 topic", op, len(resp.Topics))
 	}
 	return resultErr(op, resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
@@ -175,10 +175,10 @@ func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	op := topicOp("delete topic", name)
 	var resp wire.DeleteTopicsResponse
 	if err := a.call(ctx, &wire.DeleteTopicsRequest{Topics: []string{name}, TimeoutMs: a.timeoutMs()}, &resp); err != nil {
-		return fmt.Errorf("client: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if len(resp.Topics) != 1 {
-		return fmt.Errorf("client: %s: %d results for 1 topic", op, len(resp.Topics))
+		return fmt.Errorf("%s: %d results for 1 topic", op, len(resp.Topics))
 	}
 	return resultErr(op, resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
@@ -211,14 +211,14 @@ func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, []wi
 	op := topicOp("describe topic", name)
 	v, err := a.metadataVersion(ctx)
 	if err != nil {
-		return TopicInfo{}, nil, fmt.Errorf("client: %s: %w", op, err)
+		return TopicInfo{}, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	md := wire.MetadataResponse{Version: v}
 	if err := a.call(ctx, &wire.MetadataRequest{Version: v, Topics: []string{name}}, &md); err != nil {
-		return TopicInfo{}, nil, fmt.Errorf("client: %s: %w", op, err)
+		return TopicInfo{}, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if len(md.Topics) != 1 {
-		return TopicInfo{}, nil, fmt.Errorf("client: %s: %d topics in the answer", op, len(md.Topics))
+		return TopicInfo{}, nil, fmt.Errorf("%s: %d topics in the answer", op, len(md.Topics))
 	}
 	t := md.Topics[0]
 	if err := resultErr(op, t.ErrorCode, nil); err != nil {
@@ -255,10 +255,10 @@ func (a *Admin) metadataVersion(ctx context.Context) (int16, error) {
 func (a *Admin) topicConfigs(ctx context.Context, op, name string) ([]wire.DescribeConfigsEntry, error) {
 	var dc wire.DescribeConfigsResponse
 	if err := a.call(ctx, &wire.DescribeConfigsRequest{Resources: []wire.DescribeConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name}}}, &dc); err != nil {
-		return nil, fmt.Errorf("client: %s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if len(dc.Resources) != 1 {
-		return nil, fmt.Errorf("client: %s: describe configs: %d results", op, len(dc.Resources))
+		return nil, fmt.Errorf("%s: describe configs: %d results", op, len(dc.Resources))
 	}
 	r := dc.Resources[0]
 	if err := resultErr(op, r.ErrorCode, r.ErrorMessage); err != nil {
@@ -295,10 +295,10 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, set map[stri
 	var resp wire.AlterConfigsResponse
 	req := &wire.AlterConfigsRequest{Resources: []wire.AlterConfigsResource{{ResourceType: wire.ResourceTopic, ResourceName: name, Configs: entries(merged)}}}
 	if err := a.call(ctx, req, &resp); err != nil {
-		return fmt.Errorf("client: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if len(resp.Resources) != 1 {
-		return fmt.Errorf("client: %s: %d results", op, len(resp.Resources))
+		return fmt.Errorf("%s: %d results", op, len(resp.Resources))
 	}
 	return resultErr(op, resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage)
 }
@@ -380,7 +380,7 @@ func listOffsets(ctx context.Context, call func(context.Context, wire.Request, w
 	}
 	var resp wire.ListOffsetsResponse
 	if err := call(ctx, req, &resp); err != nil {
-		return fmt.Errorf("client: list offsets: %w", err)
+		return fmt.Errorf("list offsets: %w", err)
 	}
 	answers := make(map[TopicPartition]*wire.ListOffsetsResponsePartition, len(tps))
 	for ti := range resp.Topics {
@@ -395,7 +395,7 @@ func listOffsets(ctx context.Context, call func(context.Context, wire.Request, w
 		op := fmt.Sprintf("list offsets of %s (%s)", tp, specs[tp])
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("client: %s: no answer from the broker", op))
+			errs = append(errs, fmt.Errorf("%s: no answer from the broker", op))
 		case p.ErrorCode != wire.NoError:
 			errs = append(errs, resultErr(op, p.ErrorCode, nil))
 		default:
@@ -411,7 +411,7 @@ func listOffsets(ctx context.Context, call func(context.Context, wire.Request, w
 func (a *Admin) ListGroups(ctx context.Context) ([]string, error) {
 	var resp wire.ListGroupsResponse
 	if err := a.call(ctx, &wire.ListGroupsRequest{}, &resp); err != nil {
-		return nil, fmt.Errorf("client: list groups: %w", err)
+		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	if err := resultErr("list groups", resp.ErrorCode, nil); err != nil {
 		return nil, err
@@ -431,11 +431,11 @@ func (a *Admin) ListGroups(ctx context.Context) ([]string, error) {
 func (a *Admin) ListGroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
 	op := fmt.Sprintf("list offsets of group %.300q", group)
 	if group == "" {
-		return nil, fmt.Errorf("client: %s: %w", op, ErrNoGroup)
+		return nil, fmt.Errorf("%s: %w", op, ErrNoGroup)
 	}
 	var resp wire.OffsetFetchResponse
 	if err := a.call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
-		return nil, fmt.Errorf("client: %s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return committedOffsets(op, &resp)
 }
@@ -471,12 +471,12 @@ func committedOffsets(op string, resp *wire.OffsetFetchResponse) (map[TopicParti
 func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
 	op := fmt.Sprintf("commit offsets of group %.300q", group)
 	if group == "" {
-		return fmt.Errorf("client: %s: %w", op, ErrNoGroup)
+		return fmt.Errorf("%s: %w", op, ErrNoGroup)
 	}
 	tps := make([]TopicPartition, 0, len(offsets))
 	for tp, off := range offsets {
 		if off < 0 {
-			return fmt.Errorf("client: %s: %s at %d: an offset is never negative", op, tp, off)
+			return fmt.Errorf("%s: %s at %d: an offset is never negative", op, tp, off)
 		}
 		tps = append(tps, tp)
 	}
@@ -494,7 +494,7 @@ func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets ma
 	}
 	var resp wire.OffsetCommitResponse
 	if err := a.call(ctx, req, &resp); err != nil {
-		return fmt.Errorf("client: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	answered := map[TopicPartition]wire.ErrorCode{}
 	for _, t := range resp.Topics {
@@ -507,7 +507,7 @@ func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets ma
 		code, ok := answered[tp]
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("client: %s: %s: no answer from the broker", op, tp))
+			errs = append(errs, fmt.Errorf("%s: %s: no answer from the broker", op, tp))
 		case code != wire.NoError:
 			errs = append(errs, resultErr(fmt.Sprintf("%s: %s", op, tp), code, nil))
 		}

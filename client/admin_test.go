@@ -54,6 +54,14 @@ func TestAdminErrors(t *testing.T) {
 		if tc.err != nil && !strings.Contains(tc.err.Error(), tc.text) {
 			t.Errorf("%s: %q does not say %s", tc.name, tc.err, tc.text)
 		}
+		// Each thing said once: no package prefix, the code's name once, in parentheses.
+		if msg := tc.err.Error(); strings.Contains(msg, "client:") || strings.Count(msg, "(") < 1 {
+			t.Errorf("%s: %q repeats the package or lacks the code", tc.name, msg)
+		}
+	}
+	if msg := describeErr.Error(); !strings.HasPrefix(msg, `describe topic "absent": unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION)`) ||
+		strings.Count(msg, "UNKNOWN_TOPIC_OR_PARTITION") != 1 {
+		t.Errorf("describe missing: %q, want `describe topic \"absent\": unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION)[: broker's message]`", msg)
 	}
 }
 
@@ -65,7 +73,7 @@ func TestAdminListOffsets(t *testing.T) {
 	// Partition 0: offsets 0..3 at times 1000, 3000 (the largest), 2000, 2000 s after 1970;
 	// partition 1 stays empty.
 	for _, sec := range []int64{1000, 3000, 2000, 2000} {
-		if _, err := p.SendSync(ctx, &client.Record{Topic: "lo", Partition: 0, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "lo", Partition: 0, PartitionSet: true, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,7 +137,7 @@ func TestAdminListOffsets(t *testing.T) {
 func TestAdminGroupOffsets(t *testing.T) {
 	b, ctx, a, p := adminWithTopic(t, "go", 2)
 	for i := range 5 {
-		if _, err := p.SendSync(ctx, &client.Record{Topic: "go", Partition: 0, Value: []byte{byte('a' + i)}}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "go", Partition: 0, PartitionSet: true, Value: []byte{byte('a' + i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,23 +255,21 @@ func TestAdminWithConfig(t *testing.T) {
 			defer c.Close()
 		}
 	}()
-	mute, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: []string{ln.Addr().String()}}, DefaultAPITimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mute.Close()
+	// NewAdmin waits for an answer (ApiVersions) from each bootstrap broker in turn: a broker
+	// that never answers fails within default.api.timeout.ms when the caller's context has no
+	// deadline, naming the address.
 	done := make(chan error, 1)
 	go func() {
-		_, err := mute.ListTopics(context.Background())
+		_, err := client.NewAdminWithConfig(context.Background(), client.AdminConfig{Config: client.Config{Brokers: []string{ln.Addr().String()}}, DefaultAPITimeout: 200 * time.Millisecond})
 		done <- err
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("a call to a broker that never answers: %v, want context.DeadlineExceeded", err)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrNoBrokers) || !strings.Contains(err.Error(), ln.Addr().String()) {
+			t.Errorf("a broker that never answers: %v, want ErrNoBrokers and context.DeadlineExceeded, naming it", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("a call made with context.Background() to a broker that never answers has not returned after 30 s (DefaultAPITimeout 200 ms)")
+		t.Fatal("NewAdmin with context.Background() to a broker that never answers has not returned after 30 s (DefaultAPITimeout 200 ms)")
 	}
 }
 
@@ -296,7 +302,7 @@ func adminWithTopic(t *testing.T, topic string, partitions int32) (*broker.Broke
 func TestConsumerListOffsetsAndCommitted(t *testing.T) {
 	b, ctx, _, p := adminWithTopic(t, "lag", 2)
 	for _, sec := range []int64{1000, 2000, 3000} {
-		if _, err := p.SendSync(ctx, &client.Record{Topic: "lag", Partition: 0, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: "lag", Partition: 0, PartitionSet: true, Value: []byte("v"), Timestamp: time.Unix(sec, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,10 +19,16 @@ import (
 
 // Config is what every client (Producer, Consumer, Admin) needs to reach a cluster.
 type Config struct {
-	// Brokers are bootstrap addresses: "host:port" or "unix:///path". When the bootstrap address
-	// is a unix socket, the client reaches every broker through the unix socket it advertises
-	// (a producer on the broker's host), else through its TCP address.
+	// Brokers is bootstrap.servers: addresses, "host:port" or "unix:///path", tried in order,
+	// each until one answers; once the client knows the cluster it reaches every broker at the
+	// address the metadata gives, the bootstrap list only when none of those answers. When the
+	// first bootstrap address is a unix socket, the client reaches every broker through the
+	// unix socket it advertises (a producer on the broker's host), else through its TCP
+	// address.
 	Brokers []string
+	// Dial opens every connection the client makes (nil: a net.Dialer): tests cut, delay or
+	// drop links with it.
+	Dial DialFunc
 	// ClientID is sent with every request (client.id).
 	ClientID string
 	// MetadataMaxAge is metadata.max.age.ms: metadata is refreshed at least this often (5 min).
@@ -89,13 +96,14 @@ func retryBackoff(base, ceiling time.Duration, failures int, jitter float64) tim
 
 // Errors of the cluster client.
 var (
-	ErrNoBrokers = errors.New("client: no bootstrap broker reachable")
+	// ErrNoBrokers: no broker answered (each one tried is named, with its error).
+	ErrNoBrokers = errors.New("no broker answered")
 	// ErrUnknownTopic: the cluster has no such topic (or partition). Producer.Send (after
 	// max.block.ms), Consumer.PartitionsFor, Client.Topic and Admin's DescribeTopic,
 	// AlterTopicConfigs and DeleteTopic all report a missing topic with it; Admin's errors
 	// also wrap the broker's wire.ErrUnknownTopicOrPartition.
-	ErrUnknownTopic    = errors.New("client: unknown topic or partition")
-	ErrNoLeader        = errors.New("client: partition has no leader")
+	ErrUnknownTopic    = errors.New("unknown topic or partition")
+	ErrNoLeader        = errors.New("partition has no leader")
 	ErrClientClosed    = errors.New("client: closed")
 	errUnknownBrokerID = errors.New("client: unknown broker id")
 )
@@ -192,7 +200,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 		return conn, nil
 	}
 	c.mu.Unlock()
-	conn, err := Dial(ctx, addr, c.cfg.ClientID)
+	conn, err := c.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +236,10 @@ func (c *Client) attach(ctx context.Context, addr string, conn *Conn) (*Conn, er
 		}
 		return conn, nil
 	}
-	if conn, err = Dial(ctx, addr, c.cfg.ClientID); err != nil {
+	if conn, err = c.dial(ctx, addr); err != nil {
 		return nil, err
 	}
-	var versions wire.APIVersionsResponse
-	if verr := conn.Call(ctx, &wire.APIVersionsRequest{}, &versions); verr == nil && !supports(versions.APIKeys, wire.AttachMemory) {
+	if !conn.supports(wire.AttachMemory) {
 		c.cfg.Logger.Info("sluice client: the broker does not know shared memory; batches go through the socket", "broker", addr)
 		c.mu.Lock()
 		c.noShm[addr] = true
@@ -242,10 +249,41 @@ func (c *Client) attach(ctx context.Context, addr string, conn *Conn) (*Conn, er
 	if err := conn.AttachSharedMemory(ctx, c.cfg.region); err != nil {
 		c.cfg.Logger.Info("sluice client: batches go through the socket", "broker", addr, "err", err)
 		if conn.isClosed() {
-			return Dial(ctx, addr, c.cfg.ClientID)
+			return c.dial(ctx, addr)
 		}
 	}
 	return conn, nil
+}
+
+// dial opens a connection to addr through Config.Dial and learns the versions the broker
+// speaks (ApiVersions), each within request.timeout.ms.
+func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
+	return dialBounded(ctx, c.cfg.Dial, addr, c.cfg.ClientID, c.cfg.RequestTimeout)
+}
+
+// dialBounded dials addr and asks the broker its api versions (Conn.Version), the dial and
+// the question each bounded by timeout: a broker that accepts and never answers fails naming
+// its address (NoAnswerError).
+func dialBounded(ctx context.Context, dial DialFunc, addr, clientID string, timeout time.Duration) (*Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	conn, err := DialWith(dctx, dial, addr, clientID)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.negotiate(ctx, timeout); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// noBrokersErr is ErrNoBrokers naming each address tried with its error.
+func noBrokersErr(addrs []string, errs []error) error {
+	if len(errs) == 0 {
+		return fmt.Errorf("%w (tried %v)", ErrNoBrokers, addrs)
+	}
+	return fmt.Errorf("%w: %w", ErrNoBrokers, errors.Join(errs...))
 }
 
 // supports reports whether key is among the api ranges a broker advertised.
@@ -284,8 +322,9 @@ func (c *Client) BrokerConn(ctx context.Context, id int32) (*Conn, error) {
 	return c.conn(ctx, c.brokerAddr(b))
 }
 
-// anyConn returns a connection to some broker: a known one, else a bootstrap address.
-func (c *Client) anyConn(ctx context.Context) (*Conn, error) {
+// candidates lists the addresses to try for a request any broker can answer: the known
+// brokers in random order (the load spread), then the bootstrap list in its order.
+func (c *Client) candidates() []string {
 	var addrs []string
 	if md := c.meta.Load(); md != nil {
 		for _, b := range md.brokers {
@@ -293,7 +332,17 @@ func (c *Client) anyConn(ctx context.Context) (*Conn, error) {
 		}
 		rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
 	}
-	addrs = append(addrs, c.cfg.Brokers...)
+	for _, a := range c.cfg.Brokers {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// anyConn returns a connection to some broker: a known one, else a bootstrap address.
+func (c *Client) anyConn(ctx context.Context) (*Conn, error) {
+	addrs := c.candidates()
 	var errs []error
 	for _, a := range addrs {
 		conn, err := c.conn(ctx, a)
@@ -301,19 +350,37 @@ func (c *Client) anyConn(ctx context.Context) (*Conn, error) {
 			return conn, nil
 		}
 		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	return nil, fmt.Errorf("%w: %w", ErrNoBrokers, errors.Join(errs...))
+	return nil, noBrokersErr(addrs, errs)
 }
 
-// Call sends req to any broker (metadata and admin requests).
+// Call sends req to any broker (metadata and admin requests): the candidates in turn, each
+// until one answers within request.timeout.ms. A broker that fails or does not answer
+// loses its connection, so the next call dials it afresh.
 func (c *Client) Call(ctx context.Context, req wire.Request, resp wire.Response) error {
-	conn, err := c.anyConn(ctx)
-	if err != nil {
-		return err
+	addrs := c.candidates()
+	var errs []error
+	for _, a := range addrs {
+		conn, err := c.conn(ctx, a)
+		if err == nil {
+			if err = conn.callWithin(ctx, c.cfg.RequestTimeout, req, resp); err == nil {
+				return nil
+			}
+			var code wire.ErrorCode
+			if _, encode := errors.AsType[*wire.EncodeError](err); encode || errors.As(err, &code) || errors.Is(err, wire.ErrShortBuffer) {
+				return err // refused before sending, or an answer: the request is at fault, not the broker
+			}
+			_ = conn.Close()
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	return conn.Call(ctx, req, resp)
+	return noBrokersErr(addrs, errs)
 }
 
 // RefreshMetadata reloads the metadata of every topic.
@@ -326,7 +393,7 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	}
 	var resp wire.MetadataResponse
 	if err := c.Call(ctx, &wire.MetadataRequest{}, &resp); err != nil {
-		return fmt.Errorf("client: metadata: %w", err)
+		return fmt.Errorf("metadata: %w", err)
 	}
 	md := &metadata{fetched: time.Now(), brokers: map[int32]wire.MetadataBroker{}, topics: map[string]TopicMetadata{}}
 	for _, b := range resp.Brokers {
@@ -349,8 +416,44 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 		}
 		md.topics[t.Topic] = tm
 	}
-	c.meta.Store(md)
-	return nil
+	// A broker's metadata may lag the leadership the client already knows of (a leader hint,
+	// or a broker further along the metadata log): a partition keeps the leader of the newer
+	// epoch, as Kafka's client does, so that a refresh never sends it back to an old leader.
+	for {
+		old := c.meta.Load()
+		keepNewerLeaders(old, md)
+		if c.meta.CompareAndSwap(old, md) {
+			return nil
+		}
+	}
+}
+
+// keepNewerLeaders gives md's partitions old's leader where old's leader epoch is newer and
+// its broker known.
+func keepNewerLeaders(old, md *metadata) {
+	if old == nil {
+		return
+	}
+	for name, tm := range md.topics {
+		was, ok := old.topics[name]
+		if !ok || len(was.Partitions) != len(tm.Partitions) {
+			continue
+		}
+		for i := range tm.Partitions {
+			p, w := &tm.Partitions[i], was.Partitions[i]
+			if w.Leader < 0 || w.LeaderEpoch < 0 || w.LeaderEpoch <= p.LeaderEpoch {
+				continue
+			}
+			b, known := md.brokers[w.Leader]
+			if !known {
+				if b, known = old.brokers[w.Leader]; !known {
+					continue
+				}
+				md.brokers[w.Leader] = b
+			}
+			p.Leader, p.LeaderEpoch = w.Leader, w.LeaderEpoch
+		}
+	}
 }
 
 // densePartitions reports whether sorted partitions are numbered exactly 0 to len-1.
@@ -385,16 +488,9 @@ func (c *Client) Topic(ctx context.Context, name string) (TopicMetadata, error) 
 
 // Leader returns the leader of a partition and a connection to it.
 func (c *Client) Leader(ctx context.Context, topic string, partition int32) (int32, *Conn, error) {
-	t, err := c.Topic(ctx, topic)
+	leader, _, err := c.LeaderFor(ctx, topic, partition)
 	if err != nil {
 		return -1, nil, err
-	}
-	if partition < 0 || int(partition) >= len(t.Partitions) {
-		return -1, nil, fmt.Errorf("%w: %s-%d", ErrUnknownTopic, topic, partition)
-	}
-	leader := t.Partitions[partition].Leader
-	if leader < 0 {
-		return -1, nil, fmt.Errorf("%w: %s-%d", ErrNoLeader, topic, partition)
 	}
 	conn, err := c.BrokerConn(ctx, leader)
 	return leader, conn, err
@@ -411,4 +507,79 @@ func (c *Client) InvalidateMetadata() {
 		stale.fetched = time.Time{}
 		c.meta.CompareAndSwap(md, &stale)
 	}
+}
+
+// LeaderFor returns the leader of a partition and its epoch as the client knows them (a
+// refresh if the topic is unknown or the cache old), or an error as Leader's.
+func (c *Client) LeaderFor(ctx context.Context, topic string, partition int32) (leader, epoch int32, err error) {
+	t, err := c.Topic(ctx, topic)
+	if err != nil {
+		return -1, -1, err
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1, -1, fmt.Errorf("%w: %s-%d", ErrUnknownTopic, topic, partition)
+	}
+	pm := t.Partitions[partition]
+	if pm.Leader < 0 {
+		return -1, -1, fmt.Errorf("%w: %s-%d", ErrNoLeader, topic, partition)
+	}
+	return pm.Leader, pm.LeaderEpoch, nil
+}
+
+// applyLeaderHint takes a broker's word (KIP-951: a NOT_LEADER_OR_FOLLOWER or fenced-epoch
+// answer naming the current leader) into the metadata at once, without waiting for a refresh:
+// the partition's leader and epoch become the hint's if its epoch is newer than the cached
+// one, and the hinted broker's endpoint is learnt from endpoints. It reports whether the
+// cache changed. A hint whose broker is in neither endpoints nor the cache is ignored (the
+// client could not reach it), and so is one no newer than what the client knows: brokers
+// that disagree must not make a partition bounce between them.
+func (c *Client) applyLeaderHint(topic string, partition int32, hint wire.LeaderHint, endpoints []wire.MetadataBroker) bool {
+	if !hint.Known() {
+		return false
+	}
+	for {
+		md := c.meta.Load()
+		if md == nil {
+			return false
+		}
+		tm, ok := md.topics[topic]
+		if !ok || partition < 0 || int(partition) >= len(tm.Partitions) {
+			return false
+		}
+		pm := tm.Partitions[partition]
+		if pm.LeaderEpoch >= 0 && hint.LeaderEpoch <= pm.LeaderEpoch {
+			return false
+		}
+		broker, known := md.brokers[hint.LeaderID]
+		for _, e := range endpoints {
+			if e.NodeID == hint.LeaderID {
+				broker, known = e, true
+				break
+			}
+		}
+		if !known {
+			return false
+		}
+		next := &metadata{fetched: md.fetched, brokers: make(map[int32]wire.MetadataBroker, len(md.brokers)+1), topics: make(map[string]TopicMetadata, len(md.topics))}
+		for id, b := range md.brokers {
+			next.brokers[id] = b
+		}
+		next.brokers[broker.NodeID] = broker
+		for name, t := range md.topics {
+			next.topics[name] = t
+		}
+		parts := slices.Clone(tm.Partitions)
+		parts[partition].Leader, parts[partition].LeaderEpoch = hint.LeaderID, hint.LeaderEpoch
+		next.topics[topic] = TopicMetadata{Name: tm.Name, Partitions: parts}
+		if c.meta.CompareAndSwap(md, next) {
+			c.cfg.Logger.Debug("sluice client: leader hint", "topic", topic, "partition", partition, "leader", hint.LeaderID, "epoch", hint.LeaderEpoch)
+			return true
+		}
+	}
+}
+
+// hintCarrying reports whether a broker's answer with code may name the partition's current
+// leader (KIP-951).
+func hintCarrying(code wire.ErrorCode) bool {
+	return code == wire.ErrNotLeaderOrFollower || code == wire.ErrFencedLeaderEpoch || code == wire.ErrUnknownLeaderEpoch
 }

@@ -51,8 +51,13 @@ func ParseAddress(addr string) (network, address string, err error) {
 	return "unix", address, nil
 }
 
+// DialFunc opens a network connection, as net.Dialer.DialContext does: network is "tcp" or
+// "unix" (ParseAddress). Config.Dial takes one, so that tests can cut, delay or drop links.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
 // Conn is one connection to a broker.
 type Conn struct {
+	addr     string // the broker address it was dialled at, for errors
 	nc       net.Conn
 	unix     *net.UnixConn // nc, when it is a unix socket
 	clientID string
@@ -73,6 +78,10 @@ type Conn struct {
 	shmAttach int32         // correlation id of the last AttachMemory sent
 	shmClosed bool
 
+	// versions are the api ranges the broker advertised (negotiate), nil if it was not asked:
+	// set before the connection is shared, read-only after.
+	versions map[wire.APIKey]wire.APIVersionRange
+
 	mu      sync.Mutex // guards pending and err
 	pending map[int32]pendingCall
 	err     error
@@ -82,14 +91,22 @@ type Conn struct {
 
 // Dial connects to addr (see ParseAddress).
 func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+	return DialWith(ctx, nil, addr, clientID)
+}
+
+// DialWith is Dial through dial (nil: a net.Dialer).
+func DialWith(ctx context.Context, dial DialFunc, addr, clientID string) (*Conn, error) {
 	network, address, err := ParseAddress(addr)
 	if err != nil {
 		return nil, err
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, address)
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, network, address)
 	if err != nil {
-		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// A large receive buffer lets a 1 MiB fetch response arrive in fewer reads, each
@@ -101,6 +118,7 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 	}
 	uc, _ := nc.(*net.UnixConn)
 	c := &Conn{
+		addr:     addr,
 		nc:       nc,
 		unix:     uc,
 		clientID: clientID,
@@ -111,6 +129,51 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 	go c.readLoop()
 	return c, nil
 }
+
+// negotiate asks the broker which api versions it speaks (ApiVersions), within timeout, for
+// Version and supports. Called once, before the connection is shared.
+func (c *Conn) negotiate(ctx context.Context, timeout time.Duration) error {
+	var resp wire.APIVersionsResponse
+	if err := c.callWithin(ctx, timeout, &wire.APIVersionsRequest{}, &resp); err != nil {
+		return err
+	}
+	if resp.ErrorCode != wire.NoError {
+		return fmt.Errorf("broker %s: api versions: %w", c.addr, codeErr(resp.ErrorCode, nil))
+	}
+	c.versions = make(map[wire.APIKey]wire.APIVersionRange, len(resp.APIKeys))
+	for _, r := range resp.APIKeys {
+		c.versions[r.APIKey] = r
+	}
+	return nil
+}
+
+// Version is the highest version of k that both this package and the broker speak, 0 if the
+// connection did not ask the broker (negotiate) or they share none above it.
+func (c *Conn) Version(k wire.APIKey) int16 {
+	r, ok := c.versions[k]
+	_, hi, known := k.Versions()
+	if !ok || !known {
+		return 0
+	}
+	v := min(hi, r.MaxVersion)
+	if v < r.MinVersion || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// supports reports whether the broker advertised k; true if it was not asked (the caller
+// finds out by trying, as before negotiation existed).
+func (c *Conn) supports(k wire.APIKey) bool {
+	if c.versions == nil {
+		return true
+	}
+	_, ok := c.versions[k]
+	return ok
+}
+
+// Addr is the broker address the connection was dialled at.
+func (c *Conn) Addr() string { return c.addr }
 
 // pendingCall is a request waiting for its response.
 type pendingCall struct {

@@ -99,6 +99,9 @@ type ConsumerConfig struct {
 	// whose broker does not know FetchShared, fetches through the socket. new(false) always
 	// fetches through the socket. Other transports ignore it.
 	FileReads *bool
+
+	// hooks are file reads' test seams (fileReadHooks), nil but in this package's tests.
+	hooks *fileReadHooks
 }
 
 // ConsumerStats are a consumer's counters since it was made.
@@ -279,10 +282,14 @@ type partState struct {
 	needReset     bool  // look up resetTs with ListOffsets
 	resetTs       int64 // wire.LatestTimestamp, wire.EarliestTimestamp or a time in ms
 
-	leader   int32 // -1: look it up
-	inflight bool  // in a fetcher's outstanding request, or being read from a file (spanRead)
-	spanRead bool  // the in-flight mark is a file read's (readSpan), not a request's
-	buffered int   // responses queued that Poll has not started on (at most responsesAhead)
+	leader int32 // -1: look it up
+	// currentLeaderEpoch is leader's epoch as the metadata (or a leader hint) gave it, -1
+	// unknown: sent in each fetch (CurrentLeaderEpoch), so that a broker whose leadership is
+	// older or newer says so (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) instead of serving.
+	currentLeaderEpoch int32
+	inflight           bool // in a fetcher's outstanding request, or being read from a file (spanRead)
+	spanRead           bool // the in-flight mark is a file read's (readSpan), not a request's
+	buffered           int  // responses queued that Poll has not started on (at most responsesAhead)
 	// stopAhead: a queued response ends in an error or a reset; fetch no further. A reset
 	// clears it when Poll applies it (the position moves), an error only with a seek: Poll
 	// stops there, and a fetch from the same offset could only bring the error again.
@@ -413,7 +420,7 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 		if c.mu.parts[tp] != nil {
 			continue
 		}
-		ps := &partState{tp: tp, leader: -1, leaderEpoch: -1, committed: -1, epoch: c.nextEpochLocked()}
+		ps := &partState{tp: tp, leader: -1, leaderEpoch: -1, currentLeaderEpoch: -1, committed: -1, epoch: c.nextEpochLocked()}
 		if c.cfg.GroupID != "" {
 			ps.needCommitted = true
 		} else {
@@ -926,13 +933,14 @@ func (c *Consumer) decode(ch *chunk, out []Record, limit int) (_ []Record, done 
 			continue
 		}
 		rec := Record{
-			Topic:       ch.tp.Topic,
-			Partition:   ch.tp.Partition,
-			Offset:      int64(r.Offset),
-			Timestamp:   time.UnixMilli(r.Timestamp),
-			Key:         r.Key,
-			Value:       r.Value,
-			LeaderEpoch: ch.batchEpoch,
+			Topic:        ch.tp.Topic,
+			Partition:    ch.tp.Partition,
+			PartitionSet: true,
+			Offset:       int64(r.Offset),
+			Timestamp:    time.UnixMilli(r.Timestamp),
+			Key:          r.Key,
+			Value:        r.Value,
+			LeaderEpoch:  ch.batchEpoch,
 		}
 		if len(r.Headers) > 0 {
 			rec.Headers = c.appendHeaders(r.Headers)

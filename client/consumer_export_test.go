@@ -61,4 +61,4 @@ func SetDefaultCloseTimeout(t testing.TB, d time.Duration) {
 }
 
 // OpenSpanForTest is openSpan.
-func OpenSpanForTest(sp *wire.FileSpan) (*os.File, error) { return openSpan(sp) }
+func OpenSpanForTest(sp *wire.FileSpan) (*os.File, error) { return openSpan(sp, nil) }

@@ -3,9 +3,15 @@
 // "unix:///path" or a plain path for the unix socket) and connections that pipeline requests,
 // matching responses to callers by correlation id.
 //
-//   - Client (client.go): bootstrap, metadata cache (metadata.max.age.ms, refreshed on
-//     NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION), one connection per broker; a client
+//   - Client (client.go): bootstrap (Config.Brokers in order, each until one answers), metadata
+//     cache (metadata.max.age.ms, refreshed on NOT_LEADER_OR_FOLLOWER and
+//     UNKNOWN_TOPIC_OR_PARTITION, corrected at once by KIP-951 leader hints; a refresh never
+//     puts back a leader of an older epoch), one connection per broker, each asking ApiVersions
+//     first (Produce and Fetch v1 where spoken), all dialled through Config.Dial; a client
 //     bootstrapped over a unix socket reaches every broker through the socket it advertises.
+//     A broker that does not answer within request.timeout.ms fails naming itself
+//     (NoAnswerError); broker error codes read "description (CODE): broker's message"
+//     (errors.go).
 //   - Producer (producer.go, accumulator.go, partitioner.go, sender.go): Kafka's partitioner,
 //     record accumulator (batch.size, linger.ms, buffer.memory, max.block.ms), one sender per
 //     broker, retries until delivery.timeout.ms. See PRODUCER.md for the ordering guarantee.

@@ -52,11 +52,11 @@ func ExampleProducer() {
 	var failed atomic.Int64
 	for i := range 1000 {
 		p.Send(ctx, &client.Record{
-			Topic:     "orders",
-			Partition: client.PartitionAny, // the zero value would be partition 0
-			Key:       fmt.Appendf(nil, "order-%d", i),
-			Value:     []byte(`{"amount": 42}`),
-			Headers:   []client.Header{{Key: "source", Value: []byte("checkout")}},
+			Topic: "orders",
+			// Partition unset: the partitioner chooses (OnPartition pins one).
+			Key:     fmt.Appendf(nil, "order-%d", i),
+			Value:   []byte(`{"amount": 42}`),
+			Headers: []client.Header{{Key: "source", Value: []byte("checkout")}},
 		}, func(md client.RecordMetadata, err error) {
 			if err != nil {
 				failed.Add(1) // errors.Is(err, client.ErrDeliveryTimeout), wire.ErrMessageTooLarge, ...

@@ -45,9 +45,10 @@ type chunk struct {
 
 // fetchPart is one partition in a fetcher's outstanding request.
 type fetchPart struct {
-	tp     TopicPartition
-	epoch  uint64
-	offset int64
+	tp          TopicPartition
+	epoch       uint64
+	offset      int64
+	leaderEpoch int32 // partState.currentLeaderEpoch when sent
 }
 
 // fetcher keeps one Fetch in flight to one broker for the partitions it leads.
@@ -303,7 +304,7 @@ func (f *fetcher) prepare() (context.Context, int) {
 			}
 			f.dropSpan(ps.tp)
 		}
-		f.sent = append(f.sent, fetchPart{ps.tp, ps.epoch, ps.fetchOffset})
+		f.sent = append(f.sent, fetchPart{ps.tp, ps.epoch, ps.fetchOffset, ps.currentLeaderEpoch})
 	}
 	if len(f.sent) == 0 {
 		c.mu.Unlock()
@@ -369,7 +370,7 @@ func (f *fetcher) prepare() (context.Context, int) {
 		}
 		t := &f.req.Topics[len(f.req.Topics)-1]
 		t.Partitions = append(t.Partitions, wire.FetchRequestPartition{
-			Partition: p.tp.Partition, CurrentLeaderEpoch: -1, FetchOffset: p.offset,
+			Partition: p.tp.Partition, CurrentLeaderEpoch: p.leaderEpoch, FetchOffset: p.offset,
 			LogStartOffset: -1, PartitionMaxBytes: int32(c.cfg.MaxPartitionFetchBytes),
 		})
 	}
@@ -390,24 +391,25 @@ func (f *fetcher) call(ctx context.Context) error {
 		}
 		// A dial gets a deadline of its own: the request context has none (its timer cancels
 		// it), and without one the dialer would not share the time among a host's addresses.
-		dctx, cancel := context.WithTimeout(ctx, f.c.cfg.RequestTimeout)
-		conn, err := Dial(dctx, f.c.cl.brokerAddr(b), f.c.cl.cfg.ClientID)
-		if err == nil {
-			f.shared = f.canReadFiles(dctx, conn)
-		}
-		cancel()
+		conn, err := dialBounded(ctx, f.c.cl.cfg.Dial, f.c.cl.brokerAddr(b), f.c.cl.cfg.ClientID, f.c.cfg.RequestTimeout)
 		if err != nil {
 			return err
 		}
+		f.shared = f.canReadFiles(conn)
 		f.conn = conn
 	}
-	f.resp.FetchResponse = wire.FetchResponse{Topics: f.resp.Topics[:0]}
+	f.resp.FetchResponse = wire.FetchResponse{Topics: f.resp.Topics[:0], NodeEndpoints: f.resp.NodeEndpoints[:0]}
 	f.resp.Spans = f.resp.Spans[:0]
 	var req wire.Request = &f.req.FetchRequest
 	var resp wire.Response = &f.resp.FetchResponse
+	key := wire.Fetch
 	if f.shared && f.fileReadsOn() {
-		req, resp = &f.req, &f.resp
+		req, resp, key = &f.req, &f.resp, wire.FetchShared
 	}
+	// v1 where the broker speaks it: the answer says who leads a partition this broker does
+	// not (KIP-951), and the request and the answer must be in one version.
+	f.req.Version = f.conn.Version(key)
+	f.resp.Version = f.req.Version
 	var err error
 	if f.buf != nil {
 		// callInto has let go of the buffer when it returns, even on an error. Its channel is
@@ -548,10 +550,13 @@ func (f *fetcher) handle() (retry bool) {
 				// the partition fails at that offset.
 				ch.err = fmt.Errorf("client: fetch %s at offset %d: %w", tp, sent.offset, code)
 			case code.Retriable():
+				c.freeChunkLocked(ch)
+				c.cfg.Logger.Debug("sluice consumer: fetch partition", "partition", tp.String(), "err", code)
+				if hintCarrying(code) && f.followHintLocked(ps, sent, p.CurrentLeader, resp.NodeEndpoints) {
+					continue // fetched from the new leader at once
+				}
 				ps.leader = -1
 				lost = true
-				c.cfg.Logger.Debug("sluice consumer: fetch partition", "partition", tp.String(), "err", code)
-				c.freeChunkLocked(ch)
 				continue
 			default:
 				ch.err = fmt.Errorf("client: fetch %s at offset %d: %w", tp, sent.offset, code)
@@ -584,6 +589,28 @@ func (f *fetcher) handle() (retry bool) {
 		c.signal() // Poll may read the new spans itself
 	}
 	return lost
+}
+
+// followHintLocked moves ps to the leader a broker named in its answer (KIP-951), if that is
+// newer than the leader epoch the fetch was sent with and another broker the client can
+// reach; it reports whether it did. The metadata learns the hint too (applyLeaderHint), and the
+// fetcher's caller invalidates it only when some partition found no leader this way. c.mu must
+// be held.
+func (f *fetcher) followHintLocked(ps *partState, sent fetchPart, hint wire.LeaderHint, endpoints []wire.MetadataBroker) bool {
+	c := f.c
+	c.cl.applyLeaderHint(ps.tp.Topic, ps.tp.Partition, hint, endpoints)
+	md := c.cl.meta.Load()
+	pm, ok := md.partition(ps.tp.Topic, ps.tp.Partition)
+	if !ok || pm.Leader < 0 || pm.Leader == f.broker || (sent.leaderEpoch >= 0 && pm.LeaderEpoch <= sent.leaderEpoch) {
+		return false
+	}
+	if _, known := md.brokers[pm.Leader]; !known {
+		return false
+	}
+	ps.leader, ps.currentLeaderEpoch = pm.Leader, pm.LeaderEpoch
+	c.ensureFetcherLocked(pm.Leader)
+	c.wakeFetcherLocked(ps)
+	return true
 }
 
 // wholeBatches returns the prefix of records made of whole batches (a fetch response may end

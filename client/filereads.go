@@ -32,7 +32,6 @@ package client
 // piece on the reader made the reader the bottleneck (BENCHMARKS.md, fourteenth session).
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,22 +68,38 @@ type fileSpan struct {
 
 // canReadFiles reports whether this fetcher's new connection should ask with FetchShared: the
 // consumer allows file reads, the connection is a unix socket, and the broker lists the api.
-func (f *fetcher) canReadFiles(ctx context.Context, conn *Conn) bool {
+func (f *fetcher) canReadFiles(conn *Conn) bool {
 	if conn.unix == nil || f.fileReadsOff.Load() || !f.c.cfg.fileReads() {
 		return false
 	}
-	var versions wire.APIVersionsResponse
-	if err := conn.Call(ctx, &wire.APIVersionsRequest{}, &versions); err != nil {
-		return false // the fetch that follows meets the same trouble and reports it
-	}
-	return supports(versions.APIKeys, wire.FetchShared)
+	return conn.versions != nil && conn.supports(wire.FetchShared)
 }
 
 // spanPause is how long a fetcher whose spans kept failing (files deleted or replaced before
 // it opened them, or shorter than named: retention racing a consumer at the log's start)
-// fetches through the socket before it asks for spans again. A variable only so that a test
-// can wait out a shorter pause (set before the consumer is made).
-var spanPause = 10 * time.Second
+// fetches through the socket before it asks for spans again (a test sets another with
+// fileReadHooks.spanPause).
+const spanPause = 10 * time.Second
+
+// fileReadHooks are the test seams of file reads, an option only this package's tests set
+// (ConsumerConfig.hooks; nil in every other consumer): spanOpen runs as openSpan starts, and
+// an error it returns is the open's (tests run as root, whom no permission stops, and need the
+// errors a consumer meets elsewhere); spanRead runs as readSpan starts reading a piece (the
+// partition's in-flight mark is held, Consumer.mu is not; atomics: tests set them while
+// fetchers run); pause, if not 0, replaces spanPause.
+type fileReadHooks struct {
+	spanOpen atomic.Pointer[func(*wire.FileSpan) error]
+	spanRead atomic.Pointer[func()]
+	pause    time.Duration
+}
+
+// pauseFor is how long file reads pause after failed spans.
+func (f *fetcher) pauseFor() time.Duration {
+	if h := f.c.cfg.hooks; h != nil && h.pause > 0 {
+		return h.pause
+	}
+	return spanPause
+}
 
 // fileReadsOn reports whether the fetcher asks for spans now.
 func (f *fetcher) fileReadsOn() bool {
@@ -95,8 +110,8 @@ func (f *fetcher) fileReadsOn() bool {
 // maxSpanFailures spans in a row failed.
 func (f *fetcher) pauseFileReads(why string, err error) {
 	f.spanFailures.Store(0)
-	f.pausedUntil.Store(time.Now().Add(spanPause).UnixNano())
-	f.c.cfg.Logger.Debug("sluice consumer: reading through the socket for a while", "broker", f.broker, "why", why, "err", err, "for", spanPause)
+	f.pausedUntil.Store(time.Now().Add(f.pauseFor()).UnixNano())
+	f.c.cfg.Logger.Debug("sluice consumer: reading through the socket for a while", "broker", f.broker, "why", why, "err", err, "for", f.pauseFor())
 }
 
 // stopFileReads makes the fetcher fetch every record through the socket from now on.
@@ -145,7 +160,7 @@ func (f *fetcher) openSpans() []*os.File {
 			if s < 0 || p.ErrorCode != wire.NoError {
 				continue
 			}
-			file, err := openSpan(&spans[s])
+			file, err := openSpan(&spans[s], f.c.cfg.hooks)
 			files[s] = file
 			switch {
 			case err == nil:
@@ -174,10 +189,12 @@ var (
 // with the span's device and inode numbers. The path is checked before the open as well as
 // after it, and opened non-blocking: whatever a broker names, a FIFO (whose open waits for a
 // writer, for ever) or a device (whose open may act on it) is not opened.
-func openSpan(sp *wire.FileSpan) (*os.File, error) {
-	if hook := testHookSpanOpen.Load(); hook != nil {
-		if err := (*hook)(sp); err != nil {
-			return nil, err
+func openSpan(sp *wire.FileSpan, hooks *fileReadHooks) (*os.File, error) {
+	if hooks != nil {
+		if hook := hooks.spanOpen.Load(); hook != nil {
+			if err := (*hook)(sp); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if sp.Pos < 0 || sp.Len <= 0 || sp.Pos > math.MaxInt64-int64(sp.Len) || !filepath.IsAbs(sp.Path) {
@@ -373,8 +390,10 @@ func (f *fetcher) readSpan(byPoll bool) bool {
 	epoch, offset := ps.epoch, sp.offset
 	c.mu.Unlock()
 
-	if hook := testHookSpanRead.Load(); hook != nil {
-		(*hook)()
+	if h := c.cfg.hooks; h != nil {
+		if hook := h.spanRead.Load(); hook != nil {
+			(*hook)()
+		}
 	}
 	var buf []byte
 	if fb != nil {
@@ -464,14 +483,6 @@ func (f *fetcher) readSpan(byPoll bool) bool {
 	}
 	return true
 }
-
-// testHookSpanRead, if set, runs as readSpan starts reading a piece: the partition's
-// in-flight mark is held, Consumer.mu is not (atomic: tests set it while fetchers run).
-var testHookSpanRead atomic.Pointer[func()]
-
-// testHookSpanOpen, if set, runs as openSpan starts; an error it returns is the open's (tests
-// run as root, whom no permission stops, and need the errors a consumer meets elsewhere).
-var testHookSpanOpen atomic.Pointer[func(*wire.FileSpan) error]
 
 // errUnlinked: a span's file lost its name before the span was read to its end.
 var errUnlinked = errors.New("client: the span's file was deleted or replaced")

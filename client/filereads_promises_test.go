@@ -7,7 +7,7 @@ package client
 // that keep failing pause file reads for spanPause, then they resume; a permission error
 // turns them off for good, and every record still comes, fetched; while Poll is behind, the
 // fetcher checks the pieces it reads. Faults come through the
-// test hooks on the open (testHookSpanOpen) and the read (testHookSpanRead); nothing here
+// test hooks on the open and the read (fileReadHooks, a ConsumerConfig option); nothing here
 // waits a fixed time for something to happen.
 
 import (
@@ -96,6 +96,9 @@ func (f *spanFixture) consumer(cfg ConsumerConfig, tps ...TopicPartition) *Consu
 	f.t.Helper()
 	cfg.Config = Config{Brokers: []string{"unix://" + f.b.UnixAddr().String()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg.AutoOffsetReset = OffsetResetEarliest
+	if cfg.hooks == nil {
+		cfg.hooks = new(fileReadHooks) // for holdSpanReads
+	}
 	c, err := NewConsumer(f.ctx, cfg)
 	if err != nil {
 		f.t.Fatal(err)
@@ -153,10 +156,11 @@ func waitUntil(t *testing.T, c *Consumer, what string, cond func() bool) {
 	}
 }
 
-// setSpanOpenHook installs hook as testHookSpanOpen until the test ends.
-func setSpanOpenHook(t *testing.T, hook func(*wire.FileSpan) error) {
-	testHookSpanOpen.Store(&hook)
-	t.Cleanup(func() { testHookSpanOpen.Store(nil) })
+// spanOpenHooks are file-read hooks (ConsumerConfig.hooks) with hook on every span's open.
+func spanOpenHooks(hook func(*wire.FileSpan) error) *fileReadHooks {
+	h := new(fileReadHooks)
+	h.spanOpen.Store(&hook)
+	return h
 }
 
 // openLog counts the span opens the hook saw, and when each came.
@@ -253,21 +257,20 @@ func TestFileReadsSeekDuringSpanReadKeepsTheFetch(t *testing.T) {
 // retention races the consumer), the fetcher fetches through the socket for spanPause: the
 // consumer keeps fetching and reads no file. Then it asks for spans again and reads files.
 func TestFileReadsPauseAfterFailedSpansThenResume(t *testing.T) {
-	old := spanPause
-	spanPause = time.Hour // the test ends it (below): no race with the fetches checked in it
-	t.Cleanup(func() { spanPause = old })
+	const spanPause = time.Hour // the test ends it (below): no race with the fetches checked in it
 	var opens openLog
-	setSpanOpenHook(t, func(sp *wire.FileSpan) error {
+	hooks := spanOpenHooks(func(sp *wire.FileSpan) error {
 		if opens.add() <= maxSpanFailures {
 			return &fs.PathError{Op: "open", Path: sp.Path, Err: syscall.ENOENT}
 		}
 		return nil
 	})
 
+	hooks.pause = spanPause
 	f := newSpanFixture(t, "span-pause", 1)
 	n := f.fill(0, 0, 100) // 1 MiB
 	tp := TopicPartition{Topic: f.topic}
-	c := f.consumer(ConsumerConfig{MaxPartitionFetchBytes: 16 << 10, MaxPollRecords: 10}, tp)
+	c := f.consumer(ConsumerConfig{MaxPartitionFetchBytes: 16 << 10, MaxPollRecords: 10, hooks: hooks}, tp)
 
 	// Poll looks the position up; then the three spans fail, the pause begins, and fetched
 	// records come.
@@ -347,14 +350,14 @@ func TestFileReadsPermissionDeniedFallsBackToFetch(t *testing.T) {
 		t.Fatal("EACCES is not fs.ErrPermission here: the test would inject the wrong error")
 	}
 	var opens openLog
-	setSpanOpenHook(t, func(sp *wire.FileSpan) error {
+	hooks := spanOpenHooks(func(sp *wire.FileSpan) error {
 		opens.add()
 		return &fs.PathError{Op: "open", Path: sp.Path, Err: syscall.EACCES}
 	})
 	f := newSpanFixture(t, "span-eacces", 1)
 	n := f.fill(0, 0, 60)
 	tp := TopicPartition{Topic: f.topic}
-	c := f.consumer(ConsumerConfig{MaxPartitionFetchBytes: 16 << 10, MaxPollRecords: 10}, tp)
+	c := f.consumer(ConsumerConfig{MaxPartitionFetchBytes: 16 << 10, MaxPollRecords: 10, hooks: hooks}, tp)
 	next := int64(0)
 	for next < int64(n) {
 		for _, r := range f.poll(c) {

@@ -129,7 +129,7 @@ func spanBacklogConsumer(ctx context.Context, t *testing.T, topic string) (*Cons
 	c, err := NewConsumer(ctx, ConsumerConfig{
 		Config:          Config{Brokers: []string{"unix://" + b.UnixAddr().String()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		AutoOffsetReset: OffsetResetEarliest, MaxPartitionFetchBytes: 16 << 10, FetchMaxBytes: 32 << 10, MaxPollRecords: 1,
-		FetchMaxWait: 100 * time.Millisecond,
+		FetchMaxWait: 100 * time.Millisecond, hooks: new(fileReadHooks),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func waitSpanFull(ctx context.Context, t *testing.T, c *Consumer, tp TopicPartit
 // returns after release is closed.
 func readFilesHeld(ctx context.Context, t *testing.T, c *Consumer) (read <-chan bool, release chan struct{}) {
 	t.Helper()
-	entered, release := holdSpanReads(t)
+	entered, release := holdSpanReads(t, c)
 	done := make(chan bool, 1)
 	go func() {
 		c.pollMu.Lock()
@@ -186,20 +186,23 @@ func readFilesHeld(ctx context.Context, t *testing.T, c *Consumer) (read <-chan 
 		close(release)
 		t.Fatal("readFiles did not read")
 	}
-	testHookSpanRead.Store(nil)
+	c.cfg.hooks.spanRead.Store(nil)
 	return done, release
 }
 
 // holdSpanReads makes the next span read wait in readSpan's hook: entered is closed when it
 // starts, and it goes on once release is closed. The hook is removed at the test's end.
-func holdSpanReads(t *testing.T) (entered, release chan struct{}) {
+func holdSpanReads(t *testing.T, c *Consumer) (entered, release chan struct{}) {
 	t.Helper()
+	if c.cfg.hooks == nil {
+		t.Fatal("the consumer was made without ConsumerConfig.hooks")
+	}
 	entered, release = make(chan struct{}), make(chan struct{})
 	hook := func() {
 		close(entered)
 		<-release
 	}
-	testHookSpanRead.Store(&hook)
-	t.Cleanup(func() { testHookSpanRead.Store(nil) })
+	c.cfg.hooks.spanRead.Store(&hook)
+	t.Cleanup(func() { c.cfg.hooks.spanRead.Store(nil) })
 	return entered, release
 }

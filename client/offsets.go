@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -108,7 +107,7 @@ func (c *Consumer) maintain(ctx context.Context) (retry bool, err error) {
 		return false, err
 	}
 	for _, w := range wants {
-		id, _, err := c.cl.Leader(ctx, w.tp.Topic, w.tp.Partition)
+		id, epoch, err := c.cl.LeaderFor(ctx, w.tp.Topic, w.tp.Partition)
 		if err != nil {
 			if err := fail("leader lookup", fmt.Errorf("%s: %w", w.tp, err)); err != nil {
 				return false, err
@@ -118,7 +117,7 @@ func (c *Consumer) maintain(ctx context.Context) (retry bool, err error) {
 		}
 		c.mu.Lock()
 		if c.mu.parts[w.tp] == w.ps && w.ps.leader < 0 {
-			w.ps.leader = id
+			w.ps.leader, w.ps.currentLeaderEpoch = id, epoch
 			c.ensureFetcherLocked(id)
 			c.wakeFetcherLocked(w.ps)
 		}
@@ -574,24 +573,65 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 }
 
 // coordinatorCall sends a group request to the group's coordinator: the leader of the group's
-// partition of __consumer_offsets. The broker has no FindCoordinator yet, so the partition is
-// computed as the broker does (FNV-32a of the group id modulo the partition count); if that
-// fails, any broker is asked, and a wrong one answers NOT_COORDINATOR, which is retried.
+// partition of __consumer_offsets, wire.GroupPartition (Kafka's abs(hashCode(group.id)) % the
+// partition count: the broker has no FindCoordinator yet). If the topic or its leader is not
+// known, any broker is asked. A NOT_COORDINATOR answer (leadership of the partition moved)
+// refreshes the metadata and asks the new leader, a few times within the caller's context.
 func (c *Consumer) coordinatorCall(ctx context.Context, req wire.Request, resp wire.Response) error {
-	conn, err := c.coordinator(ctx)
-	if err != nil {
-		return err
+	const attempts = 3
+	var err error
+	for attempt := range attempts {
+		var conn *Conn
+		if conn, err = c.coordinator(ctx); err != nil {
+			return err
+		}
+		if err = conn.callWithin(ctx, c.cfg.RequestTimeout, req, resp); err == nil && !notCoordinator(resp) {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("group %s: %w", c.cfg.GroupID, codeErr(wire.ErrNotCoordinator, nil))
+		}
+		if ctx.Err() != nil || attempt == attempts-1 {
+			break
+		}
+		c.cl.InvalidateMetadata()
+		if rerr := c.cl.RefreshMetadata(ctx); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	return conn.Call(ctx, req, resp)
+	return err
+}
+
+// notCoordinator reports whether a group response says the broker is not the group's
+// coordinator, for the whole request or any partition.
+func notCoordinator(resp wire.Response) bool {
+	switch r := resp.(type) {
+	case *wire.OffsetFetchResponse:
+		if r.ErrorCode == wire.ErrNotCoordinator {
+			return true
+		}
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == wire.ErrNotCoordinator {
+					return true
+				}
+			}
+		}
+	case *wire.OffsetCommitResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == wire.ErrNotCoordinator {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (c *Consumer) coordinator(ctx context.Context) (*Conn, error) {
 	if t, err := c.cl.Topic(ctx, offsetsTopic); err == nil && len(t.Partitions) > 0 {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(c.cfg.GroupID))
-		p := int32(h.Sum32() % uint32(len(t.Partitions)))
+		p := wire.GroupPartition(c.cfg.GroupID, int32(len(t.Partitions)))
 		if _, conn, err := c.cl.Leader(ctx, offsetsTopic, p); err == nil {
 			return conn, nil
 		}

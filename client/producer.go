@@ -79,7 +79,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +101,7 @@ var (
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
 	// ErrRecordTooLarge: the record is larger than max.request.size or buffer.memory.
 	ErrRecordTooLarge = errors.New("client: record too large")
-	// ErrInvalidPartition: Record.Partition is neither PartitionAny nor a partition of the
+	// ErrInvalidPartition: Record.Partition is set (PartitionSet) and neither PartitionAny nor a partition of the
 	// topic; Consumer.Assign wraps it for a negative partition.
 	ErrInvalidPartition = errors.New("client: invalid partition")
 	// ErrInvalidTimestamp: Record.Timestamp is before 1970 (Kafka's timestamps are milliseconds
@@ -112,16 +111,20 @@ var (
 	ErrNilRecord = errors.New("client: nil record")
 )
 
-// Acks is Kafka's acks: how many replicas must have a batch before the broker answers. The
-// zero value is AcksAll, Kafka's default; note that Acks(0) is therefore acks=all, and acks=0 is
-// AcksNone.
-type Acks int8
+// Acks is Kafka's acks: how many replicas must have a batch before the broker answers. Its
+// values are AcksAll (-1), AcksLeader (1) and AcksNone (0); the zero Acks is "not set", which
+// a Producer takes as Kafka's default, all. No value reads as a bare number, so acks=0 cannot
+// be written by mistake for the default (as Acks(0) could, when it meant all).
+type Acks struct {
+	n   int16 // Kafka's number
+	set bool
+}
 
 // Acks values.
-const (
-	AcksAll    Acks = 0 // acks=all (-1): the in-sync replicas have it (and, with write.caching=false, it is fsynced)
-	AcksLeader Acks = 1 // acks=1: the leader has appended it
-	AcksNone   Acks = 2 // acks=0: no response; offsets are unknown (-1) and failures after the write go unseen
+var (
+	AcksAll    = Acks{n: wire.AcksAll, set: true}    // acks=all (-1): the in-sync replicas have it (and, with write.caching=false, it is fsynced)
+	AcksLeader = Acks{n: wire.AcksLeader, set: true} // acks=1: the leader has appended it
+	AcksNone   = Acks{n: wire.AcksNone, set: true}   // acks=0: no response; offsets are unknown (-1) and failures after the write go unseen
 )
 
 // ParseAcks parses Kafka's spellings: "all" or "-1", "1", "0".
@@ -134,30 +137,29 @@ func ParseAcks(s string) (Acks, error) {
 	case "0":
 		return AcksNone, nil
 	}
-	return 0, fmt.Errorf("%w: acks %q: want all, -1, 1 or 0", ErrProducerConfig, s)
+	return Acks{}, fmt.Errorf("%w: acks %q: want all, -1, 1 or 0", ErrProducerConfig, s)
 }
 
-// String returns Kafka's spelling: "all", "1" or "0".
+// IsSet reports whether a is a value (not the zero Acks, which means the default, all).
+func (a Acks) IsSet() bool { return a.set }
+
+// String returns Kafka's spelling: "all", "1" or "0" ("all" for the unset Acks).
 func (a Acks) String() string {
-	switch a {
-	case AcksAll:
-		return "all"
-	case AcksLeader:
+	switch a.wire() {
+	case wire.AcksLeader:
 		return "1"
-	case AcksNone:
+	case wire.AcksNone:
 		return "0"
 	}
-	return "acks(" + strconv.Itoa(int(a)) + ")"
+	return "all"
 }
 
+// wire is the Produce request's acks: Kafka's number, -1 (all) when not set.
 func (a Acks) wire() int16 {
-	switch a {
-	case AcksLeader:
-		return wire.AcksLeader
-	case AcksNone:
-		return wire.AcksNone
+	if !a.set {
+		return wire.AcksAll
 	}
-	return wire.AcksAll
+	return a.n
 }
 
 // ProducerConfig configures a Producer. Field comments give the Kafka property and its
@@ -218,8 +220,8 @@ type ProducerConfig struct {
 
 func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	c.Config = c.Config.withDefaults()
-	if c.Acks != AcksAll && c.Acks != AcksLeader && c.Acks != AcksNone {
-		return c, fmt.Errorf("%w: acks %v", ErrProducerConfig, c.Acks)
+	if !c.Acks.set {
+		c.Acks = AcksAll // Kafka's default
 	}
 	// Where a negative value means nothing, it is refused, as Kafka refuses it, rather than
 	// taken for the default: a computed size that went negative is a bug to hear of.
@@ -470,8 +472,8 @@ func (p *Producer) Stats() ProducerStats {
 }
 
 // Send hands r to the producer and returns once it is in a batch; cb (which may be nil) is
-// called once with the outcome. Send reads r's Topic, Partition (PartitionAny: let the
-// Partitioner choose), Key, Value, Headers and Timestamp (zero: now), copies them, and keeps no
+// called once with the outcome. Send reads r's Topic, Partition (if PartitionSet; else, or
+// PartitionAny, the Partitioner chooses), Key, Value, Headers and Timestamp (zero: now), copies them, and keeps no
 // reference to r or its slices. It blocks only while the topic's metadata is unknown or
 // buffer.memory is full, up to max.block.ms or until ctx ends; errors found here (closed
 // producer, unknown topic, invalid partition, record too large, buffer full, nil record) are
@@ -554,7 +556,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(RecordMetadata, 
 		return fmt.Errorf("%w: %v is before 1970", ErrInvalidTimestamp, ts)
 	}
 
-	part, sticky := r.Partition, false
+	part, sticky := PartitionAny, false
+	if r.PartitionSet {
+		part = r.Partition
+	}
 	if part == PartitionAny {
 		part = p.cfg.Partitioner.Partition(r.Topic, r.Key, n)
 		if part == PartitionAny {

@@ -32,7 +32,7 @@ func BenchmarkProducerSend(b *testing.B) {
 }
 
 func benchProducer(b *testing.B, transport, addr string, acks client.Acks, size int) {
-	topic := fmt.Sprintf("bench-%s-%d-%d", transport, size, acks)
+	topic := fmt.Sprintf("bench-%s-%d-%v", transport, size, acks)
 	prodCreateTopic(b, addr, topic, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -42,7 +42,7 @@ func benchProducer(b *testing.B, transport, addr string, acks client.Acks, size 
 			_ = p.Close(ctx)
 		}
 	}()
-	rec := &client.Record{Topic: topic, Partition: 0, Value: make([]byte, size)}
+	rec := &client.Record{Topic: topic, Partition: 0, PartitionSet: true, Value: make([]byte, size)}
 	b.Run(fmt.Sprintf("acks=%s/%s/%dB", acks, transport, size), func(b *testing.B) {
 		if p == nil { // first run of this sub-benchmark: start and warm up
 			var err error

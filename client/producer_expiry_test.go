@@ -48,7 +48,7 @@ func TestProducerDeliveryTimeoutWhileRequestsHang(t *testing.T) {
 		DeliveryTimeout: deliveryTimeout,
 	})
 	firstDone := make(chan error, 1)
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("in flight")}, func(_ RecordMetadata, err error) {
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("in flight")}, func(_ RecordMetadata, err error) {
 		firstDone <- err
 	})
 	for deadline := time.Now().Add(time.Minute); produces.Load() == 0; time.Sleep(5 * time.Millisecond) {
@@ -58,7 +58,7 @@ func TestProducerDeliveryTimeoutWhileRequestsHang(t *testing.T) {
 	}
 
 	secondDone := make(chan error, 1)
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("waiting")}, func(_ RecordMetadata, err error) {
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("waiting")}, func(_ RecordMetadata, err error) {
 		secondDone <- err
 	})
 	// Both fail at delivery.timeout.ms: the waiting one unsent, the one in flight although its

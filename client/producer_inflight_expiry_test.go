@@ -204,9 +204,9 @@ func TestProducerDeliveryTimeoutInFlight(t *testing.T) {
 
 			// Two batches, each in a request of its own (linger 0: the first goes at once).
 			first, second := newCountingCallback(), newCountingCallback()
-			p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("first")}, first.cb)
+			p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("first")}, first.cb)
 			pb.waitParked(t, 1)
-			p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("second")}, second.cb)
+			p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("second")}, second.cb)
 			parked := pb.waitParked(t, 2)
 
 			checkInFlightExpiry(t, "first record", first.wait(t, "first record"))
@@ -242,7 +242,7 @@ func TestProducerDeliveryTimeoutInFlight(t *testing.T) {
 			// batches gave theirs back, and only once.
 			big := bytes.Repeat([]byte{'x'}, 2*batchSize-100)
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err = p.SendSync(sctx, &Record{Topic: retryTopic, Partition: 0, Value: big})
+			_, err = p.SendSync(sctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: big})
 			cancel()
 			if err != nil {
 				t.Fatalf("a record sent after the late answers: %v", err)
@@ -274,7 +274,7 @@ func TestProducerCloseWithExpiredRequestInFlight(t *testing.T) {
 		Linger: -1, DeliveryTimeout: inFlightExpiry,
 	})
 	rec := newCountingCallback()
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}, rec.cb)
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")}, rec.cb)
 	pb.waitParked(t, 1)
 	checkInFlightExpiry(t, "record", rec.wait(t, "record"))
 	closed := make(chan error, 1)
@@ -314,13 +314,13 @@ func TestProducerInFlightExpiryOfALaterRequestComesFirst(t *testing.T) {
 
 	old, young := newCountingCallback(), newCountingCallback()
 	var oldAt, youngAt atomic.Int64
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("old")}, func(m RecordMetadata, err error) {
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("old")}, func(m RecordMetadata, err error) {
 		oldAt.Store(time.Now().UnixNano())
 		old.cb(m, err)
 	})
 	first := pb.waitParked(t, 1)[0]
 	time.Sleep(spread) // the young record's deadline comes spread after the old one's
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("young")}, func(m RecordMetadata, err error) {
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("young")}, func(m RecordMetadata, err error) {
 		youngAt.Store(time.Now().UnixNano())
 		young.cb(m, err)
 	})

@@ -162,7 +162,7 @@ func TestProducerRetryBackoffGrows(t *testing.T) {
 			p := newRetryProducer(t, rb, ProducerConfig{Linger: -1, RetryBackoff: base, RetryBackoffMax: ceiling, DeliveryTimeout: time.Minute})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			md, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")})
+			md, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")})
 			if err != nil || md.Offset != 0 {
 				t.Fatalf("SendSync: offset %d, %v; want it delivered at offset 0 after %d refusals", md.Offset, err, refusals)
 			}
@@ -187,7 +187,7 @@ func TestProducerRetriesWithinDeliveryTimeoutAreBounded(t *testing.T) {
 	p := newRetryProducer(t, rb, ProducerConfig{Linger: -1, RetryBackoff: base, RetryBackoffMax: ceiling, DeliveryTimeout: timeout})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")})
+	_, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")})
 	if !errors.Is(err, ErrDeliveryTimeout) || !errors.Is(err, wire.ErrKafkaStorageError) {
 		t.Fatalf("SendSync: %v, want ErrDeliveryTimeout with KAFKA_STORAGE_ERROR", err)
 	}
@@ -238,7 +238,7 @@ func TestProducerMetadataRefreshesBackOff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	result := make(chan error, 1)
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}, func(_ RecordMetadata, err error) { result <- err })
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")}, func(_ RecordMetadata, err error) { result <- err })
 	// The first request is NewProducer's; then the housekeeper's, looking for the leader.
 	const refreshes = 7
 	metadata, _ := rb.waitFor(t, "metadata refreshes", func(m, _ []time.Time) bool { return len(m) >= 1+refreshes })
@@ -404,7 +404,7 @@ func TestProducerRetryGoesToMovedLeaderAtOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			result := make(chan error, 1)
-			p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}, func(_ RecordMetadata, err error) { result <- err })
+			p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")}, func(_ RecordMetadata, err error) { result <- err })
 
 			// The refused batch is back in its partition's queue, backing off.
 			ap := (*(*p.topics.Load())[retryTopic].parts.Load())[0]
@@ -447,7 +447,7 @@ func TestProducerRefreshNewsSinceItsLastRefresh(t *testing.T) {
 	p := newRetryProducer(t, rb, ProducerConfig{Linger: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}); err != nil {
+	if _, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")}); err != nil {
 		t.Fatal(err) // the producer writes to the topic: its leaders count
 	}
 	news, seen := p.refreshMetadata(p.client.meta.Load())
@@ -540,7 +540,7 @@ func TestProducerWarnsOnceWhileRetrying(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close(ctx)
-	if _, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("v")}); err != nil {
+	if _, err := p.SendSync(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("v")}); err != nil {
 		t.Fatalf("SendSync after %d refusals: %v", refusals, err)
 	}
 	logs.mu.Lock()

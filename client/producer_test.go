@@ -201,7 +201,7 @@ func TestProducerRoundTrip(t *testing.T) {
 		for _, codec := range codecs {
 			for _, acks := range []client.Acks{client.AcksNone, client.AcksLeader, client.AcksAll} {
 				t.Run(fmt.Sprintf("%s/%s/acks=%s", tr.name, codec, acks), func(t *testing.T) {
-					prodRoundTrip(t, tr.addr, fmt.Sprintf("rt-%s-%s-%d", tr.name, codec, acks), codec, acks)
+					prodRoundTrip(t, tr.addr, fmt.Sprintf("rt-%s-%s-%v", tr.name, codec, acks), codec, acks)
 				})
 			}
 		}
@@ -221,7 +221,7 @@ func prodRoundTrip(t *testing.T, addr, topic string, codec batch.Codec, acks cli
 	out := newProdOutcomes()
 	ctx := prodCtx(t, 10*time.Second)
 	for i := range n {
-		r := client.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(fmt.Sprintf("value-%d-%s", i, bytes.Repeat([]byte("x"), i*3)))}
+		r := client.Record{Topic: topic, Partition: int32(i % 2), PartitionSet: true, Value: []byte(fmt.Sprintf("value-%d-%s", i, bytes.Repeat([]byte("x"), i*3)))}
 		if i%5 != 0 {
 			r.Key = []byte(fmt.Sprintf("key-%d", i))
 		}
@@ -574,16 +574,13 @@ func TestProducerUnknownTopicAndBadRecords(t *testing.T) {
 	} else if time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("gave up on metadata before max.block.ms: %v", time.Since(start))
 	}
-	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 2}); !errors.Is(err, client.ErrInvalidPartition) {
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 2, PartitionSet: true}); !errors.Is(err, client.ErrInvalidPartition) {
 		t.Fatalf("partition 2 of 2: %v", err)
 	}
 	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: client.PartitionAny, Value: make([]byte, 5000)}); !errors.Is(err, client.ErrRecordTooLarge) {
 		t.Fatalf("record over max.request.size: %v", err)
 	}
-	if _, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}}, Acks: 7}); !errors.Is(err, client.ErrProducerConfig) {
-		t.Fatalf("acks 7: %v", err)
-	}
-	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1, Timestamp: time.UnixMilli(-5000)}); !errors.Is(err, client.ErrInvalidTimestamp) {
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1, PartitionSet: true, Timestamp: time.UnixMilli(-5000)}); !errors.Is(err, client.ErrInvalidTimestamp) {
 		t.Fatalf("a timestamp before 1970: %v", err)
 	}
 	// A linger as long as the delivery timeout would fail every record unsent.
@@ -591,7 +588,7 @@ func TestProducerUnknownTopicAndBadRecords(t *testing.T) {
 		Linger: 2 * time.Second, DeliveryTimeout: time.Second}); !errors.Is(err, client.ErrProducerConfig) {
 		t.Fatalf("linger 2 s, delivery timeout 1 s: %v", err)
 	}
-	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1}); err != nil {
+	if _, err := p.SendSync(ctx, &client.Record{Topic: "two", Partition: 1, PartitionSet: true}); err != nil {
 		t.Fatal(err) // starts the broker's sender and receiver
 	}
 	if n := prodGoroutines(); n != 3 {
@@ -653,7 +650,7 @@ func prodWhileDown(t *testing.T, p *client.Producer, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if md, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: 0, Value: []byte("probe")}); !errors.Is(err, context.DeadlineExceeded) {
+	if md, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: 0, PartitionSet: true, Value: []byte("probe")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("record acknowledged while the broker is down: %+v, %v", md, err)
 	}
 }
@@ -676,7 +673,7 @@ func TestProducerSurvivesBrokerRestart(t *testing.T) {
 	const perPhase = 600
 	send := func(from int) {
 		for i := from; i < from+perPhase; i++ {
-			p.Send(ctx, &client.Record{Topic: "restart", Partition: int32(i % 3), Value: []byte(fmt.Sprintf("r%05d", i))}, out.cb(i))
+			p.Send(ctx, &client.Record{Topic: "restart", Partition: int32(i % 3), PartitionSet: true, Value: []byte(fmt.Sprintf("r%05d", i))}, out.cb(i))
 		}
 	}
 	send(0) // some in flight when the broker goes down
@@ -800,7 +797,7 @@ func TestProducerMaxInFlightOneKeepsOrderAcrossRestart(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = b2.Close(context.Background()) })
 		}
-		p.Send(ctx, &client.Record{Topic: "ordered", Partition: 0, Value: []byte(fmt.Sprint(i))}, out.cb(i))
+		p.Send(ctx, &client.Record{Topic: "ordered", Partition: 0, PartitionSet: true, Value: []byte(fmt.Sprint(i))}, out.cb(i))
 	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -861,7 +858,7 @@ func TestProducerOffsetsWithSomeCallbacks(t *testing.T) {
 				mu.Unlock()
 			}
 		}
-		p.Send(ctx, &client.Record{Topic: "somecb", Partition: 0, Value: make([]byte, 90+i%10)}, cb)
+		p.Send(ctx, &client.Record{Topic: "somecb", Partition: 0, PartitionSet: true, Value: make([]byte, 90+i%10)}, cb)
 	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -930,7 +927,7 @@ func prodBacklog(t *testing.T, topic string, partitions int32, configs map[strin
 	pcfg.RetryBackoff, pcfg.DeliveryTimeout = 20*time.Millisecond, 20*time.Second
 	p := prodNew(t, pcfg)
 	for part := range partitions { // connection and metadata ready
-		if _, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: part, Value: []byte("warm")}); err != nil {
+		if _, err := p.SendSync(ctx, &client.Record{Topic: topic, Partition: part, PartitionSet: true, Value: []byte("warm")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1008,7 +1005,7 @@ func TestProducerBacklogGoesInFewRequests(t *testing.T) {
 				MaxRequestSize: tc.maxRequestSize, MaxInFlight: tc.maxInFlight,
 			}, func(p *client.Producer) {
 				for i := range n {
-					p.Send(context.Background(), &client.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(value(i))}, out.cb(i))
+					p.Send(context.Background(), &client.Record{Topic: topic, Partition: int32(i % 2), PartitionSet: true, Value: []byte(value(i))}, out.cb(i))
 				}
 			})
 			prodCheckStored(t, out, addr, topic, 2, n, value)
@@ -1203,7 +1200,7 @@ func TestProducerFollowsARecreatedTopicWithFewerPartitions(t *testing.T) {
 	p := prodNew(t, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}, MetadataMaxAge: 50 * time.Millisecond},
 		Acks: client.AcksLeader, DeliveryTimeout: 2 * time.Second})
 	ctx := prodCtx(t, 20*time.Second)
-	if md, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: 3, Value: []byte("x")}); err != nil || md.Partition != 3 {
+	if md, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: 3, PartitionSet: true, Value: []byte("x")}); err != nil || md.Partition != 3 {
 		t.Fatalf("partition 3 of 4: %+v, %v", md, err)
 	}
 	a, err := client.NewAdmin(ctx, addr)
@@ -1218,7 +1215,7 @@ func TestProducerFollowsARecreatedTopicWithFewerPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: 3, Value: []byte("x")})
+		_, err := p.SendSync(ctx, &client.Record{Topic: "rc", Partition: 3, PartitionSet: true, Value: []byte("x")})
 		if errors.Is(err, client.ErrInvalidPartition) {
 			break // the producer knows the topic has 2 partitions now
 		}

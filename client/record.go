@@ -31,10 +31,14 @@ type Header struct {
 // next Poll or Close.
 type Record struct {
 	Topic string
-	// Partition, for Send, is the partition to write to: PartitionAny (-1) lets the producer
-	// choose (by key, else sticky), as Kafka's null partition. The zero value is partition 0.
+	// Partition, for Send, is the partition to write to when PartitionSet is true (OnPartition
+	// sets both). Otherwise the producer chooses (by key, else sticky), as for Kafka's null
+	// partition; so does PartitionAny (-1). A Record from Poll has both set.
 	Partition int32
-	Offset    int64
+	// PartitionSet says that Partition is chosen: the zero Record goes where the partitioner
+	// sends it, not to partition 0.
+	PartitionSet bool
+	Offset       int64
 	// Timestamp is the producer's create time, or the broker's append time for a topic with
 	// log.message.timestamp.type=LogAppendTime; millisecond precision.
 	Timestamp time.Time
@@ -43,4 +47,10 @@ type Record struct {
 	Headers   []Header
 	// LeaderEpoch is the partition leader epoch stamped on the record's batch.
 	LeaderEpoch int32
+}
+
+// OnPartition returns r pinned to partition p (Partition and PartitionSet).
+func (r Record) OnPartition(p int32) Record {
+	r.Partition, r.PartitionSet = p, true
+	return r
 }

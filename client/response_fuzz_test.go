@@ -143,7 +143,12 @@ func (b *fakeBroker) serve(nc net.Conn) {
 			// A broker that knows the apis but not FetchShared (a consumer's fetcher asks over a
 			// unix socket): the handlers see Fetch, as from a broker over TCP.
 			var keys []wire.APIVersionRange
+			// Its handlers answer in v0's layouts: it speaks Produce and Fetch v0 only (a
+			// broker from before leader hints).
 			for _, k := range wire.SupportedAPIs() {
+				if k.APIKey == wire.Produce || k.APIKey == wire.Fetch || k.APIKey == wire.ProduceShared {
+					k.MaxVersion = 0
+				}
 				if k.APIKey != wire.FetchShared {
 					keys = append(keys, k)
 				}
@@ -708,7 +713,7 @@ func FuzzProducerProduceResponse(f *testing.F) {
 		}
 		recs := make([]*Record, 1+r.intn(24))
 		for i := range recs {
-			recs[i] = &Record{Topic: fzTopic, Partition: int32(r.intn(4)) - 1, Value: make([]byte, r.intn(120))}
+			recs[i] = &Record{Topic: fzTopic, Partition: int32(r.intn(4)) - 1, PartitionSet: true, Value: make([]byte, r.intn(120))}
 			if recs[i].Partition == PartitionAny && r.rare(2) {
 				recs[i].Key = []byte{byte(i)}
 			}

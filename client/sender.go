@@ -272,8 +272,11 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 				next = earliest(next, b.retryAt)
 			case taken > 0 && b.alone:
 				// Its own request (the next one: run loops while drain returns one).
-			case taken == 0 && p.cfg.MaxInFlight == 1 && ap.mu.inflight > 0:
-				// Wait for the partition's batches in flight (their completion signals us).
+			case taken == 0 && ap.mu.inflight > 0 && (p.cfg.MaxInFlight == 1 || ap.mu.inflightOn != s):
+				// Wait for the partition's batches in flight (their completion signals us):
+				// with max.in.flight 1 always; otherwise while they are in flight to another
+				// broker (the leader moved), so that a batch failed there and requeued goes
+				// before the ones behind it, not after them on the new leader.
 			case open && !ap.lingerDoneLocked(b, now):
 				next = earliest(next, b.created.Add(p.cfg.Linger))
 			case req != nil && size+b.builder.EstimatedSize() > p.cfg.MaxRequestSize:
@@ -285,6 +288,7 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 					ap.popReadyLocked()
 				}
 				ap.mu.inflight++
+				ap.mu.inflightOn = s
 				if req == nil {
 					req = p.requests.Get().(*produceRequest)
 				}
@@ -477,6 +481,9 @@ func (s *brokerSender) dispatch(req *produceRequest) {
 	conn, err := s.brokerConn()
 	shared := false
 	if err == nil {
+		// v1 where the broker speaks it: the answer carries leader hints (KIP-951).
+		req.wire.Version = conn.Version(wire.Produce)
+		req.resp.Version = req.wire.Version
 		if p.acks == wire.AcksNone {
 			err = conn.Send(&req.wire)
 		} else {
@@ -711,12 +718,12 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			// below what batch.size let it grow to): split in two and sent again, as Kafka's
 			// producer does.
 		default:
-			var err error
-			if res.ErrorMessage != nil && *res.ErrorMessage != "" {
-				err = fmt.Errorf("produce %s-%d: %w: %s", b.part.topic.name, b.part.partition, res.ErrorCode, *res.ErrorMessage)
-			} else {
-				err = fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, res.ErrorCode)
+			if hintCarrying(res.ErrorCode) {
+				// KIP-951: the broker named the leader; the retry goes there at once (its
+				// backoff ends: leaderMoved), and the refresh retryOrFail asks for confirms.
+				p.client.applyLeaderHint(b.part.topic.name, b.part.partition, res.CurrentLeader, req.resp.NodeEndpoints)
 			}
+			err := fmt.Errorf("produce %s-%d: %w", b.part.topic.name, b.part.partition, codeErr(res.ErrorCode, res.ErrorMessage))
 			p.retryOrFail(b, err, s.id, now, jitter)
 		}
 	}

@@ -178,6 +178,9 @@ func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceShare
 	if !c.anyInRegionLocked(req) {
 		return nil, false // before any copying: the request goes out by writev as it is
 	}
+	if c.versions != nil && c.Version(wire.ProduceShared) < req.Version {
+		return nil, false // its answer must be in the Produce request's version
+	}
 	enc, cuts, _ := req.AppendSegments(c.buf[:0], c.cuts[:0])
 	c.buf, c.cuts = enc, cuts
 	inline := c.inline[:0]
@@ -210,7 +213,7 @@ func (c *Conn) sharedRequestLocked(req *wire.ProduceRequest) (*wire.ProduceShare
 	for _, s := range spans {
 		parts = append(parts, wire.SharedPart{Inline: inline[s.from:s.to], Offset: s.off, Length: s.n, GuardOffset: s.guardOff, Guard: s.guard})
 	}
-	c.shared.Parts = parts
+	c.shared.Parts, c.shared.Version = parts, req.Version
 	return &c.shared, true
 }
 

@@ -30,7 +30,7 @@ func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 	}
 
 	first := newCountingCallback()
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("first record, in the region")}, first.cb)
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("first record, in the region")}, first.cb)
 	parked := pb.waitParked(t, 1)
 	sreq, ok := parked[0].req.(*wire.ProduceSharedRequest)
 	if !ok {
@@ -64,7 +64,7 @@ func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 	// (Its answer, which the broker gives after the first's, may come after its own delivery
 	// deadline: either outcome will do, once.)
 	second := newCountingCallback()
-	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("second record, built elsewhere!")}, second.cb)
+	p.Send(ctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("second record, built elsewhere!")}, second.cb)
 	parked = pb.waitParked(t, 2)
 	if _, ok := parked[1].req.(*wire.ProduceRequest); !ok {
 		t.Fatalf("the second batch went as %T, want a Produce request (the region's one buffer is taken)", parked[1].req)
@@ -84,7 +84,7 @@ func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 	}
 	// The request has ended: its buffer is back with its batch, for a later one.
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = p.SendSync(sctx, &Record{Topic: retryTopic, Partition: 0, Value: []byte("third")})
+	_, err = p.SendSync(sctx, &Record{Topic: retryTopic, Partition: 0, PartitionSet: true, Value: []byte("third")})
 	cancel()
 	if err != nil {
 		t.Fatalf("a record sent after the late answers: %v", err)

@@ -37,7 +37,7 @@ func TestProducerSharedMemory(t *testing.T) {
 		{"zstd", 0, client.AcksLeader, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			topic := fmt.Sprintf("shm-%d-%d-%s", tc.regionBytes, tc.acks, tc.name[:2])
+			topic := fmt.Sprintf("shm-%d-%v-%s", tc.regionBytes, tc.acks, tc.name[:2])
 			prodCreateTopic(t, addr, topic, 1)
 			codec, err := batch.ParseCodec(tc.name)
 			if err != nil {

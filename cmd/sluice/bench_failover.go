@@ -299,7 +299,7 @@ func failoverLeader(ctx context.Context, lc *clusterProc, sig syscall.Signal) (f
 	defer p.Close(context.Background())
 	send := func(i int) error {
 		done := make(chan error, 1)
-		p.Send(ctx, &client.Record{Topic: topic, Partition: 0, Value: []byte(strconv.Itoa(i))}, func(_ client.RecordMetadata, err error) { done <- err })
+		p.Send(ctx, &client.Record{Topic: topic, Partition: 0, PartitionSet: true, Value: []byte(strconv.Itoa(i))}, func(_ client.RecordMetadata, err error) { done <- err })
 		select {
 		case err := <-done:
 			return err

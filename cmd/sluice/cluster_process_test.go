@@ -68,7 +68,7 @@ func TestClusterProcessLeaderKill9(t *testing.T) {
 	// send produces one record and waits for its outcome.
 	send := func(v string) error {
 		done := make(chan error, 1)
-		p.Send(ctx, &client.Record{Topic: topic, Partition: 0, Value: []byte(v)}, func(_ client.RecordMetadata, err error) { done <- err })
+		p.Send(ctx, &client.Record{Topic: topic, Partition: 0, PartitionSet: true, Value: []byte(v)}, func(_ client.RecordMetadata, err error) { done <- err })
 		select {
 		case err := <-done:
 			return err

@@ -262,7 +262,7 @@ func produceLine(ctx context.Context, p *client.Producer, o produceOptions, line
 		stats.fail("line %d: %v", lineNo, err)
 		return
 	}
-	rec.Topic, rec.Partition = o.topic, o.partition
+	rec.Topic, rec.Partition, rec.PartitionSet = o.topic, o.partition, o.partition != client.PartitionAny
 	size := int64(len(rec.Key) + len(rec.Value))
 
 	p.Send(ctx, &rec, func(_ client.RecordMetadata, err error) {

@@ -229,7 +229,7 @@ func (r *run) produce() error {
 	for i := range r.topics {
 		for part := range r.parts {
 			for range r.records {
-				p.Send(ctx, &client.Record{Topic: topicName(i), Partition: int32(part), Value: value}, func(_ client.RecordMetadata, err error) {
+				p.Send(ctx, &client.Record{Topic: topicName(i), Partition: int32(part), PartitionSet: true, Value: value}, func(_ client.RecordMetadata, err error) {
 					if err != nil {
 						mu.Lock()
 						first = cmp.Or(first, err)
