@@ -45,7 +45,7 @@ const (
 // configGroups is the order of docs/configuration.md's sections.
 var configGroups = []string{groupCluster, groupListeners, groupLog, groupStorage}
 
-// configDefs is the registry, sorted by name within each group.
+// configDefs is the registry, by group (docs/configuration.md sorts each group by name).
 var configDefs = []configDef{
 	// Node and cluster (issue #22: KRaft's names and formats).
 	{Name: "broker.heartbeat.interval.ms", Type: cluster.ConfigInt, Default: "2000", Origin: kafka, Group: groupCluster,
@@ -184,7 +184,7 @@ var configDefs = []configDef{
 	{Name: "socket.request.max.bytes", Type: cluster.ConfigInt, Default: "104857600", Origin: kafka, Group: groupListeners,
 		Doc: "largest request frame",
 		set: func(c *Config, p prop) error { return p.integer(&c.SocketRequestMaxBytes, 1, math.MaxInt32) }},
-	{Name: "unix.socket.path", Type: cluster.ConfigString, DefaultDoc: "<data dir>/sluice.sock", Origin: sluice, Group: groupListeners,
+	{Name: "unix.socket.path", Type: cluster.ConfigString, DefaultDoc: "sluice.sock in the data directory", Origin: sluice, Group: groupListeners,
 		Doc: "the unix socket clients on this host may use instead of TCP; - for none",
 		set: func(c *Config, p prop) error { c.UnixPath = p.value; return nil }},
 
