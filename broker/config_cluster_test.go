@@ -93,6 +93,9 @@ func TestClusterProperties(t *testing.T) {
 		{"process.roles=broker,controller", func(c *Config) {}}, // the zero Roles: combined
 		{"inter.broker.listener.name=PLAINTEXT\nsecurity.inter.broker.protocol=PLAINTEXT", func(c *Config) {}},
 		{"listeners=127.0.0.1:9092", func(c *Config) {}}, // Sluice's older form: PLAINTEXT
+		{"listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", func(c *Config) { // ports the system picks
+			c.Listen, c.ControllerListen = "127.0.0.1:0", "127.0.0.1:0"
+		}},
 	} {
 		c := DefaultConfig()
 		if err := ParseProperties(strings.NewReader(good.in), &c); err != nil {
@@ -130,7 +133,8 @@ func TestClusterProperties(t *testing.T) {
 		{"listeners=PLAINTEXT://:9092,FOO://:9094", "listeners: listener FOO://:9094: unknown name"},
 		{"listeners=SSL://:9093", "SSL is not supported"},
 		{"listeners=PLAINTEXT://:9092,PLAINTEXT://:9093", "listener PLAINTEXT is named twice"},
-		{"listeners=PLAINTEXT://127.0.0.1:70000", "port \"70000\" is not in 1..65535"},
+		{"listeners=PLAINTEXT://127.0.0.1:70000", "port \"70000\" is not in 0..65535"},
+		{"advertised.listeners=PLAINTEXT://broker0:0", "port \"0\" is not in 1..65535"},
 		{"listeners=CONTROLLER://:9093", "listeners has no PLAINTEXT listener"},
 		{"listeners=", `listeners: ""`},
 		{"advertised.listeners=PLAINTEXT://:9092", "no host"},

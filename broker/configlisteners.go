@@ -29,17 +29,22 @@ func validListenerName(s string) bool {
 	return true
 }
 
-// checkHostPort checks host:port with a port in 1..65535; an empty host (every interface)
-// only where emptyHost allows it.
-func checkHostPort(addr string, emptyHost bool) error {
+// checkHostPort checks host:port with a port in 1..65535. An address listened on may also
+// have an empty host (every interface) and port 0 (one the system picks), as in Kafka; one to
+// connect to may not.
+func checkHostPort(addr string, listening bool) error {
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
 	}
-	if port, err := strconv.Atoi(portText); err != nil || port < 1 || port > 65535 {
-		return fmt.Errorf("port %q is not in 1..65535", portText)
+	lo := 1
+	if listening {
+		lo = 0
 	}
-	if host == "" && !emptyHost {
+	if port, err := strconv.Atoi(portText); err != nil || port < lo || port > 65535 {
+		return fmt.Errorf("port %q is not in %d..65535", portText, lo)
+	}
+	if host == "" && !listening {
 		return fmt.Errorf("no host")
 	}
 	return nil
@@ -47,7 +52,7 @@ func checkHostPort(addr string, emptyHost bool) error {
 
 // parseListeners splits NAME://host:port[,...]; an entry without a NAME:// is PLAINTEXT
 // (Sluice's older form, listeners=127.0.0.1:9092). Each name once, as Kafka requires.
-func parseListeners(p prop, emptyHost bool) ([]listener, error) {
+func parseListeners(p prop, listening bool) ([]listener, error) {
 	entries := splitList(p.value)
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("%s: %q: want NAME://host:port[,NAME://host:port]", p.key, p.value)
@@ -62,7 +67,7 @@ func parseListeners(p prop, emptyHost bool) ([]listener, error) {
 		if !validListenerName(name) {
 			return nil, fmt.Errorf("%s: %q: %q is not a listener name", p.key, e, name)
 		}
-		if err := checkHostPort(addr, emptyHost); err != nil {
+		if err := checkHostPort(addr, listening); err != nil {
 			return nil, fmt.Errorf("%s: %q: %w", p.key, e, err)
 		}
 		for _, o := range out {
