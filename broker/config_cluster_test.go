@@ -90,6 +90,7 @@ func TestClusterProperties(t *testing.T) {
 		{"controlled.shutdown.enable=true", func(c *Config) {}},
 		{"unclean.leader.election.enable=true", func(c *Config) { c.UncleanLeaderElection = true }},
 		{"default.replication.factor=3", func(c *Config) { c.DefaultReplication = 3 }},
+		{"node.id=1\nnode.id=2\nbroker.id=2", func(c *Config) { c.NodeID, c.NodeIDSet = 2, true }}, // the last line of a key wins
 		{"process.roles=broker,controller", func(c *Config) {}}, // the zero Roles: combined
 		{"inter.broker.listener.name=PLAINTEXT\nsecurity.inter.broker.protocol=PLAINTEXT", func(c *Config) {}},
 		{"listeners=127.0.0.1:9092", func(c *Config) {}}, // Sluice's older form: PLAINTEXT
@@ -116,6 +117,7 @@ func TestClusterProperties(t *testing.T) {
 
 	for _, bad := range []struct{ in, want string }{
 		{"node.id=-1", "node.id: -1 is out of range [0, 2147483647]"},
+		{"node.id=1\nbroker.id=2", "broker.id=2, but the node's id is already 1"},
 		{"process.roles=worker", `process.roles: "worker": want broker, controller or broker,controller`},
 		{"process.roles=broker,broker", "names broker twice"},
 		{"process.roles=", `process.roles: ""`},

@@ -76,6 +76,7 @@ func ReadProperties(r io.Reader, c *Config, overrides ...string) (ignored []stri
 	}
 	slices.SortStableFunc(entries, func(a, b entry) int { return rank(a.key) - rank(b.key) })
 	given := make(map[string]string) // by registry name
+	idKey := ""                      // node.id or broker.id, whichever set the id
 	for _, e := range entries {
 		if _, known := configByName[e.key]; !known && isKafkaIgnored(e.key) {
 			ignored = append(ignored, e.key)
@@ -84,7 +85,15 @@ func ReadProperties(r io.Reader, c *Config, overrides ...string) (ignored []stri
 		if err := c.Set(e.key, e.value); err != nil {
 			return nil, fmt.Errorf("%s: %w", e.where, err)
 		}
-		given[configByName[e.key].Name] = e.value
+		name := configByName[e.key].Name
+		if prev, twice := given[name]; twice && name == "node.id" && prev != e.value && e.key != idKey {
+			// Kafka refuses node.id and broker.id that disagree; either alone is the id.
+			return nil, fmt.Errorf("%s: %s=%s, but the node's id is already %s (node.id and broker.id are one property)", e.where, e.key, e.value, prev)
+		}
+		given[name] = e.value
+		if name == "node.id" {
+			idKey = e.key
+		}
 	}
 	if err := c.checkCluster(given); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
