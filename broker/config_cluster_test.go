@@ -91,7 +91,7 @@ func TestClusterProperties(t *testing.T) {
 		{"unclean.leader.election.enable=true", func(c *Config) { c.UncleanLeaderElection = true }},
 		{"default.replication.factor=3", func(c *Config) { c.DefaultReplication = 3 }},
 		{"node.id=1\nnode.id=2\nbroker.id=2", func(c *Config) { c.NodeID, c.NodeIDSet = 2, true }}, // the last line of a key wins
-		{"process.roles=broker,controller", func(c *Config) {}}, // the zero Roles: combined
+		{"process.roles=broker,controller", func(c *Config) {}},                                    // the zero Roles: combined
 		{"inter.broker.listener.name=PLAINTEXT\nsecurity.inter.broker.protocol=PLAINTEXT", func(c *Config) {}},
 		{"listeners=127.0.0.1:9092", func(c *Config) {}}, // Sluice's older form: PLAINTEXT
 		{"listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", func(c *Config) { // ports the system picks
