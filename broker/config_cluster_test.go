@@ -58,7 +58,7 @@ func TestKRaftQuickStart(t *testing.T) {
 // read) is refused with a message that names it.
 func TestClusterProperties(t *testing.T) {
 	voters3 := "controller.quorum.voters=0@127.0.0.1:9093,1@127.0.0.1:9193,2@127.0.0.1:9293\n"
-	three := []cluster.Voter{{0, "127.0.0.1", 9093}, {1, "127.0.0.1", 9193}, {2, "127.0.0.1", 9293}}
+	three := []cluster.Voter{{ID: 0, Host: "127.0.0.1", Port: 9093}, {ID: 1, Host: "127.0.0.1", Port: 9193}, {ID: 2, Host: "127.0.0.1", Port: 9293}}
 	for _, good := range []struct {
 		in  string
 		set func(c *Config)
