@@ -3,6 +3,7 @@ package broker
 import (
 	"log/slog"
 	"math"
+	"net"
 	"path/filepath"
 	"time"
 
