@@ -221,7 +221,7 @@ func addrString(a net.Addr) string {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.Listen == "" && c.UnixPath == "" {
+	if c.Listen == "" && c.UnixPath == "" && c.Roles.Broker() { // a controller-only node may have no client listener
 		c.Listen = d.Listen
 	}
 	c.NodeID = nonZero(c.NodeID, d.NodeID)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +42,13 @@ func FuzzParseProperties(f *testing.F) {
 		"log.retention.bytes=-9223372036854775808\nshared.memory.max.bytes=-1\nlog.preallocate.bytes=1\n",
 		"log.segment.bytes=13", "log.index.size.max.bytes=11", "log.roll.jitter.ms=-1", "log.roll.jitter.hours=3", "log.retention.ms=0", "log.retention.bytes=0",
 		"connections.max.idle.ms=0", "log.writeback.bytes=0", "message.max.bytes=-1", "log.retention.hours=-2",
+		// the cluster's keys (issue #22), good and bad
+		"node.id=0\nprocess.roles=broker,controller\ncontroller.quorum.voters=0@127.0.0.1:9093,1@127.0.0.1:9193\nlisteners=PLAINTEXT://:9092,CONTROLLER://:9093\n",
+		"node.id=2\nprocess.roles=controller\ncontroller.quorum.voters=2@h:9\nlisteners=CONTROLLER://h:9\n",
+		"node.id=4\nprocess.roles=broker\ncontroller.quorum.voters=0@h:9\nadvertised.listeners=PLAINTEXT://b:1,CONTROLLER://b:2\n",
+		"controller.listener.names=RAFT\nlisteners=PLAINTEXT://:1,RAFT://:2\nlistener.security.protocol.map=RAFT:PLAINTEXT,SSL:SSL\n",
+		"broker.heartbeat.interval.ms=100\nbroker.session.timeout.ms=101\ncontrolled.shutdown.enable=false\n",
+		"num.io.threads=8\nlog.retention.hour=1\n", "listeners=SSL://:9093", "process.roles=broker,broker",
 	} {
 		f.Add(s)
 	}
@@ -61,9 +69,25 @@ func FuzzParseProperties(f *testing.F) {
 				t.Fatalf("%s parsed to the negative duration %v", name, d)
 			}
 		}
-		// listeners: parseListener keeps only a host:port.
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-			t.Fatalf("listeners parsed to %q: %v", c.Listen, err)
+		// listeners: only host:port addresses; no client listener only on a controller-only node.
+		for _, a := range []string{c.Listen, c.ControllerListen, c.AdvertisedListen} {
+			if _, _, err := net.SplitHostPort(a); err != nil && a != "" {
+				t.Fatalf("a listener parsed to %q: %v", a, err)
+			}
+		}
+		if c.Listen == "" && c.Roles.Broker() {
+			t.Fatalf("no PLAINTEXT listener on a node with roles %s", c.Roles)
+		}
+		// The whole-file checks held: a controller is a voter with a controller listener, a
+		// broker-only node is not a voter, and the heartbeat is within the session timeout.
+		if len(c.Voters) > 0 {
+			voter := slices.ContainsFunc(c.Voters, func(v cluster.Voter) bool { return v.ID == c.NodeID })
+			if !c.NodeIDSet || voter != c.Roles.Controller() || (voter && c.ControllerListen == "") {
+				t.Fatalf("node %d (set %v, roles %s, controller listener %q) against voters %v", c.NodeID, c.NodeIDSet, c.Roles, c.ControllerListen, c.Voters)
+			}
+		}
+		if c.HeartbeatInterval >= c.SessionTimeout {
+			t.Fatalf("heartbeat %v not within the session timeout %v", c.HeartbeatInterval, c.SessionTimeout)
 		}
 
 		// What Open does with it (withDefaults): every value the file set is kept. A zero (or, for

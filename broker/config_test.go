@@ -35,7 +35,7 @@ func TestParseProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()
-	want.NodeID, want.DataDir, want.Listen, want.NumPartitions = 3, "/var/lib/sluice", "0.0.0.0:19092", 6
+	want.NodeID, want.NodeIDSet, want.DataDir, want.Listen, want.NumPartitions = 3, true, "/var/lib/sluice", "0.0.0.0:19092", 6
 	want.MessageMaxBytes, want.RetentionMs, want.RetentionBytes = 2<<20, 48*time.Hour, -1
 	want.FlushMs, want.AutoCreateTopics, want.WriteCaching = cluster.Forever, true, true
 	want.WritebackBytes, want.PreallocateBytes = -1, 16<<20
@@ -44,7 +44,7 @@ func TestParseProperties(t *testing.T) {
 	}
 	for _, bad := range []string{"no.such.property=1", "num.partitions=many", "listeners=nonsense", "justakey",
 		// Counts the broker narrows later: refused rather than wrapped or taken as the default.
-		"node.id=4294967297", "node.id=-1", "node.id=0", "broker.id= 0", "node.id=00", "num.partitions=2170000000", "num.partitions=0",
+		"node.id=4294967297", "node.id=-1", "broker.id=-3", "num.partitions=2170000000", "num.partitions=0",
 		"default.replication.factor=70000", "offsets.topic.num.partitions=4294967296", "socket.request.max.bytes=-5",
 		// An empty first directory would silently become ./data.
 		"log.dirs=", "log.dirs=,/var/lib/sluice"} {
@@ -126,7 +126,9 @@ func TestParseProperties(t *testing.T) {
 		in  string
 		set func(c *Config)
 	}{
-		{"node.id=1", func(c *Config) { c.NodeID = 1 }},
+		{"node.id=1", func(c *Config) { c.NodeID, c.NodeIDSet = 1, true }},
+		{"node.id=0", func(c *Config) { c.NodeID, c.NodeIDSet = 0, true }}, // 0 is a node id, as in Kafka
+		{"broker.id= 0", func(c *Config) { c.NodeID, c.NodeIDSet = 0, true }},
 		{"num.partitions=1", func(c *Config) { c.NumPartitions = 1 }},
 		{"default.replication.factor=1", func(c *Config) { c.DefaultReplication = 1 }},
 		{"message.max.bytes=1", func(c *Config) { c.MessageMaxBytes = 1 }},

