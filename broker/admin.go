@@ -37,10 +37,12 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 		md = b.ctrl.Metadata()
 	}
 	resp := &wire.MetadataResponse{Version: h.APIVersion, ControllerID: b.ctrl.ControllerID()}
-	clusterID := "sluice"
-	resp.ClusterID = &clusterID
+	id := clusterID(md)
+	resp.ClusterID = &id
 	for _, br := range md.Brokers() {
-		resp.Brokers = append(resp.Brokers, wire.MetadataBroker{NodeID: br.ID, Host: br.Host, Port: br.Port, UnixPath: br.UnixSocket})
+		if brokerAlive(br) { // a fenced broker is not one a client should dial
+			resp.Brokers = append(resp.Brokers, metadataBroker(br))
+		}
 	}
 	describe := func(t cluster.TopicMeta) wire.MetadataTopic {
 		mt := wire.MetadataTopic{Topic: t.Name, IsInternal: t.Internal}
@@ -48,6 +50,9 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 			mp := wire.MetadataPartition{
 				Partition: pm.Partition, Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
 				Replicas: pm.Replicas, ISR: pm.ISR,
+			}
+			if pm.Leader == cluster.NoLeader {
+				mp.ErrorCode = wire.ErrLeaderNotAvailable // Kafka's answer for a partition without a leader
 			}
 			if p := b.partition(t.Name, pm.Partition); p != nil && p.corrupt() {
 				// This broker's replica only: the others' state is theirs (the scrub's marks
@@ -82,6 +87,9 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 // createTopic asks the controller for the topic and waits until this broker hosts its
 // partitions, so that a produce right after the answer finds them.
 func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) error {
+	if err := b.checkReplicationFactor(spec); err != nil {
+		return err
+	}
 	if spec.NumPartitions < 0 && len(spec.Assignment) == 0 {
 		spec.NumPartitions = int32(b.cfg.NumPartitions)
 	}
@@ -107,6 +115,17 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 		return err
 	}
 	return b.awaitHosted(ctx, t)
+}
+
+// checkReplicationFactor refuses a replication factor of 0 (Kafka's -1 takes
+// default.replication.factor; the controller refuses the other bad values, naming the live
+// brokers). An explicit assignment sets the factor itself.
+func (b *Broker) checkReplicationFactor(spec cluster.TopicSpec) error {
+	if spec.ReplicationFactor == 0 && len(spec.Assignment) == 0 {
+		return fmt.Errorf("%w: %s: replication factor 0: give at least 1, or -1 for default.replication.factor (%d)",
+			cluster.ErrInvalidReplicationFactor, spec.Name, b.cfg.DefaultReplication)
+	}
+	return nil
 }
 
 // Each partition holds one file open, its active segment's log (its indexes are mapped and
@@ -172,11 +191,28 @@ func openFileLimit() uint64 {
 	return uint64(rl.Cur)
 }
 
-// awaitHosted applies the metadata now (the reconciler would, a moment later) and checks that
-// every local replica of t is open.
+// awaitHosted waits until this broker's metadata has t (the controller that committed it may
+// be another node, whose log this broker applies a moment later), applies it now (the
+// reconciler would, a moment later) and checks that every local replica of t is open.
 func (b *Broker) awaitHosted(ctx context.Context, t cluster.TopicMeta) error {
-	if err := b.reconcile(b.ctrl.Metadata()); err != nil {
-		return err
+	updates, stop := b.ctrl.Subscribe()
+	defer stop()
+	for {
+		md := b.ctrl.Metadata()
+		if _, ok := md.TopicByID(t.ID); ok {
+			if err := b.reconcile(md); err != nil {
+				return err
+			}
+			break
+		}
+		select {
+		case _, ok := <-updates:
+			if !ok {
+				return ErrClosed
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%w: topic %s created, not in this broker's metadata yet", context.DeadlineExceeded, t.Name)
+		}
 	}
 	for _, pm := range t.Partitions {
 		if containsID(pm.Replicas, b.cfg.NodeID) && b.partition(t.Name, pm.Partition) == nil {
@@ -235,6 +271,9 @@ func (b *Broker) handleCreateTopics(c *server.Conn, h wire.RequestHeader, body [
 				err = fmt.Errorf("%w: %q: names starting with \"__\" are reserved for internal topics", cluster.ErrInvalidTopic, t.Topic)
 			case req.ValidateOnly:
 				err = cluster.ValidateTopicName(t.Topic)
+				if err == nil {
+					err = b.checkReplicationFactor(spec)
+				}
 				if err == nil {
 					err = cluster.ValidateTopicConfigs(spec.Configs)
 				}
@@ -411,8 +450,11 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 		for _, rp := range rt.Partitions {
 			res := wire.ListOffsetsResponsePartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			p := b.partition(rt.Topic, rp.Partition)
-			if p == nil {
-				res.ErrorCode = errorCode(b.missingPartitionErr(rt.Topic, rp.Partition))
+			if p == nil || !p.servesAt(b.cfg.NodeID, rp.CurrentLeaderEpoch) {
+				// The leader's log answers (a follower's is behind it, or, until replication
+				// lands, empty), as in Kafka for a consumer's ListOffsets.
+				_, err := b.refuse(rt.Topic, rp.Partition, p, rp.CurrentLeaderEpoch)
+				res.ErrorCode = errorCode(err)
 				out.Partitions = append(out.Partitions, res)
 				continue
 			}

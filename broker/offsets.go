@@ -125,7 +125,7 @@ func (s *offsetStore) forget(gone func(topicPartition) bool) {
 		}
 		bt, err := builder.Build()
 		if err == nil {
-			_, err = p.log().Append(bt, p.leaderEpoch.Load())
+			_, err = p.log().Append(bt, p.leaderEpoch())
 		}
 		if err != nil {
 			s.b.logger.Error("deleting committed offsets of a deleted partition", "partition", p.tp.String(), "err", err)
@@ -339,7 +339,7 @@ func (b *Broker) handleOffsetCommit(c *server.Conn, h wire.RequestHeader, body [
 	var info appendInfo
 	l := p.log() // the wait below is on the log that took the append (heal.go may swap it)
 	if err == nil {
-		info, err = l.Append(bt, p.leaderEpoch.Load())
+		info, err = l.Append(bt, p.leaderEpoch())
 	}
 	unlock()
 	if err != nil {

@@ -1,0 +1,8 @@
+package broker
+
+// testHooks are the points where a test steps into a request of one broker (Broker.hooks, set
+// only by tests: nil in production, where each costs one atomic load and a nil check).
+type testHooks struct {
+	// fetchBounds runs between a fetch's reads of a partition's log start and high watermark.
+	fetchBounds func()
+}
