@@ -300,6 +300,11 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 	for _, p := range gone {
 		b.dropPartition(p)
 	}
+	if s := b.offsets; s != nil {
+		// The groups' offsets of deleted topics go, whether or not this broker hosted them
+		// (a group's coordinator need not host the partitions it commits for).
+		s.reconcileTopics(md)
+	}
 	return b.joinPartitionErrors(errs)
 }
 
@@ -432,9 +437,6 @@ func (b *Broker) dropPartition(p *partition) {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
 	}
 	b.disk.kick() // space freed: produce may resume
-	if s := b.offsets; s != nil && p.tp.topic != OffsetsTopic {
-		s.forget(func(tp topicPartition) bool { return tp == p.tp })
-	}
 	b.logger.Info("deleted partition", "partition", p.tp.String())
 }
 
