@@ -2,10 +2,17 @@ package broker
 
 // Behavior: Metadata, CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, ListOffsets.
 //
-// Topic administration goes through the controller (raft); a topic's partitions appear on this
-// broker when the reconciler applies the committed change, and CreateTopics waits for that (up to
-// the request's timeout) so a client can produce as soon as it gets its answer. Partitions -1
-// and replication factor -1 take num.partitions and default.replication.factor. AlterConfigs
+// Metadata lists the brokers a client may use (registered and not fenced), the cluster id and
+// the active controller, and per partition the leader (LEADER_NOT_AVAILABLE where there is
+// none), its epoch, the replicas and the ISR, as this broker's committed metadata says.
+//
+// Topic administration goes through the controller (raft; a controller that is not the active
+// one forwards, or answers NOT_CONTROLLER, retriable); a topic's partitions appear on this
+// broker when the reconciler applies the committed change, and CreateTopics waits for that, this
+// broker's metadata first (up to the request's timeout), so a client can produce as soon as it
+// gets its answer. Partitions -1 and replication factor -1 take num.partitions and
+// default.replication.factor; a replication factor of 0 is refused (INVALID_REPLICATION_FACTOR).
+// ListOffsets is answered by the partition's leader only, as produce and fetch. AlterConfigs
 // replaces a topic's overrides with the request's set (Kafka's non-incremental semantics).
 // Metadata for an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, or creates it when
 // auto.create.topics.enable is set and the client allows it.

@@ -2,8 +2,12 @@ package broker
 
 // Behavior: Fetch.
 //
-// Each partition is read from its fetch offset up to the high watermark (the log end on a single
-// node), at most partitionMaxBytes, and the response at most maxBytes in all; as Kafka (KIP-74)
+// Only the partition's leader answers (leadership.go): a CurrentLeaderEpoch older than the
+// partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, a replica that is not
+// the leader NOT_LEADER_OR_FOLLOWER naming the leader (KIP-951), a partition without a leader
+// LEADER_NOT_AVAILABLE; a leader change wakes the fetches parked on the partition, so that one
+// that lost its leader answers at once. Each partition is read from its fetch offset up to the
+// high watermark (the log end on a single node), at most partitionMaxBytes, and the response at most maxBytes in all; as Kafka (KIP-74)
 // the first batch of the first partition with data is returned whole even when it is larger, so
 // a consumer always makes progress. A read may end in a partial batch, which clients drop. The
 // records are not copied: the response is the encoded prefixes with each partition's bytes sent

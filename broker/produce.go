@@ -2,8 +2,11 @@ package broker
 
 // Behavior: Produce.
 //
-// Each partition's batches are checked against max.message.bytes (per batch, as Kafka), then
-// validated and appended by the partition's log with one write (segment.Log.Append: CRC, magic,
+// Only the partition's leader takes its batches (leadership.go): a replica that is not the leader
+// answers NOT_LEADER_OR_FOLLOWER naming the leader, its epoch and endpoint (KIP-951), and a
+// partition without a leader LEADER_NOT_AVAILABLE; nothing is appended. The check is one atomic
+// load per partition. Each partition's batches are checked against max.message.bytes (per
+// batch, as Kafka), then validated and appended by the partition's log with one write (segment.Log.Append: CRC, magic,
 // lastOffsetDelta consistent with the record count; nothing is appended if any batch is bad).
 // Appends happen in request order, one request at a time per connection (on its reader
 // goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader
@@ -12,7 +15,8 @@ package broker
 // with NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
 // min.insync.replicas; otherwise, on a topic with write.caching=false it is answered after the
 // group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT
-// after the request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed), and with
+// after the request's timeout, KAFKA_STORAGE_ERROR if the fsync failed, or NOT_LEADER_OR_FOLLOWER
+// if this broker loses the partition's leadership first), and with
 // write.caching=true after the append, as Kafka with its page cache. A topic with
 // message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch; on a
 // CreateTime topic a batch whose max timestamp is more than message.timestamp.after.max.ms ahead
