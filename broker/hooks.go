@@ -5,4 +5,7 @@ package broker
 type testHooks struct {
 	// fetchBounds runs between a fetch's reads of a partition's log start and high watermark.
 	fetchBounds func()
+	// sharedCopied runs between a ProduceShared request's copies out of its region and the
+	// second reading of their guards (shared.go).
+	sharedCopied func()
 }
