@@ -185,8 +185,12 @@ func TestFetchLeaderEpochRules(t *testing.T) {
 			t.Errorf("led by broker 2, %s (%d): %v, want %v", tc.name, tc.epoch, f.ErrorCode, tc.want)
 		}
 	}
-	if hint, err := b.refuse("t", 0, b.partition("t", 0), e2); !errors.Is(err, ErrFencedLeaderEpoch) || hint != (leaderHint{set: true, id: 2, epoch: e3}) {
-		t.Errorf("fenced refusal: %+v %v, want broker 2 named at epoch %d", hint, err, e3)
+	fr := wire.FetchResponse{Version: 1}
+	call(t, c, &wire.FetchRequest{Version: 1, ReplicaID: -1, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
+		{Topic: "t", Partitions: []wire.FetchRequestPartition{{Partition: 0, CurrentLeaderEpoch: e2, LogStartOffset: -1, PartitionMaxBytes: 1 << 20}}},
+	}}, &fr)
+	if f := fr.Topics[0].Partitions[0]; f.ErrorCode != wire.ErrFencedLeaderEpoch || f.CurrentLeader != (wire.LeaderHint{LeaderID: 2, LeaderEpoch: e3}) || len(fr.NodeEndpoints) != 1 {
+		t.Errorf("fenced v1 fetch: %v, leader %+v, endpoints %+v; want broker 2 named at epoch %d", f.ErrorCode, f.CurrentLeader, fr.NodeEndpoints, e3)
 	}
 }
 
