@@ -7,15 +7,15 @@ package broker
 // the leader NOT_LEADER_OR_FOLLOWER naming the leader (KIP-951), a partition without a leader
 // LEADER_NOT_AVAILABLE; a leader change wakes the fetches parked on the partition, so that one
 // that lost its leader answers at once. Each partition is read from its fetch offset up to the
-// high watermark (the log end on a single node), at most partitionMaxBytes, and the response at most maxBytes in all; as Kafka (KIP-74)
-// the first batch of the first partition with data is returned whole even when it is larger, so
-// a consumer always makes progress. A read may end in a partial batch, which clients drop. The
-// records are not copied: the response is the encoded prefixes with each partition's bytes sent
-// from its segment file by sendfile, and the segments stay referenced until the response is
-// written. If fewer than minBytes are available (and nothing failed), the fetch parks until an
-// append to one of its partitions wakes it, maxWait passes, the connection closes or the broker
-// shuts down, and then answers with whatever is there. No partition lock is held across any of
-// this: a slow fetch never blocks a produce.
+// high watermark (the log end on a single node), at most partitionMaxBytes, and the response at
+// most maxBytes in all; as Kafka (KIP-74) the first batch of the first partition with data is
+// returned whole even when it is larger, so a consumer always makes progress. A read may end in a
+// partial batch, which clients drop. The records are not copied: the response is the encoded
+// prefixes with each partition's bytes sent from its segment file by sendfile, and the segments
+// stay referenced until the response is written. If fewer than minBytes are available (and nothing
+// failed), the fetch parks until an append to one of its partitions wakes it, maxWait passes, the
+// connection closes or the broker shuts down, and then answers with whatever is there. No
+// partition lock is held across any of this: a slow fetch never blocks a produce.
 
 import (
 	"context"

@@ -5,24 +5,23 @@ package broker
 // Only the partition's leader takes its batches (leadership.go): a replica that is not the leader
 // answers NOT_LEADER_OR_FOLLOWER naming the leader, its epoch and endpoint (KIP-951), and a
 // partition without a leader LEADER_NOT_AVAILABLE; nothing is appended. The check is one atomic
-// load per partition. Each partition's batches are checked against max.message.bytes (per
-// batch, as Kafka), then validated and appended by the partition's log with one write (segment.Log.Append: CRC, magic,
-// lastOffsetDelta consistent with the record count; nothing is appended if any batch is bad).
-// Appends happen in request order, one request at a time per connection (on its reader
-// goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader
-// reads the next: server.Config.OverlapBytes), so a pipelined producer's batches land in the
-// order sent. acks=0 gets no response; acks=1 is answered after the append. acks=-1 is refused
-// with NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
+// load per partition. Each partition's batches are checked against max.message.bytes (per batch, as
+// Kafka), then validated and appended by the partition's log with one write (segment.Log.Append:
+// CRC, magic, lastOffsetDelta consistent with the record count; nothing is appended if any batch is
+// bad). Appends happen in request order, one request at a time per connection (on its reader
+// goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader reads the
+// next: server.Config.OverlapBytes), so a pipelined producer's batches land in the order sent.
+// acks=0 gets no response; acks=1 is answered after the append. acks=-1 is refused with
+// NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
 // min.insync.replicas; otherwise, on a topic with write.caching=false it is answered after the
-// group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT
-// after the request's timeout, KAFKA_STORAGE_ERROR if the fsync failed, or NOT_LEADER_OR_FOLLOWER
-// if this broker loses the partition's leadership first), and with
-// write.caching=true after the append, as Kafka with its page cache. A topic with
-// message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch; on a
-// CreateTime topic a batch whose max timestamp is more than message.timestamp.after.max.ms ahead
-// of the broker's clock, or whose first timestamp is more than message.timestamp.before.max.ms
-// behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the header's two timestamps are
-// what the broker indexes and retains by, and need no decompression).
+// group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT after
+// the request's timeout, KAFKA_STORAGE_ERROR if the fsync failed, or NOT_LEADER_OR_FOLLOWER if this
+// broker loses the partition's leadership first), and with write.caching=true after the append, as
+// Kafka with its page cache. A topic with message.timestamp.type=LogAppendTime gets the broker's
+// clock stamped on each batch; on a CreateTime topic a batch whose max timestamp is more than
+// message.timestamp.after.max.ms ahead of the broker's clock, or whose first timestamp is more than
+// message.timestamp.before.max.ms behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the
+// header's two timestamps are what the broker indexes and retains by, and need no decompression).
 
 import (
 	"fmt"
