@@ -20,8 +20,6 @@ func TestErrorCodeClusterErrors(t *testing.T) {
 		{fmt.Errorf("create topic: %w", cluster.ErrNotLeader), wire.ErrNotController, true},
 		{cluster.ErrInvalidReplicationFactor, wire.ErrInvalidReplicationFactor, false},
 		{cluster.ErrInvalidReplicaAssignment, wire.ErrInvalidReplicaAssignment, false},
-		{cluster.ErrStaleLeaderEpoch, wire.ErrFencedLeaderEpoch, true},
-		{cluster.ErrIneligibleReplica, wire.ErrIneligibleReplica, false},
 		{ErrNotLeaderOrFollower, wire.ErrNotLeaderOrFollower, true},
 		{fmt.Errorf("%w: t-0 is led by broker 2", ErrNotLeaderOrFollower), wire.ErrNotLeaderOrFollower, true},
 		{ErrLeaderNotAvailable, wire.ErrLeaderNotAvailable, true},
