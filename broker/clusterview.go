@@ -13,14 +13,16 @@ import (
 const defaultClusterID = "sluice"
 
 // clusterID is the cluster's id as the metadata records it.
-//
-// TODO(lead): md.ClusterID() (the fsm stream's), falling back to defaultClusterID when empty.
-func clusterID(md *cluster.Metadata) string { return defaultClusterID }
+func clusterID(md *cluster.Metadata) string {
+	if id := md.ClusterID(); id != "" {
+		return id
+	}
+	return defaultClusterID
+}
 
-// brokerAlive reports whether a client may use br: registered and not fenced.
-//
-// TODO(lead): !br.Fenced (or br.State() alive / shutting down), the fsm stream's BrokerInfo state.
-func brokerAlive(br cluster.BrokerInfo) bool { return true }
+// brokerAlive reports whether a client may use br: registered and not fenced. A broker shutting
+// down is listed: it still serves what it leads until the controller has moved it away.
+func brokerAlive(br cluster.BrokerInfo) bool { return br.State() != cluster.BrokerFenced }
 
 // metadataBroker is br as a Metadata response lists it.
 func metadataBroker(br cluster.BrokerInfo) wire.MetadataBroker {

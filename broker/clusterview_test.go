@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -26,6 +28,22 @@ func TestMetadataDescribesTheCluster(t *testing.T) {
 	mp := md.Topics[0].Partitions[0]
 	if mp.ErrorCode != wire.NoError || mp.Leader != 2 || mp.LeaderEpoch != epoch || len(mp.Replicas) != 2 || len(mp.ISR) != 2 {
 		t.Errorf("partition %+v, want leader 2 at epoch %d, replicas and ISR [1 2]", mp, epoch)
+	}
+
+	// A fenced broker is not listed (its partitions' leadership moves away).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	br, _ := b.Controller().Metadata().Broker(2)
+	if err := b.Controller().FenceBroker(ctx, 2, br.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	md = wire.MetadataResponse{}
+	call(t, c, &wire.MetadataRequest{Topics: []string{"t"}}, &md)
+	if len(md.Brokers) != 1 || md.Brokers[0].NodeID != 1 {
+		t.Errorf("brokers with broker 2 fenced: %+v, want 1 only", md.Brokers)
+	}
+	if mp := md.Topics[0].Partitions[0]; mp.Leader != 1 {
+		t.Errorf("leader with broker 2 fenced: %d, want 1", mp.Leader)
 	}
 }
 

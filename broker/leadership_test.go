@@ -15,8 +15,8 @@ import (
 	"github.com/sluicemq/sluice/net/wire"
 )
 
-// otherBroker is a second broker id registered in a test broker's metadata: its endpoint is
-// never dialled, only named in hints and Metadata.
+// otherBroker is a second broker id registered (and unfenced) in a test broker's metadata: its
+// endpoint is never dialled, only named in hints and Metadata.
 var otherBroker = cluster.BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 19092}
 
 // twoBrokers starts broker 1 (cfg) with broker 2 registered beside it, and topic "t" with one
@@ -26,7 +26,11 @@ func twoBrokers(t *testing.T, cfg Config) (*Broker, *client.Conn) {
 	b := startBroker(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.Controller().RegisterBroker(ctx, otherBroker); err != nil {
+	epoch, err := b.Controller().RegisterBroker(ctx, otherBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Controller().UnfenceBroker(ctx, otherBroker.ID, epoch); err != nil { // as its first heartbeat would
 		t.Fatal(err)
 	}
 	c := dial(t, b.Addr().String())
