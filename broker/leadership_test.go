@@ -297,8 +297,8 @@ func TestAckWaitRegisteredAfterLoss(t *testing.T) {
 }
 
 // The consumer-offsets rules: the coordinator of a group is the leader of its
-// __consumer_offsets partition (Kafka's hash); OffsetCommit and OffsetFetch for a group whose
-// partition another broker leads answer NOT_COORDINATOR, and ListGroups leaves the group out;
+// __consumer_offsets partition (Kafka's hash); OffsetCommit, OffsetFetch and DeleteGroups for a
+// group whose partition another broker leads answer NOT_COORDINATOR, ListGroups leaves it out;
 // with the leadership back they are served again.
 func TestOffsetsNotCoordinator(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
@@ -342,6 +342,11 @@ func TestOffsetsNotCoordinator(t *testing.T) {
 	}
 	if n := listed(); n != 0 {
 		t.Fatalf("ListGroups elsewhere lists %d groups", n)
+	}
+	var dg wire.DeleteGroupsResponse
+	call(t, c, &wire.DeleteGroupsRequest{Groups: []string{group}}, &dg)
+	if code := dg.Results[0].ErrorCode; code != wire.ErrNotCoordinator {
+		t.Fatalf("DeleteGroups elsewhere: %v, want NOT_COORDINATOR", code)
 	}
 	moveLeader(t, b, OffsetsTopic, 0, cluster.NoLeader)
 	if code := commit(8); code != wire.ErrCoordinatorNotAvailable {
