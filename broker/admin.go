@@ -2,10 +2,17 @@ package broker
 
 // Behavior: Metadata, CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, ListOffsets.
 //
-// Topic administration goes through the controller (raft); a topic's partitions appear on this
-// broker when the reconciler applies the committed change, and CreateTopics waits for that (up to
-// the request's timeout) so a client can produce as soon as it gets its answer. Partitions -1
-// and replication factor -1 take num.partitions and default.replication.factor. AlterConfigs
+// Metadata lists the brokers a client may use (registered and not fenced), the cluster id and
+// the active controller, and per partition the leader (LEADER_NOT_AVAILABLE where there is
+// none), its epoch, the replicas and the ISR, as this broker's committed metadata says.
+//
+// Topic administration goes through the controller (raft; a controller that is not the active
+// one forwards, or answers NOT_CONTROLLER, retriable); a topic's partitions appear on this
+// broker when the reconciler applies the committed change, and CreateTopics waits for that, this
+// broker's metadata first (up to the request's timeout), so a client can produce as soon as it
+// gets its answer. Partitions -1 and replication factor -1 take num.partitions and
+// default.replication.factor; a replication factor of 0 is refused (INVALID_REPLICATION_FACTOR).
+// ListOffsets is answered by the partition's leader only, as produce and fetch. AlterConfigs
 // replaces a topic's overrides with the request's set (Kafka's non-incremental semantics).
 // Metadata for an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, or creates it when
 // auto.create.topics.enable is set and the client allows it.
@@ -37,10 +44,12 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 		md = b.ctrl.Metadata()
 	}
 	resp := &wire.MetadataResponse{Version: h.APIVersion, ControllerID: b.ctrl.ControllerID()}
-	clusterID := "sluice"
-	resp.ClusterID = &clusterID
+	id := clusterID(md)
+	resp.ClusterID = &id
 	for _, br := range md.Brokers() {
-		resp.Brokers = append(resp.Brokers, wire.MetadataBroker{NodeID: br.ID, Host: br.Host, Port: br.Port, UnixPath: br.UnixSocket})
+		if brokerAlive(br) { // a fenced broker is not one a client should dial
+			resp.Brokers = append(resp.Brokers, metadataBroker(br))
+		}
 	}
 	describe := func(t cluster.TopicMeta) wire.MetadataTopic {
 		mt := wire.MetadataTopic{Topic: t.Name, IsInternal: t.Internal}
@@ -48,6 +57,9 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 			mp := wire.MetadataPartition{
 				Partition: pm.Partition, Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
 				Replicas: pm.Replicas, ISR: pm.ISR,
+			}
+			if pm.Leader == cluster.NoLeader {
+				mp.ErrorCode = wire.ErrLeaderNotAvailable // Kafka's answer for a partition without a leader
 			}
 			if p := b.partition(t.Name, pm.Partition); p != nil && p.corrupt() {
 				// This broker's replica only: the others' state is theirs (the scrub's marks
@@ -82,6 +94,9 @@ func (b *Broker) handleMetadata(c *server.Conn, h wire.RequestHeader, body []byt
 // createTopic asks the controller for the topic and waits until this broker hosts its
 // partitions, so that a produce right after the answer finds them.
 func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) error {
+	if err := b.checkReplicationFactor(spec); err != nil {
+		return err
+	}
 	if spec.NumPartitions < 0 && len(spec.Assignment) == 0 {
 		spec.NumPartitions = int32(b.cfg.NumPartitions)
 	}
@@ -107,6 +122,17 @@ func (b *Broker) createTopic(spec cluster.TopicSpec, timeout time.Duration) erro
 		return err
 	}
 	return b.awaitHosted(ctx, t)
+}
+
+// checkReplicationFactor refuses a replication factor of 0 (Kafka's -1 takes
+// default.replication.factor; the controller refuses the other bad values, naming the live
+// brokers). An explicit assignment sets the factor itself.
+func (b *Broker) checkReplicationFactor(spec cluster.TopicSpec) error {
+	if spec.ReplicationFactor == 0 && len(spec.Assignment) == 0 {
+		return fmt.Errorf("%w: %s: replication factor 0: give at least 1, or -1 for default.replication.factor (%d)",
+			cluster.ErrInvalidReplicationFactor, spec.Name, b.cfg.DefaultReplication)
+	}
+	return nil
 }
 
 // Each partition holds one file open, its active segment's log (its indexes are mapped and
@@ -172,11 +198,28 @@ func openFileLimit() uint64 {
 	return uint64(rl.Cur)
 }
 
-// awaitHosted applies the metadata now (the reconciler would, a moment later) and checks that
-// every local replica of t is open.
+// awaitHosted waits until this broker's metadata has t (the controller that committed it may
+// be another node, whose log this broker applies a moment later), applies it now (the
+// reconciler would, a moment later) and checks that every local replica of t is open.
 func (b *Broker) awaitHosted(ctx context.Context, t cluster.TopicMeta) error {
-	if err := b.reconcile(b.ctrl.Metadata()); err != nil {
-		return err
+	updates, stop := b.ctrl.Subscribe()
+	defer stop()
+	for {
+		md := b.ctrl.Metadata()
+		if _, ok := md.TopicByID(t.ID); ok {
+			if err := b.reconcile(md); err != nil {
+				return err
+			}
+			break
+		}
+		select {
+		case _, ok := <-updates:
+			if !ok {
+				return ErrClosed
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%w: topic %s created, not in this broker's metadata yet", context.DeadlineExceeded, t.Name)
+		}
 	}
 	for _, pm := range t.Partitions {
 		if containsID(pm.Replicas, b.cfg.NodeID) && b.partition(t.Name, pm.Partition) == nil {
@@ -235,6 +278,9 @@ func (b *Broker) handleCreateTopics(c *server.Conn, h wire.RequestHeader, body [
 				err = fmt.Errorf("%w: %q: names starting with \"__\" are reserved for internal topics", cluster.ErrInvalidTopic, t.Topic)
 			case req.ValidateOnly:
 				err = cluster.ValidateTopicName(t.Topic)
+				if err == nil {
+					err = b.checkReplicationFactor(spec)
+				}
 				if err == nil {
 					err = cluster.ValidateTopicConfigs(spec.Configs)
 				}
@@ -411,8 +457,11 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 		for _, rp := range rt.Partitions {
 			res := wire.ListOffsetsResponsePartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			p := b.partition(rt.Topic, rp.Partition)
-			if p == nil {
-				res.ErrorCode = errorCode(b.missingPartitionErr(rt.Topic, rp.Partition))
+			if p == nil || !p.servesAt(b.cfg.NodeID, rp.CurrentLeaderEpoch) {
+				// The leader's log answers (a follower's is behind it, or, until replication
+				// lands, empty), as in Kafka for a consumer's ListOffsets.
+				_, err := b.refuse(rt.Topic, rp.Partition, p, rp.CurrentLeaderEpoch)
+				res.ErrorCode = errorCode(err)
 				out.Partitions = append(out.Partitions, res)
 				continue
 			}

@@ -62,6 +62,7 @@ type Broker struct {
 
 	// healKick wakes the log supervisor (heal.go) when a partition log stops (buffered 1).
 	healKick chan struct{}
+	hooks    atomic.Pointer[testHooks] // nil outside tests (hooks.go)
 }
 
 const cleanShutdownFile = ".clean-shutdown"

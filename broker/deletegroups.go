@@ -76,10 +76,10 @@ func (b *Broker) deleteGroup(group string, finish func(wire.ErrorCode)) {
 		finish(wire.ErrGroupIDNotFound)
 		return
 	}
-	p := b.partition(OffsetsTopic, s.partitionFor(group))
-	if p == nil {
+	p, err := b.coordinatorFor(group) // NOT_COORDINATOR where another broker leads its partition
+	if err != nil {
 		s.writeMu.Unlock()
-		finish(wire.ErrCoordinatorNotAvailable)
+		finish(errorCode(err))
 		return
 	}
 	now := time.Now().UnixMilli()
@@ -91,7 +91,7 @@ func (b *Broker) deleteGroup(group string, finish func(wire.ErrorCode)) {
 	var info appendInfo
 	l := p.log()
 	if err == nil {
-		info, err = l.Append(bt, p.leaderEpoch.Load())
+		info, err = l.Append(bt, p.leaderEpoch())
 	}
 	s.writeMu.Unlock()
 	if err != nil {

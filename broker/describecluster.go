@@ -20,7 +20,7 @@ func (b *Broker) handleDescribeCluster(c *server.Conn, h wire.RequestHeader, bod
 		return b.malformed(c, h, err)
 	}
 	md := b.ctrl.Metadata()
-	resp := &wire.DescribeClusterResponse{ClusterID: describeClusterID(b), ControllerID: b.ctrl.ControllerID()}
+	resp := &wire.DescribeClusterResponse{ClusterID: clusterID(md), ControllerID: b.ctrl.ControllerID()}
 	for _, br := range md.Brokers() {
 		db := wire.DescribeClusterBroker{BrokerID: br.ID, Host: br.Host, Port: br.Port, UnixPath: br.UnixSocket, State: brokerState(br)}
 		if br.Rack != "" {
@@ -33,12 +33,12 @@ func (b *Broker) handleDescribeCluster(c *server.Conn, h wire.RequestHeader, bod
 }
 
 // brokerState is a registered broker's state on the wire.
-//
-// TODO(issue 22, lead): the fsm stream adds cluster.BrokerInfo.State() (alive, fenced,
-// shutting down); map it here. Until then every registered broker is alive, as on a cluster of
-// one broker.
-func brokerState(cluster.BrokerInfo) wire.BrokerState { return wire.BrokerAlive }
-
-// describeClusterID is the cluster id DescribeCluster answers with: Metadata's, until the quorum
-// stream records a cluster id in the data directory (the lead connects it to both).
-func describeClusterID(*Broker) string { return "sluice" }
+func brokerState(br cluster.BrokerInfo) wire.BrokerState {
+	switch br.State() {
+	case cluster.BrokerFenced:
+		return wire.BrokerFenced
+	case cluster.BrokerShuttingDown:
+		return wire.BrokerShuttingDown
+	}
+	return wire.BrokerAlive
+}

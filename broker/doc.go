@@ -21,6 +21,12 @@
 // NOT_LEADER_OR_FOLLOWER (retriable) until it is open (PartitionsOpen says when all are). The
 // logs share one segment.FileCache (log.max.open.files) for their sealed segments' files.
 //
+// Leadership (leadership.go): a broker hosts a log for every partition it is a replica of, but
+// only the leader the metadata names takes produce, fetch and ListOffsets, and coordinates the
+// groups of the __consumer_offsets partitions it leads; the others are refused with the leader
+// named (KIP-951). The leader and its epoch are one atomic word per partition, swapped by the
+// reconciler; losing a leadership releases the partition's parked fetches and acks=all waits.
+//
 // Disk space (diskspace.go): a monitor reads the data directory's free space (statfs) every
 // second and when space is freed, and puts the broker in Redpanda's ok, alert or degraded
 // state; degraded refuses clients' produce with a retriable KAFKA_STORAGE_ERROR and deletes the
@@ -41,5 +47,6 @@
 // the log supervisor (heal.go) then reopens it through recovery, with a backoff, and swaps it
 // into the partition; produce and fetch get a retriable KAFKA_STORAGE_ERROR meanwhile.
 //
-// Lock order: reconcileMu, then mu (the partition map); partition.waitMu is a leaf.
+// Lock order: reconcileMu, then mu (the partition map); partition.waitMu and partition.ackMu
+// are leaves (an acks=all wait is answered with neither held).
 package broker

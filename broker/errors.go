@@ -33,13 +33,33 @@ var (
 	// ErrPartitionOffline answers a request to a partition whose log failed to open; the next
 	// metadata change tries again.
 	ErrPartitionOffline = errors.New("broker: partition's log could not be opened")
+	// ErrNotLeaderOrFollower refuses a produce or fetch for a partition another broker leads,
+	// or that this broker does not host (leadership.go). Retriable: the answer names the leader.
+	ErrNotLeaderOrFollower = errors.New("broker: not the partition's leader")
+	// ErrLeaderNotAvailable refuses a request for a partition that has no leader (none of its
+	// in-sync replicas is alive). Retriable: the controller elects one when a replica returns.
+	ErrLeaderNotAvailable = errors.New("broker: the partition has no leader")
+	// ErrFencedLeaderEpoch refuses a fetch whose CurrentLeaderEpoch is older than the
+	// partition's: the client's metadata is stale.
+	ErrFencedLeaderEpoch = errors.New("broker: the request's leader epoch is older than the partition's")
+	// ErrUnknownLeaderEpoch refuses a fetch whose CurrentLeaderEpoch is newer than the
+	// partition's: this broker has not applied the leader change yet.
+	ErrUnknownLeaderEpoch = errors.New("broker: the request's leader epoch is newer than the partition's")
+	// ErrNotCoordinator refuses an offset commit or fetch for a group whose coordinator (the
+	// leader of its __consumer_offsets partition) is another broker.
+	ErrNotCoordinator = errors.New("broker: not the group's coordinator")
+	// ErrCoordinatorNotAvailable refuses an offset commit or fetch for a group whose
+	// __consumer_offsets partition has no leader, or whose log here is not open.
+	ErrCoordinatorNotAvailable = errors.New("broker: the group's coordinator is not available")
 )
 
 // appendInfo is what an append reports.
 type appendInfo = segment.AppendInfo
 
 // errorCode maps an error from any layer to the protocol's error code. This is the one place
-// where that mapping lives.
+// where that mapping lives. cluster.ErrNotLeader (the controller asked is not the active one, or
+// lost the leadership before the change committed) is NOT_CONTROLLER, retriable: the client
+// asks again, and the quorum forwards to the active controller where it can.
 func errorCode(err error) wire.ErrorCode {
 	switch {
 	case err == nil:
@@ -51,8 +71,18 @@ func errorCode(err error) wire.ErrorCode {
 		// the KAFKA_STORAGE_ERROR case below, whose ErrClosed it wraps (a log closed otherwise:
 		// at shutdown).
 		return wire.ErrUnknownTopicOrPartition
-	case errors.Is(err, ErrPartitionLoading):
+	case errors.Is(err, ErrPartitionLoading), errors.Is(err, ErrNotLeaderOrFollower):
 		return wire.ErrNotLeaderOrFollower
+	case errors.Is(err, ErrLeaderNotAvailable):
+		return wire.ErrLeaderNotAvailable
+	case errors.Is(err, ErrFencedLeaderEpoch):
+		return wire.ErrFencedLeaderEpoch
+	case errors.Is(err, ErrUnknownLeaderEpoch):
+		return wire.ErrUnknownLeaderEpoch
+	case errors.Is(err, ErrNotCoordinator):
+		return wire.ErrNotCoordinator
+	case errors.Is(err, ErrCoordinatorNotAvailable):
+		return wire.ErrCoordinatorNotAvailable
 	case errors.Is(err, ErrPartitionOffline):
 		return wire.ErrKafkaStorageError
 	case errors.Is(err, ErrMessageTooLarge):

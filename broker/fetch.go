@@ -2,16 +2,20 @@ package broker
 
 // Behavior: Fetch.
 //
-// Each partition is read from its fetch offset up to the high watermark (the log end on a single
-// node), at most partitionMaxBytes, and the response at most maxBytes in all; as Kafka (KIP-74)
-// the first batch of the first partition with data is returned whole even when it is larger, so
-// a consumer always makes progress. A read may end in a partial batch, which clients drop. The
-// records are not copied: the response is the encoded prefixes with each partition's bytes sent
-// from its segment file by sendfile, and the segments stay referenced until the response is
-// written. If fewer than minBytes are available (and nothing failed), the fetch parks until an
-// append to one of its partitions wakes it, maxWait passes, the connection closes or the broker
-// shuts down, and then answers with whatever is there. No partition lock is held across any of
-// this: a slow fetch never blocks a produce.
+// Only the partition's leader answers (leadership.go): a CurrentLeaderEpoch older than the
+// partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, a replica that is not
+// the leader NOT_LEADER_OR_FOLLOWER naming the leader (KIP-951), a partition without a leader
+// LEADER_NOT_AVAILABLE; a leader change wakes the fetches parked on the partition, so that one
+// that lost its leader answers at once. Each partition is read from its fetch offset up to the
+// high watermark (the log end on a single node), at most partitionMaxBytes, and the response at
+// most maxBytes in all; as Kafka (KIP-74) the first batch of the first partition with data is
+// returned whole even when it is larger, so a consumer always makes progress. A read may end in a
+// partial batch, which clients drop. The records are not copied: the response is the encoded
+// prefixes with each partition's bytes sent from its segment file by sendfile, and the segments
+// stay referenced until the response is written. If fewer than minBytes are available (and nothing
+// failed), the fetch parks until an append to one of its partitions wakes it, maxWait passes, the
+// connection closes or the broker shuts down, and then answers with whatever is there. No
+// partition lock is held across any of this: a slow fetch never blocks a produce.
 
 import (
 	"context"
@@ -64,9 +68,8 @@ var fetchPool = sync.Pool{New: func() any { return &fetch{wake: make(chan struct
 const maxPooledFetchPartitions = 4096
 
 // sharedSpanMin is the smallest read FetchShared answers with a span: below it the bytes go
-// inline, as they cost less than the client's open, fstat, pread and close of the file. A
-// variable for tests.
-var sharedSpanMin = 64 << 10
+// inline, as they cost less than the client's open, fstat, pread and close of the file.
+const sharedSpanMin = 64 << 10
 
 func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	f := fetchPool.Get().(*fetch)
@@ -218,6 +221,8 @@ func (f *fetch) try(final bool) bool {
 	f.resp = wire.FetchResponse{Version: f.h.APIVersion, Topics: resizeKeep(f.resp.Topics, len(req.Topics))}
 	f.slices, f.lens, f.spans = f.slices[:0], f.lens[:0], f.spans[:0]
 	total, spanned, failed, first := 0, 0, false, true
+	self := f.b.cfg.NodeID
+	var hinted []int32 // the leaders named in refusals, for the response's endpoints
 	for i, rt := range req.Topics {
 		out := &f.resp.Topics[i]
 		out.Topic, out.Partitions = rt.Topic, resizeKeep(out.Partitions, len(rt.Partitions))
@@ -226,8 +231,10 @@ func (f *fetch) try(final bool) bool {
 			*res = wire.FetchResponsePartition{Partition: rp.Partition, CurrentLeader: wire.NoLeaderHint}
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = -1, -1, -1
 			p := f.b.partition(rt.Topic, rp.Partition)
-			if p == nil {
-				res.ErrorCode, failed = errorCode(f.b.missingPartitionErr(rt.Topic, rp.Partition)), true
+			if p == nil || !p.servesAt(self, rp.CurrentLeaderEpoch) {
+				hint, err := f.b.refuse(rt.Topic, rp.Partition, p, rp.CurrentLeaderEpoch)
+				res.ErrorCode, failed = errorCode(err), true
+				hinted = setFetchHint(res, hint, hinted)
 				f.addSlice(segment.Slice{}, -1)
 				continue
 			}
@@ -236,8 +243,8 @@ func (f *fetch) try(final bool) bool {
 			// and a response must never say start > high watermark.
 			l := p.log()
 			start := l.StartOffset()
-			if hook := testHookFetchBounds.Load(); hook != nil {
-				(*hook)()
+			if hooks := f.b.hooks.Load(); hooks != nil && hooks.fetchBounds != nil {
+				hooks.fetchBounds()
 			}
 			hw := p.highWatermark()
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = int64(hw), int64(hw), int64(start)
@@ -288,6 +295,7 @@ func (f *fetch) try(final bool) bool {
 		f.release()
 		return false
 	}
+	f.b.setFetchEndpoints(&f.resp, hinted)
 	var buf []byte
 	var cuts []int
 	var err error
@@ -316,10 +324,6 @@ func (f *fetch) try(final bool) bool {
 	f.pend.Complete() // from here the hook owns f.slices; the handling touches nothing of f's but its parking
 	return true
 }
-
-// testHookFetchBounds, if set, runs between try's reads of a partition's log start and high
-// watermark (atomic: tests set it while the broker serves). Nil outside tests.
-var testHookFetchBounds atomic.Pointer[func()]
 
 // resizeKeep returns s with length n, keeping its capacity and the elements' own slices when
 // it is large enough.

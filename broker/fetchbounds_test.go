@@ -26,7 +26,7 @@ func TestFetchBoundsReadStartFirst(t *testing.T) {
 	more := records(t, "b")
 	hookDone := make(chan error, 1)
 	hook := func() {
-		testHookFetchBounds.Store(nil) // once
+		b.hooks.Store(nil) // once
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var resp wire.ProduceResponse
@@ -39,8 +39,7 @@ func TestFetchBoundsReadStartFirst(t *testing.T) {
 		b.applyRetention(p) // everything is below the high watermark: the log empties at its end
 		hookDone <- err
 	}
-	testHookFetchBounds.Store(&hook)
-	t.Cleanup(func() { testHookFetchBounds.Store(nil) })
+	b.hooks.Store(&testHooks{fetchBounds: hook})
 
 	res := fetchP(t, c, "t", 0, 0, 0, 0)
 	select {

@@ -31,20 +31,28 @@ func (tp topicPartition) String() string { return fmt.Sprintf("%s-%d", tp.topic,
 // fetches parked on it.
 //
 // Ownership: the log is set at creation and swapped only by the log supervisor (heal.go), which
-// reopens a stopped log under reconcileMu; cfg and leaderEpoch are swapped atomically by the
-// metadata reconciler; waiters is guarded by waitMu.
+// reopens a stopped log under reconcileMu; cfg and lead are swapped atomically by the metadata
+// reconciler (lead through setLeadership, which also releases the waits of a leadership lost:
+// leadership.go); waiters is guarded by waitMu, acks by ackMu.
 type partition struct {
-	tp          topicPartition
-	topicID     cluster.TopicID
-	current     atomic.Pointer[segment.Log] // read through log(), once per request
-	cfg         atomic.Pointer[cluster.TopicConfig]
-	leaderEpoch atomic.Int32
+	tp      topicPartition
+	topicID cluster.TopicID
+	current atomic.Pointer[segment.Log] // read through log(), once per request
+	cfg     atomic.Pointer[cluster.TopicConfig]
+	// lead is the partition's leader and leader epoch as the metadata last reconciled says,
+	// packed in one word (packLead) so that a request reads both in one atomic load.
+	lead atomic.Uint64
 	// isrSize is the size of the partition's in-sync replica set, as the metadata last
 	// reconciled says: acks=all is refused while it is below min.insync.replicas.
 	isrSize atomic.Int32
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
+
+	// acks are the acks=all produce waits on this partition's appends that are not answered
+	// yet: a leadership lost answers them with NOT_LEADER_OR_FOLLOWER (leadership.go).
+	ackMu sync.Mutex
+	acks  map[*ackWait]struct{}
 }
 
 // log is the partition's current log (a stopped one until the supervisor swaps in its reopened
@@ -174,7 +182,7 @@ func (b *Broker) openPartition(t cluster.TopicMeta, pm cluster.PartitionMeta) (*
 	p := &partition{tp: tp, topicID: t.ID}
 	p.current.Store(l)
 	p.cfg.Store(&cfg)
-	p.leaderEpoch.Store(pm.LeaderEpoch)
+	p.lead.Store(packLead(pm.Leader, pm.LeaderEpoch))
 	p.isrSize.Store(int32(len(pm.ISR)))
 	return p, nil
 }
@@ -263,8 +271,8 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 				jobs = append(jobs, openJob{t: t, pm: pm})
 				continue
 			}
-			p.leaderEpoch.Store(pm.LeaderEpoch)
 			p.isrSize.Store(int32(len(pm.ISR)))
+			b.setLeadership(p, pm)
 			cfg, err := cluster.ResolveTopicConfig(t.Configs, b.topicDefaults)
 			if err == nil && cfg != *p.cfg.Load() {
 				p.cfg.Store(&cfg)
@@ -291,6 +299,11 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 	b.mu.Unlock()
 	for _, p := range gone {
 		b.dropPartition(p)
+	}
+	if s := b.offsets; s != nil {
+		// The groups' offsets of deleted topics go, whether or not this broker hosted them
+		// (a group's coordinator need not host the partitions it commits for).
+		s.reconcileTopics(md)
 	}
 	return b.joinPartitionErrors(errs)
 }
@@ -424,9 +437,6 @@ func (b *Broker) dropPartition(p *partition) {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
 	}
 	b.disk.kick() // space freed: produce may resume
-	if s := b.offsets; s != nil && p.tp.topic != OffsetsTopic {
-		s.forget(func(tp topicPartition) bool { return tp == p.tp })
-	}
 	b.logger.Info("deleted partition", "partition", p.tp.String())
 }
 

@@ -2,29 +2,31 @@ package broker
 
 // Behavior: Produce.
 //
-// Each partition's batches are checked against max.message.bytes (per batch, as Kafka), then
-// validated and appended by the partition's log with one write (segment.Log.Append: CRC, magic,
-// lastOffsetDelta consistent with the record count; nothing is appended if any batch is bad).
-// Appends happen in request order, one request at a time per connection (on its reader
-// goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader
-// reads the next: server.Config.OverlapBytes), so a pipelined producer's batches land in the
-// order sent. acks=0 gets no response; acks=1 is answered after the append. acks=-1 is refused
-// with NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
+// Only the partition's leader takes its batches (leadership.go): a replica that is not the leader
+// answers NOT_LEADER_OR_FOLLOWER naming the leader, its epoch and endpoint (KIP-951), and a
+// partition without a leader LEADER_NOT_AVAILABLE; nothing is appended. The check is one atomic
+// load per partition. Each partition's batches are checked against max.message.bytes (per batch, as
+// Kafka), then validated and appended by the partition's log with one write (segment.Log.Append:
+// CRC, magic, lastOffsetDelta consistent with the record count; nothing is appended if any batch is
+// bad). Appends happen in request order, one request at a time per connection (on its reader
+// goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader reads the
+// next: server.Config.OverlapBytes), so a pipelined producer's batches land in the order sent.
+// acks=0 gets no response; acks=1 is answered after the append. acks=-1 is refused with
+// NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
 // min.insync.replicas; otherwise, on a topic with write.caching=false it is answered after the
-// group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT
-// after the request's timeout, or KAFKA_STORAGE_ERROR if the fsync failed), and with
-// write.caching=true after the append, as Kafka with its page cache. A topic with
-// message.timestamp.type=LogAppendTime gets the broker's clock stamped on each batch; on a
-// CreateTime topic a batch whose max timestamp is more than message.timestamp.after.max.ms ahead
-// of the broker's clock, or whose first timestamp is more than message.timestamp.before.max.ms
-// behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the header's two timestamps are
-// what the broker indexes and retains by, and need no decompression).
+// group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT after
+// the request's timeout, KAFKA_STORAGE_ERROR if the fsync failed, or NOT_LEADER_OR_FOLLOWER if this
+// broker loses the partition's leadership first), and with write.caching=true after the append, as
+// Kafka with its page cache. A topic with message.timestamp.type=LogAppendTime gets the broker's
+// clock stamped on each batch; on a CreateTime topic a batch whose max timestamp is more than
+// message.timestamp.after.max.ms ahead of the broker's clock, or whose first timestamp is more than
+// message.timestamp.before.max.ms behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the
+// header's two timestamps are what the broker indexes and retains by, and need no decompression).
 
 import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
@@ -51,16 +53,13 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 	resp.Version, resp.ThrottleMs, resp.NodeEndpoints = h.APIVersion, 0, resp.NodeEndpoints[:0]
 	resp.Topics = slices.Grow(resp.Topics[:0], len(req.Topics))[:len(req.Topics)]
 	validAcks := req.Acks == wire.AcksNone || req.Acks == wire.AcksLeader || req.Acks == wire.AcksAll
-	// syncWait is an acks=all partition's wait for durability, on the log that took the
-	// append: should that log stop and another be swapped in (heal.go), the wait fails with
-	// the stopped log instead of being counted against the new one, whose offsets past its
-	// recovered end are other records.
-	type syncWait struct {
-		log  *segment.Log
-		last batch.Offset
-		out  *wire.ProduceResponsePartition
-	}
-	var waits []syncWait
+	// An acks=all partition's wait for durability is on the log that took the append: should
+	// that log stop and another be swapped in (heal.go), the wait fails with the stopped log
+	// instead of being counted against the new one, whose offsets past its recovered end are
+	// other records.
+	var waits []ackWait
+	self := b.cfg.NodeID
+	var hinted []int32 // the leaders named in refusals, for the response's endpoints
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		out := &resp.Topics[i]
@@ -75,10 +74,13 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				continue
 			}
 			p := b.partition(rt.Topic, rp.Partition)
-			if p == nil {
-				res.ErrorCode = errorCode(b.missingPartitionErr(rt.Topic, rp.Partition))
+			if p == nil || !p.servesAt(self, -1) {
+				hint, err := b.refuse(rt.Topic, rp.Partition, p, -1)
+				res.ErrorCode = errorCode(err)
+				hinted = setProduceHint(res, hint, hinted)
 				continue
 			}
+			epoch := p.leaderEpoch() // what the append stamps, and the leadership its wait is for
 			if req.Acks == wire.AcksAll && int64(p.isrSize.Load()) < p.cfg.Load().MinInsyncReplicas {
 				// Kafka's rule, checked before the append: nothing is written that acks=all
 				// could not promise (min.insync.replicas above a topic's replica count, or an
@@ -95,7 +97,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				res.LogStartOffset = int64(l.StartOffset())
 				continue
 			}
-			info, appendTime, err := b.appendRecords(p, l, rp.Records)
+			info, appendTime, err := b.appendRecords(p, l, rp.Records, epoch)
 			res.LogStartOffset = int64(l.StartOffset())
 			b.disk.appended(int64(len(rp.Records)))
 			if err != nil {
@@ -106,10 +108,11 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 			}
 			res.BaseOffset, res.LogAppendTimeMs = int64(info.FirstOffset), appendTime
 			if req.Acks == wire.AcksAll && !p.cfg.Load().WriteCaching {
-				waits = append(waits, syncWait{l, info.LastOffset, res})
+				waits = append(waits, ackWait{p: p, log: l, last: info.LastOffset, epoch: epoch, out: res})
 			}
 		}
 	}
+	b.setProduceEndpoints(resp, hinted)
 	if req.Acks == wire.AcksNone {
 		produceResponses.Put(resp)
 		return nil
@@ -119,49 +122,44 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		produceResponses.Put(resp)
 		return p
 	}
-	// acks=all: answer when every partition's append is durable. The callbacks run on the
-	// flushers' goroutines; the last one completes the response.
+	// acks=all: answer when every partition's append is durable, or refuse a partition whose
+	// leadership this broker loses first (leadership.go). The durability callbacks run on the
+	// flushers' goroutines; the last wait answered completes the response.
 	pend := c.NewPending()
-	var left atomic.Int32
-	left.Store(int32(len(waits)))
-	var once sync.Once
-	finish := func() {
-		once.Do(func() { complete(pend, h, resp) })
+	ar := &ackRequest{}
+	ar.left.Store(int32(len(waits)))
+	ar.finish = func() {
+		ar.once.Do(func() { complete(pend, h, resp) })
 	}
-	var mu sync.Mutex // guards resp against the callbacks, the timer and the encoding in finish
 	timeout := time.Duration(max(req.TimeoutMs, 0)) * time.Millisecond
-	timer := time.AfterFunc(timeout, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, w := range waits {
-			if w.out.ErrorCode == wire.NoError && w.log.SyncedOffset() <= w.last {
+	ar.timer = time.AfterFunc(timeout, func() {
+		ar.mu.Lock()
+		defer ar.mu.Unlock()
+		for i := range waits {
+			w := &waits[i]
+			if !w.done.Load() && w.out.ErrorCode == wire.NoError && w.log.SyncedOffset() <= w.last {
 				w.out.ErrorCode = wire.ErrRequestTimedOut
 			}
 		}
-		finish()
+		ar.finish()
 	})
-	for _, w := range waits {
-		w.log.OnSynced(w.last, func(err error) {
-			if err != nil {
-				mu.Lock()
-				w.out.ErrorCode = errorCode(err)
-				mu.Unlock()
-			}
-			if left.Add(-1) == 0 {
-				timer.Stop()
-				mu.Lock()
-				defer mu.Unlock()
-				finish()
-			}
-		})
+	for i := range waits {
+		w := &waits[i]
+		w.req = ar
+		if !w.p.addAck(w, self) {
+			w.resolve(fmt.Errorf("%w: %s: leadership changed after the append", ErrNotLeaderOrFollower, w.p.tp))
+			continue
+		}
+		w.log.OnSynced(w.last, w.resolve)
 	}
 	return pend
 }
 
 // appendRecords applies the topic's per-batch rules, then appends. It returns the log append
 // time stamped on the batches (-1 for CreateTime topics). l is p's log, loaded once by the caller
-// so that it waits for durability on the log that took the append.
-func (b *Broker) appendRecords(p *partition, l *segment.Log, records []byte) (info appendInfo, appendTime int64, err error) {
+// so that it waits for durability on the log that took the append; epoch is the leader epoch
+// the caller checked leadership at, stamped on the batches.
+func (b *Broker) appendRecords(p *partition, l *segment.Log, records []byte, epoch int32) (info appendInfo, appendTime int64, err error) {
 	cfg := p.cfg.Load()
 	appendTime = -1
 	logAppendTime := cfg.TimestampType == "LogAppendTime"
@@ -200,7 +198,7 @@ func (b *Broker) appendRecords(p *partition, l *segment.Log, records []byte) (in
 		}
 		rest = r
 	}
-	info, err = l.Append(records, p.leaderEpoch.Load())
+	info, err = l.Append(records, epoch)
 	if err != nil {
 		return info, -1, fmt.Errorf("append %s: %w", p.tp, err)
 	}

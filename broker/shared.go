@@ -139,20 +139,17 @@ func (b *Broker) LoadBody(c *server.Conn, h wire.RequestHeader, small, dst []byt
 	if len(region.mem) == 0 {
 		return errNoRegion // replaced since sharedParts looked
 	}
-	return region.copyParts(req.Parts, dst)
+	return region.copyParts(req.Parts, dst, b.hooks.Load())
 }
-
-// testHookCopied, if set, runs between a request's copies and the second reading of its
-// guards (atomic: tests set it while connections run).
-var testHookCopied atomic.Pointer[func()]
 
 // copyParts copies the parts into dst, each span between two readings of its guard (a
 // seqlock read): the guard must hold its value before the span is copied and again after
 // every span has been, or the request is refused (errGuard), since the client may have reused
-// the memory meanwhile. It runs with the runtime's panic-on-fault set, so that a fault
+// the memory meanwhile (hooks, nil outside tests, may step in between the copies and the
+// second readings). It runs with the runtime's panic-on-fault set, so that a fault
 // (SIGBUS, should the memfd lose pages after all) is an error for this connection, not the
 // end of the broker. Called with mu held for reading.
-func (r *sharedRegion) copyParts(parts []wire.SharedPart, dst []byte) (err error) {
+func (r *sharedRegion) copyParts(parts []wire.SharedPart, dst []byte, hooks *testHooks) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if v := recover(); v != nil {
@@ -170,8 +167,8 @@ func (r *sharedRegion) copyParts(parts []wire.SharedPart, dst []byte) (err error
 		}
 		dst = dst[copy(dst[:part.Length], r.mem[part.Offset:]):]
 	}
-	if hook := testHookCopied.Load(); hook != nil {
-		(*hook)()
+	if hooks != nil && hooks.sharedCopied != nil {
+		hooks.sharedCopied()
 	}
 	// The copies' loads must be done before the guards are read again: a client that changes
 	// a guard and then the memory behind it must not have its new bytes copied while the old

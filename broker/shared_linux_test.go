@@ -408,13 +408,13 @@ func TestCopyOutSurvivesAFault(t *testing.T) {
 	f, mem := memfd(t, 2*os.Getpagesize(), 0)
 	r := &sharedRegion{mem: mem}
 	parts := []wire.SharedPart{{Offset: 100, Length: 10, GuardOffset: 8}} // the guard is 0
-	if err := r.copyParts(parts, make([]byte, 10)); err != nil {
+	if err := r.copyParts(parts, make([]byte, 10), nil); err != nil {
 		t.Fatalf("copy from a whole mapping: %v", err)
 	}
 	if err := f.Truncate(0); err != nil {
 		t.Fatal(err)
 	}
-	err := r.copyParts(parts, make([]byte, 10))
+	err := r.copyParts(parts, make([]byte, 10), nil)
 	if !errors.Is(err, errSpanRead) {
 		t.Fatalf("copy from a truncated mapping: %v, want errSpanRead", err)
 	}
@@ -459,14 +459,13 @@ func TestProduceSharedGuards(t *testing.T) {
 	}
 
 	reuse := func() { guard.Add(1) } // the client reuses the memory mid-copy
-	testHookCopied.Store(&reuse)
-	t.Cleanup(func() { testHookCopied.Store(nil) })
+	b.hooks.Store(&testHooks{sharedCopied: reuse})
 	r = attached()
 	r.send(2, guarded(7), nil)
 	if r.recv(2, &resp) {
 		t.Fatal("a request whose guard changed during the copy was answered")
 	}
-	testHookCopied.Store(nil)
+	b.hooks.Store(nil)
 
 	r = attached()
 	r.send(2, guarded(8), nil)

@@ -116,6 +116,13 @@
 //   - A malformed frame closes its connection only, after the responses
 //     already queued on it are written.
 //
+// # Listeners
+//
+// Config.Listen opens both listeners (nil: net.Listen), so that a test runs several servers in
+// one process on a network it controls (kfake's ListenFn): a listener whose connections have no
+// descriptor (net.Pipe, a fault-injecting wrapper) is served as TCP is, its file parts written
+// without sendfile.
+//
 // # Closing
 //
 // A connection ends when its peer closes it, on a malformed frame, when it
