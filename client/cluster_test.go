@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/coordinator"
 	"net"
 	"slices"
 	"strconv"
@@ -261,14 +262,14 @@ func silentListener(t *testing.T) string {
 // NOT_COORDINATOR refreshes the metadata and goes to the new one.
 func TestClusterCoordinatorRouting(t *testing.T) {
 	c := newTestCluster(t, 3)
-	leaders := make([]int32, wire.DefaultOffsetsTopicPartitions)
+	leaders := make([]int32, 50)
 	for i := range leaders {
 		leaders[i] = int32(i % 3)
 	}
 	c.addTopic(offsetsTopic, leaders...)
 	c.addTopic("t", 1)
 	const group = "my-group"
-	if p := wire.GroupPartition(group, 50); p != 12 {
+	if p := coordinator.Partition(group, 50); p != 12 {
 		t.Fatalf("partition of %q = %d, want 12 (Java's Math.abs(hashCode) %% 50)", group, p)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

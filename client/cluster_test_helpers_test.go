@@ -9,6 +9,7 @@ package client
 
 import (
 	"bufio"
+	"github.com/sluicemq/sluice/internal/coordinator"
 	"io"
 	"net"
 	"strconv"
@@ -315,7 +316,7 @@ func (c *testCluster) coordinatorLocked(group string) int32 {
 	if len(ps) == 0 {
 		return -1
 	}
-	return ps[wire.GroupPartition(group, int32(len(ps)))].leader
+	return ps[coordinator.Partition(group, int32(len(ps)))].leader
 }
 
 func (c *testCluster) partition(topic string, partition int32) *clusterPartition {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/coordinator"
 	"log/slog"
 	"slices"
 	"sync"
@@ -573,7 +574,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 }
 
 // coordinatorCall sends a group request to the group's coordinator: the leader of the group's
-// partition of __consumer_offsets, wire.GroupPartition (Kafka's abs(hashCode(group.id)) % the
+// partition of __consumer_offsets, coordinator.Partition (Kafka's abs(hashCode(group.id)) % the
 // partition count: the broker has no FindCoordinator yet). If the topic or its leader is not
 // known, any broker is asked. A NOT_COORDINATOR answer (leadership of the partition moved)
 // refreshes the metadata and asks the new leader, a few times within the caller's context.
@@ -631,7 +632,7 @@ func notCoordinator(resp wire.Response) bool {
 
 func (c *Consumer) coordinator(ctx context.Context) (*Conn, error) {
 	if t, err := c.cl.Topic(ctx, offsetsTopic); err == nil && len(t.Partitions) > 0 {
-		p := wire.GroupPartition(c.cfg.GroupID, int32(len(t.Partitions)))
+		p := coordinator.Partition(c.cfg.GroupID, int32(len(t.Partitions)))
 		if _, conn, err := c.cl.Leader(ctx, offsetsTopic, p); err == nil {
 			return conn, nil
 		}
