@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/net/wire"
 )
 
 // staleMetadata makes every broker's Metadata answer name leaders as they were (a broker
