@@ -145,6 +145,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.srv, err = server.New(server.Config{
 		TCPAddr:         cfg.Listen,
+		Listen:          cfg.listen,
 		UnixPath:        cfg.unixPath(),
 		MaxRequestBytes: cfg.SocketRequestMaxBytes,
 		IdleTimeout:     cfg.IdleTimeout,

@@ -123,7 +123,7 @@ type Config struct {
 	spaceStat          spaceReader
 	spaceCheckInterval time.Duration
 
-	// Test seams (the quorum stream's): the CONTROLLER listener's listen function, the clock of
+	// Test seams: the listen function of every listener (PLAINTEXT, unix, CONTROLLER), the clock of
 	// broker sessions, and the controller's dial function. nil: net.Listen, real time, net.Dialer.
 	listen         func(network, addr string) (net.Listener, error)
 	clock          cluster.Clock

@@ -23,6 +23,7 @@ var otherBroker = cluster.BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 19092}
 // partition on both, broker 1 leading.
 func twoBrokers(t *testing.T, cfg Config) (*Broker, *client.Conn) {
 	t.Helper()
+	cfg.NodeID, cfg.NodeIDSet = 1, true // these tests name brokers 1 (this one) and 2
 	b := startBroker(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
