@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // staleMetadata makes every broker's Metadata answer name leaders as they were (a broker
