@@ -181,7 +181,10 @@ func Open(cfg Config) (*Broker, error) {
 		defer b.wg.Done()
 		defer close(b.opened)
 		t0 := time.Now()
-		if err := b.reconcile(md); err != nil {
+		// The metadata as it is now, not md: registering moved this broker's leaderships (fenced,
+		// then unfenced: new leader epochs) after md was read and before the subscription began,
+		// so md would leave the partitions at epochs older than the clients' (UNKNOWN_LEADER_EPOCH).
+		if err := b.reconcile(b.ctrl.Metadata()); err != nil {
 			b.logger.Error("opening partitions", "err", err)
 		}
 		b.logger.Info("partitions open", "partitions", len(b.partitionList()), "took", time.Since(t0).Round(time.Millisecond))
