@@ -92,9 +92,14 @@ func readFrame(r io.Reader, v any) error {
 	if n > maxRPCFrame {
 		return fmt.Errorf("cluster: rpc frame of %d bytes, at most %d", n, maxRPCFrame)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	// The length is the peer's word, unauthenticated: grow the buffer as the bytes arrive, so
+	// that a header alone does not make this node allocate maxRPCFrame.
+	body, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
 		return err
+	}
+	if len(body) < int(n) {
+		return fmt.Errorf("cluster: rpc frame of %d bytes ended after %d: %w", n, len(body), io.ErrUnexpectedEOF)
 	}
 	return json.Unmarshal(body, v)
 }
