@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -53,4 +56,29 @@ func (l *signalListener) Accept() (net.Conn, error) {
 		l.accepted <- struct{}{}
 	}
 	return c, err
+}
+
+// TestOpenFailureClosesListener: Open owns the CONTROLLER listener from the start, so an Open
+// that fails on its meta directory closes it rather than leave the port bound.
+func TestOpenFailureClosesListener(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a := ln.Addr().(*net.TCPAddr)
+	cfg := testConfig(filepath.Join(file, "meta")) // under a file: MkdirAll fails
+	cfg.NodeID, cfg.Listener = 1, ln
+	cfg.Voters = []Voter{{ID: 1, Host: "127.0.0.1", Port: a.Port}}
+	if _, err := Open(cfg); err == nil {
+		t.Fatal("Open with a meta directory under a file succeeded")
+	}
+	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Second)) // a listener left open times out
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("the listener after a failed Open: Accept = %v, want net.ErrClosed", err)
+	}
 }
