@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -181,6 +182,12 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 	case opJoin:
 		if req.Addr == "" {
 			return resp, fmt.Errorf("%w: join without an address", ErrInvalidBroker)
+		}
+		if req.BrokerID < 0 || slices.ContainsFunc(c.cfg.Voters, func(v Voter) bool { return v.ID == req.BrokerID }) {
+			// Raft's AddNonvoter of a voter's id keeps it a voter but moves it to the new
+			// address: one request would cut the voter off and leave its restart refused.
+			return resp, fmt.Errorf("%w: node %d asks to join as a non-voter, but it is a voter in controller.quorum.voters %s (or not a node id)",
+				ErrInvalidBroker, req.BrokerID, FormatVoters(c.cfg.Voters))
 		}
 		f := c.raft.AddNonvoter(raftID(req.BrokerID), raftAddress(req.Addr), 0, time.Until(deadlineOf(ctx)))
 		if err := f.Error(); err != nil {
