@@ -213,6 +213,9 @@ func Open(cfg Config, opts ...Option) (*Controller, error) {
 		c.addr = a
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		if cfg.Listener != nil {
+			_ = cfg.Listener.Close() // Open owns it, failed or not
+		}
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c.fsm = newFSM(c.notifier.notify)

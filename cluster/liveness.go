@@ -21,6 +21,11 @@ type liveness struct {
 	kick chan struct{} // leadership changed (buffered 1)
 
 	leading atomic.Bool
+	// terms counts the times this node became the active controller. The liveness loop tells
+	// a new term by it, not by leading alone: a loss and a regain that both land while the
+	// loop is busy (a fence waiting out the failover) leave leading true, and the sessions
+	// from before the loss, when the brokers beat elsewhere, would all look expired.
+	terms atomic.Uint64
 
 	mu       sync.Mutex
 	sessions *Sessions
@@ -48,13 +53,9 @@ func (c *Controller) watchLeadership(notify <-chan bool) {
 	for {
 		select {
 		case lead := <-notify:
-			c.live.leading.Store(lead)
+			c.live.leadershipChanged(lead)
 			if lead {
 				c.log.Info("this node is the active controller", "node", c.cfg.NodeID)
-			}
-			select {
-			case c.live.kick <- struct{}{}:
-			default:
 			}
 		case <-c.stop:
 			return
@@ -62,9 +63,21 @@ func (c *Controller) watchLeadership(notify <-chan bool) {
 	}
 }
 
+// leadershipChanged records one of raft's leadership notifications and wakes the loop.
+func (l *liveness) leadershipChanged(lead bool) {
+	if lead {
+		l.terms.Add(1) // before leading: a loop that sees leading sees the new term
+	}
+	l.leading.Store(lead)
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (l *liveness) run() {
 	defer l.c.wg.Done()
-	wasLeading := false
+	var term uint64 // the term the sessions were reset for; 0: none yet
 	for {
 		select {
 		case <-l.c.stop:
@@ -72,15 +85,22 @@ func (l *liveness) run() {
 		case <-l.kick:
 		case <-l.c.cfg.Clock.After(livenessTick):
 		}
-		lead := l.leading.Load()
-		if lead && !wasLeading {
-			l.becameLeader()
-		}
-		wasLeading = lead
-		if lead {
-			l.fenceExpired()
-		}
+		term = l.step(term)
 	}
+}
+
+// step is one pass of the loop on the active controller: a new term resets the sessions first
+// (becameLeader), then expired sessions are fenced. It returns the term the sessions are for.
+func (l *liveness) step(term uint64) uint64 {
+	if !l.leading.Load() {
+		return term
+	}
+	if t := l.terms.Load(); t != term {
+		l.becameLeader()
+		term = t
+	}
+	l.fenceExpired()
+	return term
 }
 
 // becameLeader resets the sessions and records a cluster id if the metadata has none.
@@ -117,9 +137,15 @@ func (l *liveness) fenceExpired() {
 	}
 	l.mu.Unlock()
 	for _, ref := range expired {
+		if !l.leading.Load() {
+			return // no longer the active controller: these sessions are not the brokers' own
+		}
 		id, epoch := ref.ID, ref.Epoch
 		ctx, cancel := contextWithTimeout(c.stop, c.cfg.ApplyTimeout)
-		err := c.FenceBroker(ctx, id, epoch)
+		// On this node's raft only, never forwarded: a controller that lost leadership while
+		// it looked (its sessions stopped hearing the brokers then) must not have the new
+		// leader fence brokers that are beating there.
+		_, _, err := c.proposeLocal(ctx, &fenceBrokerCmd{brokerEpochCmd{ID: id, Epoch: epoch}})
 		cancel()
 		if err != nil {
 			c.log.Warn("cannot fence a broker whose session expired", "broker", id, "epoch", epoch, "err", err)

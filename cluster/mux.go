@@ -39,7 +39,7 @@ type mux struct {
 	once   sync.Once
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{} // accepted RPC connections, closed by close
+	conns map[net.Conn]struct{} // accepted connections but raft's, closed by close
 }
 
 func newMux(ln net.Listener, log *slog.Logger) *mux {
@@ -75,31 +75,37 @@ func (m *mux) acceptLoop() {
 	}
 }
 
+// route reads the tag and hands conn on. The connection is tracked from the start, so that
+// close does not wait tagTimeout for a peer that connected and sent nothing; a raft connection
+// is untracked once raft owns it (the transport closes its own).
 func (m *mux) route(conn net.Conn) {
 	defer m.wg.Done()
+	if !m.track(conn) {
+		return
+	}
 	var tag [1]byte
 	_ = conn.SetReadDeadline(time.Now().Add(tagTimeout))
 	if _, err := io.ReadFull(conn, tag[:]); err != nil {
-		_ = conn.Close()
+		m.untrack(conn)
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	switch tag[0] {
 	case tagRaft:
+		m.mu.Lock()
+		delete(m.conns, conn)
+		m.mu.Unlock()
 		select {
 		case m.raftCh <- conn:
 		case <-m.done:
 			_ = conn.Close()
 		}
 	case tagRPC:
-		if !m.track(conn) {
-			return
-		}
 		m.rpc(conn)
 		m.untrack(conn)
 	default:
 		m.log.Debug("controller listener: unknown protocol tag, closing", "remote", conn.RemoteAddr(), "tag", tag[0])
-		_ = conn.Close()
+		m.untrack(conn)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -92,9 +93,14 @@ func readFrame(r io.Reader, v any) error {
 	if n > maxRPCFrame {
 		return fmt.Errorf("cluster: rpc frame of %d bytes, at most %d", n, maxRPCFrame)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	// The length is the peer's word, unauthenticated: grow the buffer as the bytes arrive, so
+	// that a header alone does not make this node allocate maxRPCFrame.
+	body, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
 		return err
+	}
+	if len(body) < int(n) {
+		return fmt.Errorf("cluster: rpc frame of %d bytes ended after %d: %w", n, len(body), io.ErrUnexpectedEOF)
 	}
 	return json.Unmarshal(body, v)
 }
@@ -176,6 +182,12 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 	case opJoin:
 		if req.Addr == "" {
 			return resp, fmt.Errorf("%w: join without an address", ErrInvalidBroker)
+		}
+		if req.BrokerID < 0 || slices.ContainsFunc(c.cfg.Voters, func(v Voter) bool { return v.ID == req.BrokerID }) {
+			// Raft's AddNonvoter of a voter's id keeps it a voter but moves it to the new
+			// address: one request would cut the voter off and leave its restart refused.
+			return resp, fmt.Errorf("%w: node %d asks to join as a non-voter, but it is a voter in controller.quorum.voters %s (or not a node id)",
+				ErrInvalidBroker, req.BrokerID, FormatVoters(c.cfg.Voters))
 		}
 		f := c.raft.AddNonvoter(raftID(req.BrokerID), raftAddress(req.Addr), 0, time.Until(deadlineOf(ctx)))
 		if err := f.Error(); err != nil {
