@@ -117,6 +117,12 @@ func (cfg Config) withDefaults() Config {
 		def(&cfg.LeaderLeaseTimeout, 250*time.Millisecond)
 		def(&cfg.StartupTimeout, 2*time.Minute)
 		def(&cfg.ApplyTimeout, 15*time.Second)
+		// Raft's leader sends each follower an AppendEntries every CommitTimeout, even with
+		// nothing to commit, so that followers learn the commit index: at 5 ms that cost an
+		// idle active controller 10 to 19 % of a core (issue #22's measurement). 20 ms costs a
+		// fraction of that and delays a follower's view of a commit (a leader change reaching
+		// the brokers) by 10 ms on average.
+		def(&cfg.CommitTimeout, 20*time.Millisecond)
 	}
 	def(&cfg.HeartbeatTimeout, 50*time.Millisecond)
 	def(&cfg.ElectionTimeout, time.Second)

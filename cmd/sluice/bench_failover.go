@@ -107,7 +107,7 @@ func runBenchFailover(ctx context.Context, o failoverOptions, stdout, stderr io.
 			jobs = append(jobs, job{"controller", nil, failoverController})
 		case "leader":
 			for _, ms := range o.sessionMs {
-				jobs = append(jobs, job{fmt.Sprintf("leader/session-%dms", ms), []string{fmt.Sprintf("broker.session.timeout.ms=%d", ms)},
+				jobs = append(jobs, job{fmt.Sprintf("leader/session-%dms", ms), sessionProps(ms),
 					func(ctx context.Context, lc *clusterProc) (failoverRun, error) {
 						return failoverLeader(ctx, lc, syscall.SIGKILL)
 					}})
@@ -454,4 +454,12 @@ func procRSSMiB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// sessionProps sets broker.session.timeout.ms to ms with a heartbeat interval that fits in it:
+// Kafka's 2000 ms, or a quarter of the session when that is shorter (a session must outlast a
+// few heartbeats, and the broker refuses one not above its interval).
+func sessionProps(ms int) []string {
+	hb := min(2000, ms/4)
+	return []string{fmt.Sprintf("broker.session.timeout.ms=%d", ms), fmt.Sprintf("broker.heartbeat.interval.ms=%d", max(hb, 1))}
 }
