@@ -178,6 +178,9 @@ type Controller struct {
 
 	stop chan struct{} // closed by Close: ends the goroutines below
 	wg   sync.WaitGroup
+	// goMu orders wg.Add after Open (Register's heartbeat goroutine) against Close: closed is
+	// set under it, and nothing is added to wg once it is, so Close's wg.Wait is never raced.
+	goMu sync.Mutex
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -462,11 +465,13 @@ func (c *Controller) Snapshot() error {
 
 // Close stops the liveness loop and raft (waiting for their goroutines), closes the CONTROLLER
 // listener and its connections, the stores and the transport, and closes every subscriber
-// channel. It is idempotent.
+// channel. It is idempotent. A Register still in flight is refused (ErrClosed).
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
+		c.goMu.Lock()
 		c.closed.Store(true)
 		close(c.stop)
+		c.goMu.Unlock()
 		var errs []error
 		if c.raft != nil {
 			errs = append(errs, c.raft.Shutdown().Error())
