@@ -434,9 +434,19 @@ func (c *Controller) ControllerID() int32 {
 // RegisterBroker, CreateTopic and SetPartitionLeader are in ops.go, with the other commands
 // the cluster work added.
 
-// DeleteTopic deletes a user topic.
+// DeleteTopic deletes a user topic. The delete names the topic's id as this node knows it, so
+// that a retry never deletes a topic re-created under the name since, and a retry after an
+// ambiguous try (see forward.go) that finds that id gone reports the earlier try's success.
 func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
-	_, err := c.propose(ctx, &deleteTopicCmd{Name: name})
+	cmd := &deleteTopicCmd{Name: name}
+	if t, ok := c.Metadata().Topic(name); ok {
+		cmd.ID = t.ID
+	}
+	_, err := c.propose(ctx, cmd)
+	if err != nil && !cmd.ID.IsZero() && errors.Is(err, errMayHaveCommitted) && errors.Is(err, ErrUnknownTopic) {
+		c.log.Info("topic deleted by an earlier try", "topic", name, "topic.id", cmd.ID, "err", err)
+		return nil
+	}
 	return err
 }
 
