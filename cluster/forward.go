@@ -22,8 +22,10 @@ import (
 //     caller uses the one the last try answered (the latest).
 //   - deleteTopic carries the topic's id (DeleteTopic); when an earlier try was ambiguous, the
 //     later UNKNOWN_TOPIC for that id is the earlier try's success (errMayHaveCommitted).
-//   - setPartitionLeader and alterPartition carry the partition epoch they expect, so they are
-//     never applied twice; a retry after a commit is refused with a stale epoch.
+//   - setPartitionLeader and alterPartition carry the epochs they expect, so they are never
+//     applied twice; a retry after a commit is refused with a stale epoch, which
+//     SetPartitionLeader and AlterPartition (ops.go) answer as success when the earlier try was
+//     ambiguous and the partition is at the requested leader or ISR one epoch on.
 //   - fences, unfences, heartbeats and configs set the state to a value: applying one again
 //     changes nothing (the dry run submits nothing).
 

@@ -158,8 +158,11 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 			return resp, err
 		}
 		res, idx, err := c.proposeLocal(ctx, cmd)
+		// Index on a refusal too: what this leader had applied when it refused, which the
+		// forwarding node waits for to see an earlier try's commit (ops.go's stale-epoch retry).
+		resp.Index = idx
 		if err == nil {
-			resp.Index, resp.Epoch = idx, res.BrokerEpoch
+			resp.Epoch = res.BrokerEpoch
 			if res.Topic.Name != "" {
 				resp.Topic = &res.Topic
 			}
