@@ -118,3 +118,34 @@ func TestDeleteTopicRetryAfterLostAnswer(t *testing.T) {
 		t.Fatalf("delete of a deleted topic: %v, want ErrUnknownTopic", err)
 	}
 }
+
+// TestAlterPartitionRetryAfterLostAnswer: as for SetPartitionLeader, an ISR change that
+// committed but whose answer was lost is reported as committed, not as a stale partition epoch.
+func TestAlterPartitionRetryAfterLostAnswer(t *testing.T) {
+	tc, armed := newReplyDroppingCluster(t)
+	f := tc.node(tc.follower())
+	createTopic(t, f, "t", 3)
+	md := f.Metadata()
+	tm, _ := md.Topic("t")
+	p := tm.Partitions[0]
+	b, _ := md.Broker(p.Leader)
+	req := AlterPartitionRequest{Topic: "t", Partition: 0, BrokerID: p.Leader, BrokerEpoch: b.Epoch,
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: []int32{p.Leader}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	armed.Store(true)
+	got, err := f.AlterPartition(ctx, req)
+	if err != nil {
+		t.Fatalf("ISR change whose first answer was lost: %v", err)
+	}
+	if armed.Load() {
+		t.Fatal("the change was never forwarded")
+	}
+	if len(got.ISR) != 1 || got.ISR[0] != p.Leader || got.PartitionEpoch != p.PartitionEpoch+1 {
+		t.Fatalf("partition after the change: %+v", got)
+	}
+	req.ISR = p.ISR // a genuinely stale change is still refused
+	if _, err := f.AlterPartition(ctx, req); !errors.Is(err, ErrInvalidUpdateVersion) {
+		t.Fatalf("stale ISR change: %v, want ErrInvalidUpdateVersion", err)
+	}
+}
