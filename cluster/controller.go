@@ -442,8 +442,12 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 	if t, ok := c.Metadata().Topic(name); ok {
 		cmd.ID = t.ID
 	}
-	_, err := c.propose(ctx, cmd)
+	_, idx, err := c.proposeIndexed(ctx, cmd)
 	if err != nil && !cmd.ID.IsZero() && errors.Is(err, errMayHaveCommitted) && errors.Is(err, ErrUnknownTopic) {
+		// Read-your-writes as on success: idx is what the refusing leader had applied.
+		if aerr := c.awaitApplied(ctx, idx); aerr != nil {
+			return aerr
+		}
 		c.log.Info("topic deleted by an earlier try", "topic", name, "topic.id", cmd.ID, "err", err)
 		return nil
 	}
