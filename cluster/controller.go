@@ -178,6 +178,9 @@ type Controller struct {
 
 	stop chan struct{} // closed by Close: ends the goroutines below
 	wg   sync.WaitGroup
+	// goMu orders wg.Add after Open (Register's heartbeat goroutine) against Close: closed is
+	// set under it, and nothing is added to wg once it is, so Close's wg.Wait is never raced.
+	goMu sync.Mutex
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -431,9 +434,23 @@ func (c *Controller) ControllerID() int32 {
 // RegisterBroker, CreateTopic and SetPartitionLeader are in ops.go, with the other commands
 // the cluster work added.
 
-// DeleteTopic deletes a user topic.
+// DeleteTopic deletes a user topic. The delete names the topic's id as this node knows it, so
+// that a retry never deletes a topic re-created under the name since, and a retry after an
+// ambiguous try (see forward.go) that finds that id gone reports the earlier try's success.
 func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
-	_, err := c.propose(ctx, &deleteTopicCmd{Name: name})
+	cmd := &deleteTopicCmd{Name: name}
+	if t, ok := c.Metadata().Topic(name); ok {
+		cmd.ID = t.ID
+	}
+	_, idx, err := c.proposeIndexed(ctx, cmd)
+	if err != nil && !cmd.ID.IsZero() && errors.Is(err, errMayHaveCommitted) && errors.Is(err, ErrUnknownTopic) {
+		// Read-your-writes as on success: idx is what the refusing leader had applied.
+		if aerr := c.awaitApplied(ctx, idx); aerr != nil {
+			return aerr
+		}
+		c.log.Info("topic deleted by an earlier try", "topic", name, "topic.id", cmd.ID, "err", err)
+		return nil
+	}
 	return err
 }
 
@@ -462,11 +479,13 @@ func (c *Controller) Snapshot() error {
 
 // Close stops the liveness loop and raft (waiting for their goroutines), closes the CONTROLLER
 // listener and its connections, the stores and the transport, and closes every subscriber
-// channel. It is idempotent.
+// channel. It is idempotent. A Register still in flight is refused (ErrClosed).
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
+		c.goMu.Lock()
 		c.closed.Store(true)
 		close(c.stop)
+		c.goMu.Unlock()
 		var errs []error
 		if c.raft != nil {
 			errs = append(errs, c.raft.Shutdown().Error())

@@ -70,6 +70,11 @@ var (
 	// ErrNotLeader: this node is not the raft leader, or lost leadership
 	// before the command committed (NOT_CONTROLLER). Retriable.
 	ErrNotLeader = errors.New("cluster: not the controller leader")
+	// errMayHaveCommitted marks the error of a write's last try when an earlier try was
+	// ambiguous (the link dropped, or the leader lost its leadership, after the request may have
+	// reached it): the command may have committed then, and this try's refusal may be the
+	// consequence (DeleteTopic's UNKNOWN_TOPIC). Unexported: callers match the cause.
+	errMayHaveCommitted = errors.New("cluster: an earlier try may have committed")
 	// ErrClosed: the controller was closed.
 	ErrClosed = errors.New("cluster: controller closed")
 )

@@ -13,9 +13,21 @@ import (
 // Routing to the active controller. Every write goes through the raft leader; a node that does
 // not lead forwards it there (rpc.go). The leader is re-resolved after NOT_LEADER, a lost
 // leadership or a dropped link, and the request retried until ctx ends, so that a metadata write
-// in flight survives a controller failover. Retrying is safe because every command is
-// idempotent against its own earlier commit: a topic id is drawn once, by the first proposer, and
-// re-creating the same topic with the same id succeeds (the fsm's rule).
+// in flight survives a controller failover. A retried try may find its earlier try committed
+// (the link or the leadership went after the leader proposed it), so each command must survive
+// that:
+//   - createTopic is idempotent: a topic id is drawn once, by the first proposer, and re-creating
+//     the same topic with the same id succeeds (the fsm's rule).
+//   - registerBroker may commit twice; harmless: each commit is a new broker epoch, and the
+//     caller uses the one the last try answered (the latest).
+//   - deleteTopic carries the topic's id (DeleteTopic); when an earlier try was ambiguous, the
+//     later UNKNOWN_TOPIC for that id is the earlier try's success (errMayHaveCommitted).
+//   - setPartitionLeader and alterPartition carry the epochs they expect, so they are never
+//     applied twice; a retry after a commit is refused with a stale epoch, which
+//     SetPartitionLeader and AlterPartition (ops.go) answer as success when the earlier try was
+//     ambiguous and the partition is at the requested leader or ISR one epoch on.
+//   - fences, unfences, heartbeats and configs set the state to a value: applying one again
+//     changes nothing (the dry run submits nothing).
 
 // propose submits cmd through the active controller and returns Apply's result. Once this
 // returns, this node's Metadata() reflects the command (read-your-writes on any node).
@@ -67,6 +79,7 @@ func (c *Controller) callLeader(ctx context.Context, req *rpcRequest, local func
 	}
 	backoff := 10 * time.Millisecond
 	var last error
+	ambiguous := false
 	for {
 		if c.closed.Load() {
 			return rpcResponse{}, ErrClosed
@@ -87,7 +100,16 @@ func (c *Controller) callLeader(ctx context.Context, req *rpcRequest, local func
 			err = fmt.Errorf("%w: no leader known", ErrNotLeader)
 		}
 		if !retriable(err) {
+			if err != nil && ambiguous {
+				// last by text only: the result must not match the retriable causes.
+				err = fmt.Errorf("%w (%w; earlier try: %v)", err, errMayHaveCommitted, last)
+			}
 			return resp, err
+		}
+		// A try that reached a leader may have committed before the link or the leadership
+		// went; one that found no leader, or could not dial it, did not.
+		if id != "" && !errors.Is(err, errNotSent) {
+			ambiguous = true
 		}
 		last = err
 		select {

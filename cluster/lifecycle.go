@@ -51,9 +51,24 @@ func (c *Controller) Register(ctx context.Context, cfg MemberConfig) (*Member, e
 		c.log.Warn("first heartbeat failed", "broker", cfg.Info.ID, "err", err)
 		m.lastErr = err
 	}
-	c.wg.Add(1)
+	if !c.goAdd() {
+		// Close ran during the registration: its wg.Wait may be over, so no goroutine may
+		// start. The session expires on the active controller.
+		return nil, fmt.Errorf("cluster: register broker %d: %w", cfg.Info.ID, ErrClosed)
+	}
 	go m.run()
 	return m, nil
+}
+
+// goAdd adds a goroutine to c.wg unless Close has begun (goMu), and reports whether it did.
+func (c *Controller) goAdd() bool {
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.wg.Add(1)
+	return true
 }
 
 func (m *Member) register(ctx context.Context) error {

@@ -131,10 +131,10 @@ func (l *liveness) fenceExpired() {
 	c := l.c
 	now := c.cfg.Clock.Now()
 	l.mu.Lock()
+	// The sessions stay until their fence commits: one that fails (a lost quorum, the apply
+	// timeout) leaves the session expired, and the next step fences again, where removing it
+	// first gave the broker a fresh full session.
 	expired := l.sessions.Expired(now, c.cfg.SessionTimeout)
-	for _, ref := range expired {
-		l.sessions.Remove(ref.ID)
-	}
 	l.mu.Unlock()
 	for _, ref := range expired {
 		if !l.leading.Load() {
@@ -151,6 +151,9 @@ func (l *liveness) fenceExpired() {
 			c.log.Warn("cannot fence a broker whose session expired", "broker", id, "epoch", epoch, "err", err)
 			continue
 		}
+		l.mu.Lock()
+		l.sessions.Remove(id)
+		l.mu.Unlock()
 		c.log.Warn("broker fenced: no heartbeat within the session timeout", "broker", id, "epoch", epoch, "broker.session.timeout.ms", c.cfg.SessionTimeout.Milliseconds())
 	}
 }

@@ -53,8 +53,17 @@ func (m *mux) start(rpc func(net.Conn)) {
 	go m.acceptLoop()
 }
 
+// Accept backoff after a failure other than the listener closing (EMFILE, ENFILE, ENOBUFS,
+// ECONNABORTED...): net/http's, 5 ms doubling to 1 s, reset by the next accepted connection.
+// Giving up instead would leave the node cut off from raft and the controller RPCs for good.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
 func (m *mux) acceptLoop() {
 	defer m.wg.Done()
+	var backoff time.Duration
 	for {
 		conn, err := m.ln.Accept()
 		if err != nil {
@@ -63,13 +72,22 @@ func (m *mux) acceptLoop() {
 				return
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				m.log.Warn("controller listener closed, not accepting any more", "addr", m.ln.Addr(), "err", err)
+				return
 			}
-			m.log.Warn("controller listener: accept failed, not accepting any more", "addr", m.ln.Addr(), "err", err)
-			return
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			m.log.Warn("controller listener: accept failed, retrying", "addr", m.ln.Addr(), "err", err, "in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-m.done:
+				t.Stop()
+				return
+			}
+			continue
 		}
+		backoff = 0
 		m.wg.Add(1)
 		go m.route(conn)
 	}

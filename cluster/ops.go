@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"slices"
 )
 
 // The Controller methods that propose the broker lifecycle, AlterPartition
@@ -59,8 +61,39 @@ func (c *Controller) ControlledShutdown(ctx context.Context, id int32, epoch int
 // and returns the partition as committed (unchanged when the ISR was
 // already the proposed one).
 func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (PartitionMeta, error) {
-	res, err := c.propose(ctx, &alterPartitionCmd{AlterPartitionRequest: req})
+	res, idx, err := c.proposeIndexed(ctx, &alterPartitionCmd{AlterPartitionRequest: req})
+	if err != nil {
+		// A retry after an ambiguous try is refused for the epoch that try bumped: the
+		// partition at the requested ISR, one partition epoch on, is that try's commit.
+		if p, ok := c.committedByEarlierTry(ctx, err, idx, req.Topic, req.Partition, func(p PartitionMeta) bool {
+			return p.LeaderEpoch == req.LeaderEpoch && p.PartitionEpoch == req.PartitionEpoch+1 && slices.Equal(p.ISR, req.ISR)
+		}); ok {
+			return p, nil
+		}
+	}
 	return res.Partition, err
+}
+
+// committedByEarlierTry reports, for a write refused with a stale epoch after an ambiguous try
+// (errMayHaveCommitted), whether the partition, once this node has applied idx (what the
+// refusing leader had applied), is as that earlier try would have left it (done).
+func (c *Controller) committedByEarlierTry(ctx context.Context, err error, idx uint64, topic string, partition int32, done func(PartitionMeta) bool) (PartitionMeta, bool) {
+	if !errors.Is(err, errMayHaveCommitted) || !(errors.Is(err, ErrStaleLeaderEpoch) || errors.Is(err, ErrInvalidUpdateVersion)) {
+		return PartitionMeta{}, false
+	}
+	if c.awaitApplied(ctx, idx) != nil {
+		return PartitionMeta{}, false
+	}
+	t, ok := c.Metadata().Topic(topic)
+	if !ok {
+		return PartitionMeta{}, false
+	}
+	p, ok := t.Partition(partition)
+	if !ok || !done(p) {
+		return PartitionMeta{}, false
+	}
+	c.log.Info("partition change committed by an earlier try", "topic", topic, "partition", partition, "err", err)
+	return p, true
 }
 
 // InitCluster sets the cluster id if none is set yet; otherwise it changes
@@ -81,6 +114,14 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicMeta
 // SetPartitionLeader moves a partition's leadership and bumps its leader
 // and partition epochs; it returns the partition as committed.
 func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (PartitionMeta, error) {
-	res, err := c.propose(ctx, &setPartitionLeaderCmd{LeaderChange: ch, PartitionEpochs: true})
+	res, idx, err := c.proposeIndexed(ctx, &setPartitionLeaderCmd{LeaderChange: ch, PartitionEpochs: true})
+	if err != nil {
+		// As AlterPartition: the requested leader, one leader epoch on, is the earlier try's.
+		if p, ok := c.committedByEarlierTry(ctx, err, idx, ch.Topic, ch.Partition, func(p PartitionMeta) bool {
+			return p.Leader == ch.Leader && p.LeaderEpoch == ch.LeaderEpoch+1
+		}); ok {
+			return p, nil
+		}
+	}
 	return res.Partition, err
 }

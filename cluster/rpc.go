@@ -158,8 +158,11 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 			return resp, err
 		}
 		res, idx, err := c.proposeLocal(ctx, cmd)
+		// Index on a refusal too: what this leader had applied when it refused, which the
+		// forwarding node waits for to see an earlier try's commit (ops.go's stale-epoch retry).
+		resp.Index = idx
 		if err == nil {
-			resp.Index, resp.Epoch = idx, res.BrokerEpoch
+			resp.Epoch = res.BrokerEpoch
 			if res.Topic.Name != "" {
 				resp.Topic = &res.Topic
 			}
@@ -217,6 +220,9 @@ func newRPCClient(dial DialFunc) *rpcClient {
 // the leader and retries (the request may or may not have been served).
 var errLink = errors.New("cluster: controller link")
 
+// errNotSent marks a link failure before the request was sent (the dial): the try did nothing.
+var errNotSent = errors.New("request not sent")
+
 // call sends req to addr and returns the response; an error the server answered comes back as
 // the sentinel its code names (codeError).
 func (cl *rpcClient) call(ctx context.Context, addr string, req *rpcRequest) (rpcResponse, error) {
@@ -231,7 +237,7 @@ func (cl *rpcClient) call(ctx context.Context, addr string, req *rpcRequest) (rp
 	if conn == nil {
 		var err error
 		if conn, err = dialTagged(ctx, cl.dial, addr, tagRPC); err != nil {
-			return rpcResponse{}, fmt.Errorf("%w: dial %s: %w", errLink, addr, err)
+			return rpcResponse{}, fmt.Errorf("%w: %w: dial %s: %w", errLink, errNotSent, addr, err)
 		}
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
