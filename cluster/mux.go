@@ -94,8 +94,8 @@ func (m *mux) acceptLoop() {
 }
 
 // route reads the tag and hands conn on. The connection is tracked from the start, so that
-// close does not wait tagTimeout for a peer that connected and sent nothing; a raft connection
-// is untracked once raft owns it (the transport closes its own).
+// close does not wait tagTimeout for a peer that connected and sent nothing, and until it is
+// closed, so that close ends raft's reads of it too.
 func (m *mux) route(conn net.Conn) {
 	defer m.wg.Done()
 	if !m.track(conn) {
@@ -110,13 +110,13 @@ func (m *mux) route(conn net.Conn) {
 	_ = conn.SetReadDeadline(time.Time{})
 	switch tag[0] {
 	case tagRaft:
-		m.mu.Lock()
-		delete(m.conns, conn)
-		m.mu.Unlock()
+		// Still tracked: raft's transport neither closes the connections it accepted when it
+		// shuts down nor stops the goroutines blocked reading them, so close does. Raft's own
+		// Close of one (its peer went) untracks it.
 		select {
-		case m.raftCh <- conn:
+		case m.raftCh <- &raftConn{Conn: conn, m: m}:
 		case <-m.done:
-			_ = conn.Close()
+			m.untrack(conn)
 		}
 	case tagRPC:
 		m.rpc(conn)
@@ -218,4 +218,17 @@ func dialTagged(ctx context.Context, dial DialFunc, addr string, tag byte) (net.
 func defaultDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
+}
+
+// raftConn is an accepted raft connection: closing it untracks it.
+type raftConn struct {
+	net.Conn
+	m *mux
+}
+
+func (c *raftConn) Close() error {
+	c.m.mu.Lock()
+	delete(c.m.conns, c.Conn)
+	c.m.mu.Unlock()
+	return c.Conn.Close()
 }
