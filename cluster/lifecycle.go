@@ -142,6 +142,11 @@ func (m *Member) Fenced() bool { return m.fenced.Load() }
 func (m *Member) ControlledShutdown(ctx context.Context) error {
 	c := m.c
 	id := m.cfg.Info.ID
+	if leadsWithOthersInSync(c.Metadata(), id) == 0 {
+		// Nothing another broker could take over (a lone node, or the last of a cluster
+		// stopping): no need for a write that, without a quorum left, would wait out ctx.
+		return nil
+	}
 	ch, cancel := c.Subscribe()
 	defer cancel()
 	for {
