@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/suggest"
 	"io"
 	"slices"
 	"strings"
@@ -151,32 +152,11 @@ func unknownProperty(key string) error {
 func closest(s string, candidates []string) (string, bool) {
 	best, bestD := "", -1
 	for _, c := range candidates {
-		if d := editDistance(s, c); bestD < 0 || d < bestD {
+		if d := suggest.Distance(s, c); bestD < 0 || d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best, bestD >= 0 && bestD <= min(4, max(1, len(s)/3))
-}
-
-// editDistance is Levenshtein's distance between a and b (bytes: keys are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // checkCluster is the checks that need the whole file: the voters against the node's id and

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	suggestname "github.com/sluicemq/sluice/internal/suggest"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,7 +115,7 @@ func suggest(k string, names []string) []string {
 	}
 	var cs []cand
 	for _, n := range names {
-		d := editDistance(k, n)
+		d := suggestname.Distance(k, n)
 		if d <= 2 || len(k) >= 4 && strings.Contains(n, k) {
 			cs = append(cs, cand{n, d})
 		}
@@ -125,27 +126,6 @@ func suggest(k string, names []string) []string {
 		out = append(out, c.name)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Value parsers, each refusing what Kafka refuses.
