@@ -9,6 +9,7 @@ package client
 
 import (
 	"bufio"
+	"errors"
 	"github.com/sluicemq/sluice/internal/coordinator"
 	"io"
 	"net"
@@ -33,6 +34,9 @@ type testCluster struct {
 	produced map[int32]int
 	// fetched counts fetch requests per broker id that it served records for.
 	fetched map[int32]int
+	// leaderFetches counts fetch requests per broker id that it served as the leader, with
+	// records or at the log end.
+	leaderFetches map[int32]int
 	// frozen, if set, is the leadership Metadata answers with (freezeMetadata).
 	frozen map[string][]clusterPartition
 }
@@ -58,7 +62,7 @@ type clusterBroker struct {
 // newTestCluster starts n brokers (ids 0..n-1) on loopback ports; the test's cleanup stops
 // them and waits for their goroutines.
 func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t, topics: map[string][]*clusterPartition{}, commits: map[string]map[TopicPartition]int64{}, produced: map[int32]int{}, fetched: map[int32]int{}}
+	c := &testCluster{t: t, topics: map[string][]*clusterPartition{}, commits: map[string]map[TopicPartition]int64{}, produced: map[int32]int{}, fetched: map[int32]int{}, leaderFetches: map[int32]int{}}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -134,25 +138,8 @@ func (b *clusterBroker) serve(nc net.Conn) {
 	}()
 	r := bufio.NewReader(nc)
 	for {
-		var size [wire.FrameSizeLen]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return
-		}
-		n, err := wire.ReadFrameSize(size, wire.MaxRequestBytes)
+		h, req, err := readFakeRequest(r)
 		if err != nil {
-			return
-		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(r, frame); err != nil {
-			return
-		}
-		var h wire.RequestHeader
-		body, err := h.ReadFrom(frame)
-		if err != nil {
-			return
-		}
-		req, err := wire.NewRequest(h.APIKey, h.APIVersion)
-		if err != nil || req.ReadFrom(body) != nil {
 			return
 		}
 		resp := b.handle(req, h.APIVersion)
@@ -233,6 +220,7 @@ func (b *clusterBroker) handle(req wire.Request, v int16) wire.Encoder {
 					res.ErrorCode = wire.ErrFencedLeaderEpoch
 					res.CurrentLeader = c.hint(p, resp.Version, &resp.NodeEndpoints)
 				default:
+					c.leaderFetches[b.id]++
 					res.HighWatermark, res.LastStableOffset = p.next, p.next
 					res.Records = p.read(rp.FetchOffset, int(rp.PartitionMaxBytes))
 					if len(res.Records) > 0 {
@@ -391,4 +379,34 @@ func (c *testCluster) values(topic string, partition int32) []string {
 		}
 	}
 	return out
+}
+
+// errUndecodable is readFakeRequest's error for a whole frame whose request did not decode.
+var errUndecodable = errors.New("undecodable request")
+
+// readFakeRequest reads one request frame from r and decodes it, for the fake brokers of this
+// package's tests.
+func readFakeRequest(r io.Reader) (wire.RequestHeader, wire.Request, error) {
+	var h wire.RequestHeader
+	var size [wire.FrameSizeLen]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return h, nil, err
+	}
+	n, err := wire.ReadFrameSize(size, wire.MaxRequestBytes)
+	if err != nil {
+		return h, nil, err
+	}
+	frame := make([]byte, n)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		return h, nil, err
+	}
+	body, err := h.ReadFrom(frame)
+	if err != nil {
+		return h, nil, err
+	}
+	req, err := wire.NewRequest(h.APIKey, h.APIVersion)
+	if err != nil || req.ReadFrom(body) != nil {
+		return h, nil, errUndecodable
+	}
+	return h, req, nil
 }
