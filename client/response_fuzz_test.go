@@ -14,7 +14,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -116,26 +115,11 @@ func (b *fakeBroker) serve(nc net.Conn) {
 	defer nc.Close()
 	fc := &fakeConn{nc: nc}
 	for {
-		var size [wire.FrameSizeLen]byte
-		if _, err := io.ReadFull(nc, size[:]); err != nil {
-			return
-		}
-		n, err := wire.ReadFrameSize(size, wire.MaxRequestBytes)
-		if err != nil {
-			return
-		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(nc, frame); err != nil {
-			return
-		}
-		var h wire.RequestHeader
-		body, err := h.ReadFrom(frame)
-		if err != nil {
-			return
-		}
-		req, err := wire.NewRequest(h.APIKey, h.APIVersion)
-		if err != nil || req.ReadFrom(body) != nil {
+		h, req, err := readFakeRequest(nc)
+		if errors.Is(err, errUndecodable) {
 			b.t.Errorf("fake broker: undecodable %v request", h.APIKey)
+		}
+		if err != nil {
 			return
 		}
 		var resp []byte
