@@ -39,9 +39,18 @@ type Config struct {
 	// UncleanLeaderElection is unclean.leader.election.enable, the broker-wide default of the
 	// topic config: false, as in Kafka.
 	UncleanLeaderElection bool
-	DataDir               string // log.dirs (the first directory): ./data
-	Listen                string // listeners (PLAINTEXT://host:port): 127.0.0.1:9092; "" with Unix set = no TCP
-	UnixPath              string // unix.socket.path (Sluice): <data dir>/sluice.sock; "-" = none
+	// Replication (issue #23), Kafka's keys and defaults.
+	ReplicaLagTimeMax            time.Duration // replica.lag.time.max.ms: 30 s
+	ReplicaFetchMaxBytes         int           // replica.fetch.max.bytes: 1 MiB per partition
+	ReplicaFetchResponseMaxBytes int           // replica.fetch.response.max.bytes: 10 MiB per fetch
+	ReplicaFetchMinBytes         int           // replica.fetch.min.bytes: 1
+	ReplicaFetchWait             time.Duration // replica.fetch.wait.max.ms: 500 ms
+	ReplicaFetchBackoff          time.Duration // replica.fetch.backoff.ms: 1 s
+	NumReplicaFetchers           int           // num.replica.fetchers: 1
+	HighWatermarkCheckpoint      time.Duration // replica.high.watermark.checkpoint.interval.ms: 5 s
+	DataDir                      string        // log.dirs (the first directory): ./data
+	Listen                       string        // listeners (PLAINTEXT://host:port): 127.0.0.1:9092; "" with Unix set = no TCP
+	UnixPath                     string        // unix.socket.path (Sluice): <data dir>/sluice.sock; "-" = none
 
 	NumPartitions          int   // num.partitions: 1
 	DefaultReplication     int   // default.replication.factor: 1
@@ -190,6 +199,15 @@ func DefaultConfig() Config {
 		SessionTimeout:         9 * time.Second,
 		SpaceAlertFreePercent:  5,
 		BallastBytes:           64 << 20,
+
+		ReplicaLagTimeMax:            30 * time.Second,
+		ReplicaFetchMaxBytes:         1 << 20,
+		ReplicaFetchResponseMaxBytes: 10 << 20,
+		ReplicaFetchMinBytes:         1,
+		ReplicaFetchWait:             500 * time.Millisecond,
+		ReplicaFetchBackoff:          time.Second,
+		NumReplicaFetchers:           1,
+		HighWatermarkCheckpoint:      5 * time.Second,
 	}
 }
 

@@ -40,13 +40,40 @@ const (
 	groupListeners = "Listeners and connections"
 	groupLog       = "Logs (the broker-wide defaults of topic configs)"
 	groupStorage   = "Disk space and I/O"
+	groupReplicas  = "Replication"
 )
 
 // configGroups is the order of docs/configuration.md's sections.
-var configGroups = []string{groupCluster, groupListeners, groupLog, groupStorage}
+var configGroups = []string{groupCluster, groupListeners, groupLog, groupReplicas, groupStorage}
 
 // configDefs is the registry, by group (docs/configuration.md sorts each group by name).
 var configDefs = []configDef{
+	// Replication (issue #23): Kafka's names, defaults and meanings.
+	{Name: "num.replica.fetchers", Type: cluster.ConfigInt, Default: "1", Origin: kafka, Group: groupReplicas,
+		Doc: "replica fetchers per source broker: the partitions this broker follows on one leader are spread over this many connections, each one long-polling fetch for all of its partitions",
+		set: func(c *Config, p prop) error { return p.integer(&c.NumReplicaFetchers, 1, 64) }},
+	{Name: "replica.fetch.backoff.ms", Type: cluster.ConfigInt, Default: "1000", Origin: kafka, Group: groupReplicas,
+		Doc: "how long a replica fetcher waits before it fetches again after a failed fetch (the leader unreachable, an error for every partition)",
+		set: func(c *Config, p prop) error { return p.dur(&c.ReplicaFetchBackoff, time.Millisecond, positiveMs) }},
+	{Name: "replica.fetch.max.bytes", Type: cluster.ConfigInt, Default: "1048576", Origin: kafka, Group: groupReplicas,
+		Doc: "the most bytes a follower asks for per partition in one fetch (a larger first batch still comes whole)",
+		set: func(c *Config, p prop) error { return p.integer(&c.ReplicaFetchMaxBytes, 1, math.MaxInt32) }},
+	{Name: "replica.fetch.min.bytes", Type: cluster.ConfigInt, Default: "1", Origin: kafka, Group: groupReplicas,
+		Doc: "the bytes a follower's fetch waits for, up to replica.fetch.wait.max.ms",
+		set: func(c *Config, p prop) error { return p.integer(&c.ReplicaFetchMinBytes, 1, math.MaxInt32) }},
+	{Name: "replica.fetch.response.max.bytes", Type: cluster.ConfigInt, Default: "10485760", Origin: kafka, Group: groupReplicas,
+		Doc: "the most bytes a follower asks for in one fetch over all its partitions",
+		set: func(c *Config, p prop) error { return p.integer(&c.ReplicaFetchResponseMaxBytes, 1, math.MaxInt32) }},
+	{Name: "replica.fetch.wait.max.ms", Type: cluster.ConfigInt, Default: "500", Origin: kafka, Group: groupReplicas,
+		Doc: "how long a follower's fetch is parked on the leader waiting for data; must be below replica.lag.time.max.ms",
+		set: func(c *Config, p prop) error { return p.dur(&c.ReplicaFetchWait, time.Millisecond, positiveMs) }},
+	{Name: "replica.high.watermark.checkpoint.interval.ms", Type: cluster.ConfigLong, Default: "5000", Origin: kafka, Group: groupReplicas,
+		Doc: "how often each replica's high watermark is written to replication-offset-checkpoint in the data directory",
+		set: func(c *Config, p prop) error { return p.dur(&c.HighWatermarkCheckpoint, time.Millisecond, positiveMs) }},
+	{Name: "replica.lag.time.max.ms", Type: cluster.ConfigLong, Default: "30000", Origin: kafka, Group: groupReplicas,
+		Doc: "a follower that has not caught up with the leader's log end for this long leaves the ISR (the leader proposes the shrink to the controller)",
+		set: func(c *Config, p prop) error { return p.dur(&c.ReplicaLagTimeMax, time.Millisecond, positiveMs) }},
+
 	// Node and cluster (issue #22: KRaft's names and formats).
 	{Name: "broker.heartbeat.interval.ms", Type: cluster.ConfigInt, Default: "2000", Origin: kafka, Group: groupCluster,
 		Doc: "how often a broker heartbeats to the active controller",

@@ -48,6 +48,19 @@ type FetchRequest struct {
 	MaxBytes       int32
 	IsolationLevel IsolationLevel
 	Topics         []FetchRequestTopic
+	// Fetch sessions (v2, KIP-227; issue #23 stream C encodes them): SessionID 0 with
+	// SessionEpoch 0 asks for a new session (the response's SessionID names it), -1 for none
+	// (a full fetch, as v0 and v1); a session's later fetches send SessionEpoch 1, 2, ... and
+	// list only the partitions whose fetch position changed, plus Forgotten ones to drop.
+	SessionID    int32
+	SessionEpoch int32
+	Forgotten    []FetchForgottenTopic
+}
+
+// FetchForgottenTopic names partitions a fetch session no longer fetches (v2).
+type FetchForgottenTopic struct {
+	Topic      string
+	Partitions []int32
 }
 
 // FetchRequestTopic is one topic's partitions to fetch.
@@ -63,6 +76,9 @@ type FetchRequestPartition struct {
 	FetchOffset        int64
 	LogStartOffset     int64 // followers: their log start offset; consumers: -1
 	PartitionMaxBytes  int32
+	// DurableOffset (v2, Sluice's own) is a follower's fsynced log end: with write.caching=false
+	// a replica counts toward the high watermark only up to it. -1 from consumers.
+	DurableOffset int64
 }
 
 const (
@@ -157,7 +173,11 @@ type FetchResponse struct {
 	Version    int16
 	ThrottleMs int32
 	ErrorCode  ErrorCode // a whole-request error; partition errors are per partition
-	Topics     []FetchResponseTopic
+	// SessionID (v2) is the fetch session the response belongs to (0: none). An incremental
+	// response lists only the partitions with news (records, a new high watermark or log
+	// start, an error).
+	SessionID int32
+	Topics    []FetchResponseTopic
 	// NodeEndpoints (v1) are the brokers named by the partitions' CurrentLeader hints, each
 	// once. Empty in v0. Encoded after the last partition's records.
 	NodeEndpoints []MetadataBroker
