@@ -37,6 +37,9 @@ type Broker struct {
 	srv           *server.Server
 	offsets       *offsetStore
 	disk          *diskMonitor // free space of the data directory's filesystem (diskspace.go)
+	// fetchers are the replica fetchers of the partitions this broker follows (fetcher.go,
+	// issue #23 stream D2).
+	fetchers *replicaFetchers
 
 	mu struct {
 		sync.RWMutex

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/replication"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -53,6 +54,12 @@ type partition struct {
 	// yet: a leadership lost answers them with NOT_LEADER_OR_FOLLOWER (leadership.go).
 	ackMu sync.Mutex
 	acks  map[*ackWait]struct{}
+
+	// rep is the partition's replication state (issue #23): created with the partition, changed
+	// only under repMu; after every call on it the caller hands rep.Ready() to b.applyReady
+	// (replica.go) before it lets go of repMu.
+	repMu sync.Mutex
+	rep   *replication.Replica
 }
 
 // log is the partition's current log (a stopped one until the supervisor swaps in its reopened
