@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"net"
@@ -137,6 +138,9 @@ type Config struct {
 	listen         func(network, addr string) (net.Listener, error)
 	clock          cluster.Clock
 	controllerDial cluster.DialFunc
+	// replicaDial (issue #23) dials a leader's PLAINTEXT listener for this broker's replica
+	// fetchers; nil: net.Dialer. Tests inject partitions, delays and one-way loss with it.
+	replicaDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Roles is process.roles: what a node runs. The zero value is both (KRaft's combined mode).
