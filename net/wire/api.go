@@ -12,20 +12,22 @@ type APIKey int16
 
 // Api keys with request types in this package.
 const (
-	Produce         APIKey = 0
-	Fetch           APIKey = 1 // consumers (ReplicaID -1) and, later, followers (ReplicaID = broker id)
-	ListOffsets     APIKey = 2
-	Metadata        APIKey = 3
-	OffsetCommit    APIKey = 8
-	OffsetFetch     APIKey = 9
-	ListGroups      APIKey = 16
-	APIVersions     APIKey = 18
-	CreateTopics    APIKey = 19
-	DeleteTopics    APIKey = 20
-	DescribeConfigs APIKey = 32
-	AlterConfigs    APIKey = 33
-	DeleteGroups    APIKey = 42
-	DescribeCluster APIKey = 60
+	Produce      APIKey = 0
+	Fetch        APIKey = 1 // consumers (ReplicaID -1) and, later, followers (ReplicaID = broker id)
+	ListOffsets  APIKey = 2
+	Metadata     APIKey = 3
+	OffsetCommit APIKey = 8
+	OffsetFetch  APIKey = 9
+	ListGroups   APIKey = 16
+	APIVersions  APIKey = 18
+	CreateTopics APIKey = 19
+	DeleteTopics APIKey = 20
+	// OffsetForLeaderEpoch (KIP-101): a follower asks where an epoch ends before it fetches.
+	OffsetForLeaderEpoch APIKey = 23
+	DescribeConfigs      APIKey = 32
+	AlterConfigs         APIKey = 33
+	DeleteGroups         APIKey = 42
+	DescribeCluster      APIKey = 60
 )
 
 // Reserved api keys: named so logs and the docs can say what a peer asked
@@ -41,7 +43,6 @@ const (
 	SyncGroup                   APIKey = 14
 	DescribeGroups              APIKey = 15
 	InitProducerID              APIKey = 22
-	OffsetForLeaderEpoch        APIKey = 23
 	CreatePartitions            APIKey = 37
 	IncrementalAlterConfigs     APIKey = 44
 	AlterPartitionReassignments APIKey = 45
@@ -65,7 +66,7 @@ type apiInfo struct {
 // response types gain a Version field whose zero value is version 0.
 var apiTable = []apiInfo{
 	{Produce, "Produce", true, 0, 1},
-	{Fetch, "Fetch", true, 0, 1},
+	{Fetch, "Fetch", true, 0, 2},
 	{ListOffsets, "ListOffsets", true, 0, 0},
 	{Metadata, "Metadata", true, 0, 1},
 	{OffsetCommit, "OffsetCommit", true, 0, 0},
@@ -81,7 +82,7 @@ var apiTable = []apiInfo{
 	{CreateTopics, "CreateTopics", true, 0, 0},
 	{DeleteTopics, "DeleteTopics", true, 0, 0},
 	{InitProducerID, "InitProducerId", false, 0, 0},
-	{OffsetForLeaderEpoch, "OffsetForLeaderEpoch", false, 0, 0},
+	{OffsetForLeaderEpoch, "OffsetForLeaderEpoch", true, 0, 0},
 	{DescribeConfigs, "DescribeConfigs", true, 0, 0},
 	{AlterConfigs, "AlterConfigs", true, 0, 0},
 	{CreatePartitions, "CreatePartitions", false, 0, 0},
@@ -219,6 +220,8 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(DeleteGroupsRequest), nil
 	case DescribeCluster:
 		return new(DescribeClusterRequest), nil
+	case OffsetForLeaderEpoch:
+		return &OffsetForLeaderEpochRequest{Version: version}, nil
 	case APIVersions:
 		return new(APIVersionsRequest), nil
 	case CreateTopics:
@@ -264,6 +267,8 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(DeleteGroupsResponse), nil
 	case DescribeCluster:
 		return new(DescribeClusterResponse), nil
+	case OffsetForLeaderEpoch:
+		return &OffsetForLeaderEpochResponse{Version: version}, nil
 	case APIVersions:
 		return new(APIVersionsResponse), nil
 	case CreateTopics:

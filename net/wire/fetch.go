@@ -22,6 +22,14 @@ package wire
 // Versions: v1 (KIP-951) adds to the response each partition's CurrentLeader, after its
 // log start offset (the records stay last), and NodeEndpoints after the topics: the brokers
 // the hints name. The request is the same in both (CurrentLeaderEpoch is in v0 already).
+//
+// v2 (KIP-227's fetch sessions, Kafka's Fetch v7 field order, and Sluice's DurableOffset) adds to
+// the request SessionID and SessionEpoch after IsolationLevel, each partition's DurableOffset
+// after its PartitionMaxBytes, and the Forgotten topics after the topics; to the response
+// SessionID after its ErrorCode (the partitions' layout, records last, is v1's). A v0 or v1
+// request decodes as Kafka reads its sessionless versions: SessionID 0, SessionEpoch
+// FinalSessionEpoch (a full fetch that opens no session), no Forgotten topics, and DurableOffset
+// -1; a v0 or v1 response decodes with SessionID 0.
 
 // IsolationLevel says which records a Fetch or ListOffsets may see.
 type IsolationLevel int8
@@ -32,13 +40,21 @@ const (
 	ReadCommitted   IsolationLevel = 1 // up to the last stable offset
 )
 
+// Fetch session epochs (KIP-227): InitialSessionEpoch with SessionID 0 asks the leader to open a
+// session; FinalSessionEpoch is a full fetch outside any session (with a SessionID, it closes
+// that session).
+const (
+	InitialSessionEpoch int32 = 0
+	FinalSessionEpoch   int32 = -1
+)
+
 // ConsumerReplicaID is the ReplicaID of a request from a client rather than
 // from a follower broker.
 const ConsumerReplicaID int32 = -1
 
 // FetchRequest asks for records from some partitions.
 type FetchRequest struct {
-	// Version is the version to send (0 or 1); the response must be decoded in the same one.
+	// Version is the version to send (0 to 2); the response must be decoded in the same one.
 	// Not encoded in the body: it goes in the request header. A FetchShared request's is
 	// FetchShared's version.
 	Version        int16
@@ -52,6 +68,9 @@ type FetchRequest struct {
 	// SessionEpoch 0 asks for a new session (the response's SessionID names it), -1 for none
 	// (a full fetch, as v0 and v1); a session's later fetches send SessionEpoch 1, 2, ... and
 	// list only the partitions whose fetch position changed, plus Forgotten ones to drop.
+	// ("-1 for none" is SessionEpoch FinalSessionEpoch, Kafka's: with SessionID 0, a fetch
+	// outside any session; with a session's id, a full fetch that closes it.) Encoded in v2
+	// only; a v0/v1 decode sets SessionID 0, SessionEpoch FinalSessionEpoch, Forgotten empty.
 	SessionID    int32
 	SessionEpoch int32
 	Forgotten    []FetchForgottenTopic
@@ -77,13 +96,17 @@ type FetchRequestPartition struct {
 	LogStartOffset     int64 // followers: their log start offset; consumers: -1
 	PartitionMaxBytes  int32
 	// DurableOffset (v2, Sluice's own) is a follower's fsynced log end: with write.caching=false
-	// a replica counts toward the high watermark only up to it. -1 from consumers.
+	// a replica counts toward the high watermark only up to it. -1 from consumers, and what a
+	// v0/v1 request decodes to.
 	DurableOffset int64
 }
 
 const (
-	minFetchRequestTopic     = sizeString + sizeArray
+	minFetchRequestTopic = sizeString + sizeArray
+	// minFetchRequestPartition is v0's size, the smallest of the versions: a count bounded by
+	// it is bounded for v2's larger partitions too.
 	minFetchRequestPartition = sizeInt32*2 + sizeInt64*2 + sizeInt32
+	minFetchForgottenTopic   = sizeString + sizeArray
 )
 
 // Key returns Fetch.
@@ -99,7 +122,18 @@ func (f *FetchRequest) AppendTo(dst []byte) []byte {
 	dst = appendInt32(dst, f.MinBytes)
 	dst = appendInt32(dst, f.MaxBytes)
 	dst = appendInt8(dst, int8(f.IsolationLevel))
-	return appendArray(dst, f.Topics)
+	if f.Version >= 2 {
+		dst = appendInt32(dst, f.SessionID)
+		dst = appendInt32(dst, f.SessionEpoch)
+	}
+	dst = appendArrayLen(dst, len(f.Topics))
+	for i := range f.Topics {
+		dst = f.Topics[i].appendVersion(dst, f.Version)
+	}
+	if f.Version >= 2 {
+		dst = appendArray(dst, f.Forgotten)
+	}
+	return dst
 }
 
 // ReadFrom decodes b into f (see Message).
@@ -115,39 +149,80 @@ func (f *FetchRequest) readFrom(r *reader) {
 	f.MinBytes = r.int32()
 	f.MaxBytes = r.int32()
 	f.IsolationLevel = IsolationLevel(r.int8())
+	if f.Version >= 2 {
+		f.SessionID = r.int32()
+		f.SessionEpoch = r.int32()
+	} else {
+		f.SessionID, f.SessionEpoch = 0, FinalSessionEpoch
+	}
 	f.Topics = readSlice(r, f.Topics, minFetchRequestTopic)
 	for i := range f.Topics {
-		f.Topics[i].readFrom(r)
+		f.Topics[i].readVersion(r, f.Version)
+	}
+	if f.Version >= 2 {
+		f.Forgotten = readSlice(r, f.Forgotten, minFetchForgottenTopic)
+		for i := range f.Forgotten {
+			f.Forgotten[i].readFrom(r)
+		}
+	} else {
+		f.Forgotten = f.Forgotten[:0]
 	}
 }
 
-func (t *FetchRequestTopic) appendTo(dst []byte) []byte {
+func (t *FetchForgottenTopic) appendTo(dst []byte) []byte {
 	dst = appendString(dst, t.Topic)
-	return appendArray(dst, t.Partitions)
+	return appendInt32s(dst, t.Partitions)
 }
 
-func (t *FetchRequestTopic) readFrom(r *reader) {
+func (t *FetchForgottenTopic) readFrom(r *reader) {
+	t.Topic = r.stringReuse(t.Topic)
+	t.Partitions = r.int32s(t.Partitions)
+}
+
+func (t *FetchRequestTopic) appendTo(dst []byte) []byte { return t.appendVersion(dst, 0) }
+
+func (t *FetchRequestTopic) appendVersion(dst []byte, v int16) []byte {
+	dst = appendString(dst, t.Topic)
+	dst = appendArrayLen(dst, len(t.Partitions))
+	for i := range t.Partitions {
+		dst = t.Partitions[i].appendVersion(dst, v)
+	}
+	return dst
+}
+
+func (t *FetchRequestTopic) readVersion(r *reader, v int16) {
 	t.Topic = r.stringReuse(t.Topic)
 	t.Partitions = readSlice(r, t.Partitions, minFetchRequestPartition)
 	for i := range t.Partitions {
-		t.Partitions[i].readFrom(r)
+		t.Partitions[i].readVersion(r, v)
 	}
 }
 
-func (p *FetchRequestPartition) appendTo(dst []byte) []byte {
+func (p *FetchRequestPartition) appendTo(dst []byte) []byte { return p.appendVersion(dst, 0) }
+
+func (p *FetchRequestPartition) appendVersion(dst []byte, v int16) []byte {
 	dst = appendInt32(dst, p.Partition)
 	dst = appendInt32(dst, p.CurrentLeaderEpoch)
 	dst = appendInt64(dst, p.FetchOffset)
 	dst = appendInt64(dst, p.LogStartOffset)
-	return appendInt32(dst, p.PartitionMaxBytes)
+	dst = appendInt32(dst, p.PartitionMaxBytes)
+	if v >= 2 {
+		dst = appendInt64(dst, p.DurableOffset)
+	}
+	return dst
 }
 
-func (p *FetchRequestPartition) readFrom(r *reader) {
+func (p *FetchRequestPartition) readVersion(r *reader, v int16) {
 	p.Partition = r.int32()
 	p.CurrentLeaderEpoch = r.int32()
 	p.FetchOffset = r.int64()
 	p.LogStartOffset = r.int64()
 	p.PartitionMaxBytes = r.int32()
+	if v >= 2 {
+		p.DurableOffset = r.int64()
+	} else {
+		p.DurableOffset = -1
+	}
 }
 
 // FetchResponse carries records and offsets per partition.
@@ -155,7 +230,7 @@ func (p *FetchRequestPartition) readFrom(r *reader) {
 // Every partition's records field comes last in that partition's entry, so
 // the encoding is a run of metadata "prefixes" separated by record blobs:
 //
-//	[throttleMs][errorCode][topics count]
+//	[throttleMs][errorCode][sessionId: v2][topics count]
 //	  [topic][partitions count]
 //	    [partition][errorCode][highWatermark][lastStableOffset][logStartOffset][records length]
 //	    <records bytes: from the segment file>
@@ -168,14 +243,14 @@ func (p *FetchRequestPartition) readFrom(r *reader) {
 // a server can write prefix, sendfile, prefix, sendfile, ... with the frame
 // size known up front.
 type FetchResponse struct {
-	// Version is the layout (0 or 1): the version of the request it answers. ReadFrom takes it
+	// Version is the layout (0 to 2): the version of the request it answers. ReadFrom takes it
 	// as given (set it before decoding) and leaves it as it is.
 	Version    int16
 	ThrottleMs int32
 	ErrorCode  ErrorCode // a whole-request error; partition errors are per partition
 	// SessionID (v2) is the fetch session the response belongs to (0: none). An incremental
 	// response lists only the partitions with news (records, a new high watermark or log
-	// start, an error).
+	// start, an error). Encoded in v2 only; a v0/v1 decode sets 0.
 	SessionID int32
 	Topics    []FetchResponseTopic
 	// NodeEndpoints (v1) are the brokers named by the partitions' CurrentLeader hints, each
@@ -215,6 +290,9 @@ func (*FetchResponse) Key() APIKey { return Fetch }
 func (f *FetchResponse) AppendTo(dst []byte) []byte {
 	dst = appendInt32(dst, f.ThrottleMs)
 	dst = appendInt16(dst, int16(f.ErrorCode))
+	if f.Version >= 2 {
+		dst = appendInt32(dst, f.SessionID)
+	}
 	dst = appendArrayLen(dst, len(f.Topics))
 	for i := range f.Topics {
 		dst = f.Topics[i].appendVersion(dst, f.Version)
@@ -235,6 +313,11 @@ func (f *FetchResponse) ReadFrom(b []byte) error {
 func (f *FetchResponse) readFrom(r *reader) {
 	f.ThrottleMs = r.int32()
 	f.ErrorCode = ErrorCode(r.int16())
+	if f.Version >= 2 {
+		f.SessionID = r.int32()
+	} else {
+		f.SessionID = 0
+	}
 	f.Topics = readSlice(r, f.Topics, minFetchResponseTopic)
 	for i := range f.Topics {
 		f.Topics[i].readVersion(r, f.Version)
@@ -279,6 +362,9 @@ func (f *FetchResponse) AppendSegments(dst []byte, recordLens []int32, cuts []in
 	}
 	buf = appendInt32(dst, f.ThrottleMs)
 	buf = appendInt16(buf, int16(f.ErrorCode))
+	if f.Version >= 2 {
+		buf = appendInt32(buf, f.SessionID)
+	}
 	buf = appendArrayLen(buf, len(f.Topics))
 	i := 0
 	for ti := range f.Topics {

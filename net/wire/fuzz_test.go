@@ -62,7 +62,7 @@ func FuzzFrameHeader(f *testing.F) {
 func FuzzRequest(f *testing.F) {
 	for _, s := range samples() {
 		if isRequest(s.msg) {
-			h := RequestHeader{APIKey: s.msg.(Request).Key(), CorrelationID: 1, ClientID: "seed"}
+			h := RequestHeader{APIKey: s.msg.(Request).Key(), APIVersion: VersionOf(s.msg.(Request)), CorrelationID: 1, ClientID: "seed"}
 			f.Add(AppendRequestFrame(nil, &h, s.msg)[FrameSizeLen:])
 		}
 	}

@@ -59,7 +59,7 @@ func TestLeaderHintVersions(t *testing.T) {
 		t.Fatalf("FetchShared v1 frame differs from AppendResponseFrame: %v", err)
 	}
 	for _, k := range []APIKey{Produce, Fetch, ProduceShared, FetchShared} {
-		if _, hi, _ := k.Versions(); hi != 1 {
+		if _, hi, _ := k.Versions(); hi < 1 { // Fetch goes on to v2 (fetchsession_version_test.go)
 			t.Errorf("%v advertises up to v%d", k, hi)
 		}
 		q, err := NewRequest(k, 1)

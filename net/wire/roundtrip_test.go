@@ -134,6 +134,11 @@ func TestMinElementSizes(t *testing.T) {
 		{&OffsetFetchResponseTopic{}, minOffsetFetchResponseTopic},
 		{&OffsetFetchResponsePartition{}, minOffsetFetchResponsePartition},
 		{&SharedPart{}, minSharedPart},
+		{&FetchForgottenTopic{}, minFetchForgottenTopic},
+		{&OffsetForLeaderEpochTopic{}, minOffsetForLeaderEpochTopic},
+		{&OffsetForLeaderEpochPartition{}, minOffsetForLeaderEpochPartition},
+		{&OffsetForLeaderEpochTopicResult{}, minOffsetForLeaderEpochTopicResult},
+		{&OffsetForLeaderEpochPartitionResult{}, minOffsetForLeaderEpochPartitionResult},
 	}
 	for _, c := range cases {
 		if got := len(c.e.appendTo(nil)); got != c.min {

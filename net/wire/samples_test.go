@@ -146,18 +146,29 @@ func samples() []sample {
 			{Topic: "logs", Partitions: []ProduceResponsePartition{{Partition: 2, BaseOffset: 7, LogAppendTimeMs: -1, LogStartOffset: 0, CurrentLeader: NoLeaderHint}}},
 		}}}},
 
+		// v0 and v1 requests decode as a sessionless full fetch (SessionEpoch FinalSessionEpoch)
+		// whose partitions' DurableOffset is -1.
 		{"FetchRequest", &FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20, IsolationLevel: ReadCommitted,
+			SessionEpoch: FinalSessionEpoch,
 			Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
-				{Partition: 0, CurrentLeaderEpoch: 3, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
-				{Partition: 1, CurrentLeaderEpoch: -1, FetchOffset: 0, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
+				{Partition: 0, CurrentLeaderEpoch: 3, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20, DurableOffset: -1},
+				{Partition: 1, CurrentLeaderEpoch: -1, FetchOffset: 0, LogStartOffset: -1, PartitionMaxBytes: 1 << 20, DurableOffset: -1},
 			}}}}},
-		{"FetchRequest/follower", &FetchRequest{ReplicaID: 2, Topics: []FetchRequestTopic{{Topic: "t"}}}},
+		{"FetchRequest/follower", &FetchRequest{ReplicaID: 2, SessionEpoch: FinalSessionEpoch, Topics: []FetchRequestTopic{{Topic: "t"}}}},
+		{"FetchRequest/v2", sampleFetchRequestV2()},
+		{"FetchRequest/v2open", &FetchRequest{Version: 2, ReplicaID: 2, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 10 << 20, SessionID: 0, SessionEpoch: InitialSessionEpoch,
+			Topics: []FetchRequestTopic{{Topic: "t", Partitions: []FetchRequestPartition{
+				{Partition: 0, CurrentLeaderEpoch: 1, FetchOffset: 0, LogStartOffset: 0, PartitionMaxBytes: 1 << 20, DurableOffset: 0},
+			}}}}},
 		{"FetchResponse", sampleFetchResponse()},
 		{"FetchResponse/error", &FetchResponse{ErrorCode: ErrUnknownServerError}},
 		{"FetchResponse/v1", sampleFetchResponseV1()},
+		{"FetchResponse/v2", sampleFetchResponseV2()},
+		{"FetchResponse/v2sessionError", &FetchResponse{Version: 2, ErrorCode: ErrUnknownServerError, SessionID: 0}},
 		{"FetchSharedRequest", &FetchSharedRequest{FetchRequest: FetchRequest{ReplicaID: ConsumerReplicaID, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 50 << 20,
+			SessionEpoch: FinalSessionEpoch,
 			Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
-				{Partition: 0, CurrentLeaderEpoch: -1, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20},
+				{Partition: 0, CurrentLeaderEpoch: -1, FetchOffset: 42, LogStartOffset: -1, PartitionMaxBytes: 1 << 20, DurableOffset: -1},
 			}}}}, SpanMaxBytes: 256 << 20}},
 		{"FetchSharedResponse", &FetchSharedResponse{FetchResponse: *sampleFetchResponse(), Spans: []FileSpan{
 			{Index: 1, Path: "/var/lib/sluice/orders-0/00000000000000000000.log", Dev: 2049, Ino: 1 << 40, Pos: 4096, Len: 1 << 20},
@@ -221,7 +232,45 @@ func samples() []sample {
 		}}},
 		{"DescribeClusterResponse/error", &DescribeClusterResponse{ErrorCode: ErrUnknownServerError, ErrorMessage: sp("boom"), ControllerID: -1}},
 		{"DescribeClusterResponse/none", &DescribeClusterResponse{ControllerID: -1, ErrorMessage: sp("")}},
+
+		{"OffsetForLeaderEpochRequest", &OffsetForLeaderEpochRequest{ReplicaID: 2, Topics: []OffsetForLeaderEpochTopic{
+			{Topic: "orders", Partitions: []OffsetForLeaderEpochPartition{
+				{Partition: 0, CurrentLeaderEpoch: 5, LeaderEpoch: 4},
+				{Partition: 1, CurrentLeaderEpoch: -1, LeaderEpoch: 0},
+			}},
+			{Topic: "empty"},
+		}}},
+		{"OffsetForLeaderEpochRequest/none", &OffsetForLeaderEpochRequest{ReplicaID: -2}},
+		{"OffsetForLeaderEpochResponse", &OffsetForLeaderEpochResponse{ThrottleMs: 3, Topics: []OffsetForLeaderEpochTopicResult{
+			{Topic: "orders", Partitions: []OffsetForLeaderEpochPartitionResult{
+				{Partition: 0, LeaderEpoch: 4, EndOffset: 1200},
+				{Partition: 1, ErrorCode: ErrFencedLeaderEpoch, LeaderEpoch: -1, EndOffset: -1},
+				{Partition: 2, ErrorCode: ErrNotLeaderOrFollower, LeaderEpoch: -1, EndOffset: -1},
+			}},
+		}}},
+		{"OffsetForLeaderEpochResponse/none", &OffsetForLeaderEpochResponse{}},
 	}
+}
+
+// sampleFetchRequestV2 is an incremental fetch of a follower's session: changed partitions,
+// their durable offsets, and forgotten ones.
+func sampleFetchRequestV2() *FetchRequest {
+	return &FetchRequest{Version: 2, ReplicaID: 3, MaxWaitMs: 500, MinBytes: 1, MaxBytes: 10 << 20, IsolationLevel: ReadUncommitted,
+		SessionID: 0x1234567, SessionEpoch: 7,
+		Topics: []FetchRequestTopic{{Topic: "orders", Partitions: []FetchRequestPartition{
+			{Partition: 0, CurrentLeaderEpoch: 3, FetchOffset: 42, LogStartOffset: 0, PartitionMaxBytes: 1 << 20, DurableOffset: 40},
+			{Partition: 2, CurrentLeaderEpoch: 3, FetchOffset: 9, LogStartOffset: 0, PartitionMaxBytes: 1 << 20, DurableOffset: -1},
+		}}},
+		Forgotten: []FetchForgottenTopic{{Topic: "orders", Partitions: []int32{1, 5}}, {Topic: "gone"}},
+	}
+}
+
+// sampleFetchResponseV2 is sampleFetchResponseV1 answering a session.
+func sampleFetchResponseV2() *FetchResponse {
+	f := sampleFetchResponseV1()
+	f.Version = 2
+	f.SessionID = 0x1234567
+	return f
 }
 
 // sampleFetchResponse has two topics, null, empty and non-empty records, so
