@@ -79,9 +79,8 @@ func (r *Replica) startQuery() {
 // hold it, to another query for the latest local epoch below it (KIP-279).
 //
 // The rules (Kafka's AbstractFetcherThread.getOffsetTruncationState, KIP-279):
-//   - the leader holds the epoch asked: truncate to min(endOffset, log end);
-//   - it holds an older one that the local log holds too: truncate to min(endOffset, the local
-//     end of that epoch);
+//   - the leader holds the epoch asked, or an older one the local log holds too: truncate to
+//     min(endOffset, the local end of that epoch) (the log end for the latest local epoch);
 //   - it holds an older one the local log does not: ask for the latest local epoch below it;
 //   - it holds nothing at or below the epoch (UndefinedEpoch): nothing local can be checked,
 //     so truncate to the local log start; the fetch from there gets OFFSET_OUT_OF_RANGE if the
@@ -96,10 +95,8 @@ func (r *Replica) EpochAnswered(leaderEpoch int32, epoch int32, endOffset batch.
 		r.truncateTo(r.logStart, false)
 		return
 	}
-	if leaderEpoch == epoch {
-		r.truncateTo(min(endOffset, r.logEnd), false)
-		return
-	}
+	// The local end of the leader's epoch: the log end for the latest local epoch (the first
+	// query), else where the next local epoch starts (after a query below it).
 	localEpoch, localEnd := r.epochs.endOffsetFor(leaderEpoch, r.logEnd)
 	switch {
 	case localEpoch == leaderEpoch:
