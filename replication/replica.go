@@ -185,109 +185,182 @@ type Status struct {
 // driver serializes calls (one mutex per partition).
 type Replica struct {
 	cfg Config
-	// The replication stream fills this in.
+
+	role           Role
+	leader         int32 // NoLeader when Offline
+	leaderEpoch    int32 // -1 before the first BecomeLeader or BecomeFollower
+	partitionEpoch int32
+	replicas       []int32
+
+	// The local log. Invariant: logStart <= hw <= logEnd and logStart <= durable <= logEnd.
+	logStart batch.Offset
+	logEnd   batch.Offset
+	durable  batch.Offset
+	hw       batch.Offset
+	epochs   epochCache
+
+	lead   leaderState
+	follow followerState
+
+	rd Ready
 }
 
 // New returns a replica of a log in state s, Offline until BecomeLeader or BecomeFollower.
-func New(cfg Config, s LogState) *Replica { return &Replica{cfg: cfg} }
+func New(cfg Config, s LogState) *Replica {
+	r := &Replica{
+		cfg:         cfg,
+		role:        Offline,
+		leader:      NoLeader,
+		leaderEpoch: -1,
+		logStart:    s.StartOffset,
+		logEnd:      max(s.EndOffset, s.StartOffset),
+	}
+	r.durable = clamp(s.DurableOffset, r.logStart, r.logEnd)
+	r.hw = clamp(s.HighWatermark, r.logStart, r.logEnd)
+	r.epochs = append(epochCache(nil), s.Epochs...)
+	r.epochs.truncateFromEnd(r.logEnd + 1) // an entry past the log end names nothing
+	r.epochs.truncateFromStart(r.logStart)
+	return r
+}
+
+func clamp(v, lo, hi batch.Offset) batch.Offset {
+	return min(max(v, lo), hi)
+}
 
 // SetConfig applies a topic config change (min.insync.replicas, write.caching). A lower
-// requirement may release waits and move the high watermark; see Ready.
-func (r *Replica) SetConfig(cfg Config) {}
-
-// BecomeLeader makes the replica the leader at u.LeaderEpoch, or, at the epoch it already leads,
-// applies a committed ISR change. A new epoch adds an epoch cache entry (u.LeaderEpoch, log
-// end), forgets every follower's progress (each must fetch again at this epoch to count) and
-// keeps the high watermark where it was.
-func (r *Replica) BecomeLeader(u LeaderUpdate, now time.Time) {}
-
-// BecomeFollower makes the replica a follower of u.Leader at u.LeaderEpoch (Offline when
-// u.Leader is NoLeader). Waits still parked are released WaitNotLeader. The next fetch is an
-// epoch query (FetchEpochQuery) when the local log holds any epoch, else a fetch from the log
-// end. An update at the epoch it already follows changes nothing.
-func (r *Replica) BecomeFollower(u FollowerUpdate, now time.Time) {}
+// requirement may release waits and move the high watermark; see Ready. A higher
+// min.insync.replicas than the committed ISR releases the parked waits WaitNotEnoughISR.
+func (r *Replica) SetConfig(cfg Config) {
+	cfg.ReplicaID = r.cfg.ReplicaID
+	r.cfg = cfg
+	if r.role == Leader {
+		r.maybeAdvanceHW()
+		r.checkMinInsync()
+	}
+}
 
 // Appended reports records appended to the local log: its end is now end. epochs lists the
 // leader epochs of the appended batches where they start a new epoch (a follower copies them;
-// a leader's appends are all at its epoch and may pass nil).
-func (r *Replica) Appended(end batch.Offset, epochs []EpochEntry, now time.Time) {}
-
-// Synced reports the local log fsynced up to durable.
-func (r *Replica) Synced(durable batch.Offset, now time.Time) {}
-
-// LogStartMoved reports the local log's start offset moved up (retention, or a leader's log
-// start learnt by a follower): the epoch cache drops what is below it.
-func (r *Replica) LogStartMoved(start batch.Offset) {}
-
-// FollowerFetched records a follower's fetch (leader only). It reports false, changing nothing,
-// when f.ReplicaID is not a replica of the partition or this replica is not the leader.
-func (r *Replica) FollowerFetched(f FollowerFetch, now time.Time) bool { return false }
-
-// Tick checks the followers' lag against LagTimeMax and proposes an ISR shrink or expansion.
-func (r *Replica) Tick(now time.Time) {}
-
-// ProposalFailed reports the outstanding ISR proposal refused or unanswered: the next Tick may
-// propose again from the committed state.
-func (r *Replica) ProposalFailed(now time.Time) {}
-
-// AcceptsAcksAll reports whether an acks=all produce may be appended now: this replica leads
-// and the committed ISR has at least MinInsync members.
-func (r *Replica) AcceptsAcksAll() bool { return false }
-
-// Await parks an acks=all produce whose last offset is last (its batch ends at last+1); it is
-// released in a later Ready. A wait the high watermark has already passed is released in the
-// next Ready too.
-func (r *Replica) Await(id WaitID, last batch.Offset) {}
-
-// Cancel withdraws a wait (the request timed out); it is not released.
-func (r *Replica) Cancel(id WaitID) {}
-
-// EpochAnswered is the leader's OffsetForLeaderEpoch answer for the plan's Epoch (follower
-// only; an answer for another epoch or at another leader epoch is ignored). It leads to a
-// Truncation in Ready (possibly to the log end, which the driver then need not carry out but
-// must still report), or, when the leader's epoch is older than the one asked, to another
-// query (KIP-279).
-func (r *Replica) EpochAnswered(leaderEpoch int32, epoch int32, endOffset batch.Offset) {}
-
-// Truncated reports the truncation asked for was made: the log end is now end (and, after a
-// full truncation, the start too). The epoch cache drops entries at or above end.
-func (r *Replica) Truncated(start, end batch.Offset) {}
-
-// FetchAnswered reports a fetch response's partition from the leader (follower only): the
-// leader's high watermark and log start. The follower's high watermark is min(leaderHW, log
-// end). Appends it carried are reported with Appended first.
-func (r *Replica) FetchAnswered(leaderEpoch int32, leaderHW, leaderLogStart batch.Offset, now time.Time) {
+// a leader's appends are all at its epoch and may pass nil). Entries at or below the latest
+// epoch the cache holds are ignored.
+func (r *Replica) Appended(end batch.Offset, epochs []EpochEntry, now time.Time) {
+	if end > r.logEnd {
+		r.logEnd = end
+	}
+	for _, e := range epochs {
+		if e.StartOffset <= r.logEnd && r.epochs.assign(e) {
+			r.rd.EpochsChanged = true
+		}
+	}
+	if r.role == Leader && r.cfg.WriteCaching {
+		r.maybeAdvanceHW()
+	}
 }
 
-// OutOfRange reports the leader answered OFFSET_OUT_OF_RANGE with its log bounds: below the
-// leader's start, the log restarts at it (a full Truncation); above its end, the follower asks
-// for its epoch's end again.
-func (r *Replica) OutOfRange(leaderStart, leaderEnd batch.Offset) {}
+// Synced reports the local log fsynced up to durable.
+func (r *Replica) Synced(durable batch.Offset, now time.Time) {
+	durable = min(durable, r.logEnd)
+	if durable <= r.durable {
+		return
+	}
+	r.durable = durable
+	if r.role == Leader && !r.cfg.WriteCaching {
+		r.maybeAdvanceHW()
+	}
+}
 
-// NextFetch is the follower's next request for this partition.
-func (r *Replica) NextFetch() FetchPlan { return FetchPlan{} }
+// LogStartMoved reports the local log's start offset moved up (retention, or a leader's log
+// start learnt by a follower): the epoch cache drops what is below it, and the high watermark
+// is lifted to it if below.
+func (r *Replica) LogStartMoved(start batch.Offset) {
+	if start <= r.logStart {
+		return
+	}
+	r.logStart = start
+	r.logEnd = max(r.logEnd, start)
+	r.durable = max(r.durable, start)
+	if r.hw < start {
+		r.setHW(start)
+	}
+	if r.epochs.truncateFromStart(start) {
+		r.rd.EpochsChanged = true
+	}
+}
 
-// EndOffsetFor answers OffsetForLeaderEpoch: the largest epoch ≤ epoch the local log holds and
-// the offset where it ends (the start of the next epoch, or the log end for the latest); for an
-// epoch below every entry, UndefinedEpoch and UndefinedOffset.
+// EndOffsetFor answers OffsetForLeaderEpoch as Kafka's LeaderEpochFileCache.endOffsetFor: the
+// largest epoch ≤ epoch the local log holds and the offset where it ends (the start of the next
+// epoch, or the log end for the latest). For an epoch below every entry, the epoch asked and the
+// first entry's start (the log below it is gone); for UndefinedEpoch, an epoch above the latest,
+// or an empty cache, UndefinedEpoch and UndefinedOffset.
 func (r *Replica) EndOffsetFor(epoch int32) (int32, batch.Offset) {
-	return UndefinedEpoch, UndefinedOffset
+	return r.epochs.endOffsetFor(epoch, r.logEnd)
 }
 
 // Ready returns what the driver must do and clears it.
-func (r *Replica) Ready() Ready { return Ready{} }
+func (r *Replica) Ready() Ready {
+	rd := r.rd
+	r.rd = Ready{}
+	if rd.HighWatermarkChanged {
+		rd.HighWatermark = r.hw
+	}
+	if rd.EpochsChanged {
+		rd.Epochs = r.Epochs()
+	}
+	return rd
+}
+
+// setHW sets the high watermark and marks it changed.
+func (r *Replica) setHW(hw batch.Offset) {
+	r.hw = hw
+	r.rd.HighWatermarkChanged = true
+}
 
 // Role is the replica's current role.
-func (r *Replica) Role() Role { return Offline }
+func (r *Replica) Role() Role { return r.role }
 
 // HighWatermark is the replica's high watermark.
-func (r *Replica) HighWatermark() batch.Offset { return 0 }
+func (r *Replica) HighWatermark() batch.Offset { return r.hw }
 
-// LeaderEpoch is the epoch the replica leads or follows at.
-func (r *Replica) LeaderEpoch() int32 { return 0 }
+// LeaderEpoch is the epoch the replica leads or follows at (-1 before the first role change).
+func (r *Replica) LeaderEpoch() int32 { return r.leaderEpoch }
 
 // Epochs is a copy of the leader-epoch cache.
-func (r *Replica) Epochs() []EpochEntry { return nil }
+func (r *Replica) Epochs() []EpochEntry {
+	if len(r.epochs) == 0 {
+		return nil
+	}
+	return append([]EpochEntry(nil), r.epochs...)
+}
 
 // Status is a snapshot for describe.
-func (r *Replica) Status(now time.Time) Status { return Status{} }
+func (r *Replica) Status(now time.Time) Status {
+	s := Status{
+		Role:           r.role,
+		Leader:         r.leader,
+		LeaderEpoch:    r.leaderEpoch,
+		PartitionEpoch: r.partitionEpoch,
+		HighWatermark:  r.hw,
+		LogStartOffset: r.logStart,
+		LogEndOffset:   r.logEnd,
+		DurableOffset:  r.durable,
+	}
+	if r.role != Leader {
+		return s
+	}
+	s.ISR = append([]int32(nil), r.lead.isr...)
+	if r.lead.pending != nil {
+		s.PendingISR = append([]int32(nil), r.lead.pending.ISR...)
+	}
+	for i := range r.lead.followers {
+		f := &r.lead.followers[i]
+		s.Followers = append(s.Followers, FollowerStatus{
+			ReplicaID:     f.id,
+			LogEndOffset:  f.leo,
+			DurableOffset: f.durable,
+			LastCaughtUp:  f.lastCaughtUp,
+			LastFetch:     f.lastFetch,
+			InISR:         f.inISR,
+		})
+	}
+	return s
+}
