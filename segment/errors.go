@@ -35,4 +35,7 @@ var (
 	// closed and that could not be opened again (EMFILE: the process at its file limit). It
 	// is the read's error, retriable; the log is not failed, its data being intact.
 	ErrReopen = errors.New("segment: cannot reopen segment file")
+	// ErrBadCheckpoint is wrapped by the *BadCheckpointError (naming the file and line) of a
+	// leader-epoch or replication-offset checkpoint that does not parse.
+	ErrBadCheckpoint = errors.New("segment: bad checkpoint file")
 )
