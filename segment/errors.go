@@ -10,8 +10,13 @@ var (
 	ErrOffsetOutOfRange = errors.New("segment: offset out of range")
 	// ErrCorrupt is returned by Append for a batch that fails validation; nothing is appended.
 	ErrCorrupt = errors.New("segment: corrupt batch")
-	// ErrOffsetOrder is returned by AppendAsFollower for batches whose offsets do not advance the log.
+	// ErrOffsetOrder is wrapped by the errors of AppendAsFollower for batches whose offsets do
+	// not continue the log (ErrNotContiguous).
 	ErrOffsetOrder = errors.New("segment: batch offsets out of order")
+	// ErrNotContiguous is returned by AppendAsFollower when the first batch's base offset is
+	// not the log end, or a batch's base is not the previous batch's next offset (a gap or an
+	// overlap); the message names both offsets. It wraps ErrOffsetOrder.
+	ErrNotContiguous = fmt.Errorf("%w: not contiguous with the log", ErrOffsetOrder)
 	// ErrFailed wraps the disk error that stopped the log; every later append returns it.
 	ErrFailed = errors.New("segment: log failed after a disk error")
 	// ErrClosed is returned by operations on a closed log.
@@ -35,4 +40,7 @@ var (
 	// closed and that could not be opened again (EMFILE: the process at its file limit). It
 	// is the read's error, retriable; the log is not failed, its data being intact.
 	ErrReopen = errors.New("segment: cannot reopen segment file")
+	// ErrBadCheckpoint is wrapped by the *BadCheckpointError (naming the file and line) of a
+	// leader-epoch or replication-offset checkpoint that does not parse.
+	ErrBadCheckpoint = errors.New("segment: bad checkpoint file")
 )

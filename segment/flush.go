@@ -487,30 +487,10 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 	return c, nil
 }
 
-// writeCheckpoint replaces the recovery-point file atomically: temp file, fsync, rename, fsync
-// of the directory.
+// writeCheckpoint replaces the recovery-point file atomically (vfs.WriteFileAtomic: temp file,
+// fsync, rename, fsync of the directory).
 func (l *Log) writeCheckpoint(c checkpoint) error {
-	fsys := l.opts.FS
-	path := filepath.Join(l.dir, checkpointFile)
-	tmp := path + ".tmp"
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	_, err = f.WriteAt(c.encode(), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsys.Rename(tmp, path)
-	}
-	if err == nil {
-		err = fsys.SyncDir(l.dir)
-	}
-	if err != nil {
+	if err := vfs.WriteFileAtomic(l.opts.FS, filepath.Join(l.dir, checkpointFile), c.encode()); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	l.checkpoint = c

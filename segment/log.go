@@ -185,8 +185,14 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 	return l.append(buf, info, true, leaderEpoch)
 }
 
-// AppendAsFollower appends batches that already carry offsets (a follower copying its leader):
-// their offsets must start at or after the log end and increase. Validation is batch.Validate.
+// AppendAsFollower appends batches copied from the partition's leader, keeping the offsets and
+// partition leader epochs the leader stamped (buf is not modified). Each batch must pass
+// batch.Validate (its CRC and header consistency, not ValidateStrict's rules for a producer's
+// batch: a leader's batch may have offsets without records inside it), else ErrCorrupt; the
+// first batch's base offset must be the log end exactly and each next batch's base the previous
+// batch's next offset, else ErrNotContiguous. Either way nothing is appended. A follower whose
+// log must restart elsewhere (its leader's log start is past its end) calls
+// TruncateFullyAndStartAt first: an empty log at end E takes only a first batch based at E.
 func (l *Log) AppendAsFollower(buf []byte) (AppendInfo, error) {
 	info, err := inspect(buf, false)
 	if err != nil {
@@ -216,8 +222,11 @@ func inspect(buf []byte, strict bool) (AppendInfo, error) {
 			return info, fmt.Errorf("%w: batch %d: %w", ErrCorrupt, info.Batches, err)
 		}
 		if !strict {
-			if b.BaseOffset() < prevNext {
-				return info, fmt.Errorf("%w: batch %d base offset %d after %d", ErrOffsetOrder, info.Batches, b.BaseOffset(), prevNext)
+			if b.BaseOffset() < 0 || b.NextOffset() <= b.BaseOffset() {
+				return info, fmt.Errorf("%w: batch %d: base offset %d, last offset delta %d", ErrCorrupt, info.Batches, b.BaseOffset(), b.LastOffsetDelta())
+			}
+			if info.Batches > 0 && b.BaseOffset() != prevNext {
+				return info, fmt.Errorf("%w: batch %d base offset %d, want %d (the previous batch's next offset)", ErrNotContiguous, info.Batches, b.BaseOffset(), prevNext)
 			}
 			if info.Batches == 0 {
 				info.FirstOffset = b.BaseOffset()
@@ -257,9 +266,9 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	next := batch.Offset(l.end.Load())
 	if assign {
 		info.FirstOffset, info.LastOffset = next, next+info.span-1
-	} else if info.FirstOffset < next {
+	} else if info.FirstOffset != next {
 		l.appendMu.Unlock()
-		return AppendInfo{}, fmt.Errorf("%w: first offset %d below log end %d", ErrOffsetOrder, info.FirstOffset, next)
+		return AppendInfo{}, fmt.Errorf("%w: first offset %d, want the log end %d", ErrNotContiguous, info.FirstOffset, next)
 	}
 	s := l.active
 	if l.shouldRollLocked(s, len(buf), info) {

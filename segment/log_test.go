@@ -391,24 +391,6 @@ func TestTruncateTo(t *testing.T) {
 	})
 }
 
-func TestAppendAsFollower(t *testing.T) {
-	m := newMem(t)
-	l := mustOpen(t, "/p", testOptions(m))
-	defer l.Close()
-	b := makeBatch(t, "f", 3, 1)
-	batch.Batch(b).SetBaseOffset(10)
-	if _, err := l.AppendAsFollower(b); err != nil {
-		t.Fatal(err)
-	}
-	if l.EndOffset() != 13 {
-		t.Fatalf("end %d, want 13", l.EndOffset())
-	}
-	batch.Batch(b).SetBaseOffset(12)
-	if _, err := l.AppendAsFollower(b); !errors.Is(err, ErrOffsetOrder) {
-		t.Fatalf("overlapping follower append: %v", err)
-	}
-}
-
 func TestOffsetForTimestamp(t *testing.T) {
 	m := newMem(t)
 	l := mustOpen(t, "/p", testOptions(m))

@@ -107,7 +107,7 @@ func TestRecentBatchesThroughRollsTruncationsAndReopens(t *testing.T) {
 					for range 1 + rng.IntN(3) {
 						b := makeBatch(t, "r", 1+rng.IntN(5), int64(step))
 						if rng.IntN(4) == 0 {
-							next += batch.Offset(1 + rng.IntN(3))
+							widenBatch(b, int32(1+rng.IntN(3)))
 						}
 						batch.Batch(b).SetBaseOffset(next)
 						next = batch.Batch(b).NextOffset()
