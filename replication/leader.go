@@ -160,10 +160,12 @@ func (r *Replica) FollowerFetched(f FollowerFetch, now time.Time) bool {
 	if f.DurableOffset < 0 {
 		p.durable = -1
 	}
-	r.maybeAdvanceHW()
+	// Kafka's order (Partition.updateFollowerFetchState): the expansion first, so that a
+	// proposed member counts toward the high watermark this fetch moves.
 	if r.lead.pending == nil && !p.inISR && r.canJoinISR(p) {
 		r.propose(append(slices.Clone(r.lead.isr), p.id))
 	}
+	r.maybeAdvanceHW()
 	return true
 }
 
