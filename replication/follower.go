@@ -125,24 +125,37 @@ func (r *Replica) truncateTo(to batch.Offset, fully bool) {
 // bounds and the cache but does not change the fetch plan.
 func (r *Replica) Truncated(start, end batch.Offset) {
 	fully := r.follow.phase == phaseTruncating && r.follow.truncation.Fully
-	if fully || start > r.logStart {
+	moved := start > r.logStart
+	if fully || moved {
 		r.logStart = start
 	}
 	r.logEnd = max(end, r.logStart)
 	r.durable = clamp(r.durable, r.logStart, r.logEnd)
-	if fully {
+	switch {
+	case fully:
 		if len(r.epochs) > 0 {
 			r.epochs = r.epochs[:0]
 			r.rd.EpochsChanged = true
 		}
-	} else if r.epochs.truncateFromEnd(r.logEnd) {
-		r.rd.EpochsChanged = true
+	default:
+		if r.epochs.truncateFromEnd(r.logEnd) {
+			r.rd.EpochsChanged = true
+		}
+		if moved && r.epochs.truncateFromStart(r.logStart) {
+			r.rd.EpochsChanged = true
+		}
 	}
 	if hw := clamp(r.hw, r.logStart, r.logEnd); hw != r.hw {
 		r.setHW(hw)
 	}
-	if r.role == Follower && r.follow.phase == phaseTruncating {
+	switch {
+	case r.role != Follower:
+	case r.follow.phase == phaseTruncating:
 		r.follow = followerState{phase: phaseFetching}
+	case r.follow.phase == phaseQuery:
+		// A truncation asked for at an earlier epoch, reported late: the epoch to ask for
+		// may be gone.
+		r.startQuery()
 	}
 }
 

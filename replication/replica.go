@@ -218,8 +218,12 @@ func New(cfg Config, s LogState) *Replica {
 	r.durable = clamp(s.DurableOffset, r.logStart, r.logEnd)
 	r.hw = clamp(s.HighWatermark, r.logStart, r.logEnd)
 	r.epochs = append(epochCache(nil), s.Epochs...)
-	r.epochs.truncateFromEnd(r.logEnd + 1) // an entry past the log end names nothing
-	r.epochs.truncateFromStart(r.logStart)
+	// An entry past the log end names nothing; one below the start is gone. The driver
+	// rewrites the checkpoint if either was there.
+	cut := r.epochs.truncateFromEnd(r.logEnd + 1)
+	if r.epochs.truncateFromStart(r.logStart) || cut {
+		r.rd.EpochsChanged = true
+	}
 	return r
 }
 

@@ -69,3 +69,72 @@ func TestLogStartMoved(t *testing.T) {
 		t.Fatalf("log start %d", st.LogStartOffset)
 	}
 }
+
+// TestLateTruncation: a truncation asked for at one leader epoch and reported after the
+// replica moved on to the next leaves the log as reported and restarts the epoch query from
+// what the cache still holds.
+func TestLateTruncation(t *testing.T) {
+	r := New(Config{ReplicaID: 2}, LogState{EndOffset: 30, DurableOffset: 30, Epochs: entries(1, 0, 3, 10, 5, 20)})
+	r.BecomeFollower(FollowerUpdate{Leader: 1, LeaderEpoch: 6, Replicas: []int32{1, 2, 3}}, testNow)
+	r.EpochAnswered(3, 5, 15) // truncate to min(15, local end of 3 = 20)
+	if rd := r.Ready(); rd.Truncate == nil || rd.Truncate.To != 15 {
+		t.Fatalf("truncation %+v, want to 15", rd.Truncate)
+	}
+	r.BecomeFollower(FollowerUpdate{Leader: 3, LeaderEpoch: 7, Replicas: []int32{1, 2, 3}}, testNow)
+	if p := r.NextFetch(); p.Kind != FetchEpochQuery || p.Epoch != 5 || p.Leader != 3 {
+		t.Fatalf("plan %+v, want a query to 3 for epoch 5", p)
+	}
+	r.Truncated(0, 15)
+	if rd := r.Ready(); !rd.EpochsChanged || len(rd.Epochs) != 2 || rd.Epochs[1] != (EpochEntry{3, 10}) {
+		t.Fatalf("epochs %v after the late truncation, want 1@0 3@10", rd.Epochs)
+	}
+	if p := r.NextFetch(); p.Kind != FetchEpochQuery || p.Epoch != 3 {
+		t.Fatalf("plan %+v, want a query for epoch 3", p)
+	}
+}
+
+// TestRoleUpdates: stale and repeated updates change nothing; an Offline replica plans no
+// fetch and refuses acks=all.
+func TestRoleUpdates(t *testing.T) {
+	r := New(Config{ReplicaID: 1, MinInsync: 1}, LogState{EndOffset: 5, DurableOffset: 5, Epochs: entries(2, 0)})
+	r.BecomeFollower(FollowerUpdate{Leader: 2, LeaderEpoch: 3, Replicas: []int32{1, 2}}, testNow)
+	r.Ready()
+	r.BecomeFollower(FollowerUpdate{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 4, Replicas: []int32{1, 2}}, testNow)
+	r.BecomeLeader(LeaderUpdate{LeaderEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1}}, testNow)
+	if rd := r.Ready(); !rd.Empty() || r.Role() != Follower || r.LeaderEpoch() != 3 {
+		t.Fatalf("stale or repeated updates made %+v, role %v epoch %d", rd, r.Role(), r.LeaderEpoch())
+	}
+	r.BecomeFollower(FollowerUpdate{Leader: NoLeader, LeaderEpoch: 4, Replicas: []int32{1, 2}}, testNow)
+	if p := r.NextFetch(); p.Kind != FetchNone || r.Role() != Offline || r.AcceptsAcksAll() {
+		t.Fatalf("offline: plan %+v, role %v, acks=all %v", p, r.Role(), r.AcceptsAcksAll())
+	}
+	r.Await(9, 0)
+	if rd := r.Ready(); len(rd.Released) != 1 || rd.Released[0] != (Released{9, WaitNotLeader}) {
+		t.Fatalf("released %v, want wait 9 not leader", rd.Released)
+	}
+}
+
+// TestSetConfig: raising min.insync.replicas above the committed ISR releases the parked
+// waits NOT_ENOUGH_REPLICAS_AFTER_APPEND; switching write.caching on counts log ends at once.
+func TestSetConfig(t *testing.T) {
+	r := New(Config{ReplicaID: 1, MinInsync: 1}, LogState{})
+	r.BecomeLeader(LeaderUpdate{LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, testNow)
+	r.Appended(4, nil, testNow)
+	r.FollowerFetched(FollowerFetch{ReplicaID: 2, FetchOffset: 4, DurableOffset: 2}, testNow)
+	r.Await(1, 3)
+	r.Ready()
+	r.SetConfig(Config{ReplicaID: 99, MinInsync: 1, WriteCaching: true})
+	rd := r.Ready()
+	if rd.HighWatermark != 4 || len(rd.Released) != 1 || rd.Released[0] != (Released{1, WaitDone}) {
+		t.Fatalf("write caching on: %+v, want the high watermark at 4 and wait 1 done", rd)
+	}
+	r.Appended(6, nil, testNow)
+	r.Await(2, 5)
+	r.SetConfig(Config{MinInsync: 3, WriteCaching: true})
+	if rd := r.Ready(); len(rd.Released) != 1 || rd.Released[0] != (Released{2, WaitNotEnoughISR}) {
+		t.Fatalf("released %v, want wait 2 not enough replicas", rd.Released)
+	}
+	if r.AcceptsAcksAll() {
+		t.Fatal("acks=all accepted with 2 in sync and min.insync.replicas 3")
+	}
+}
