@@ -24,4 +24,9 @@
 //   - A follower never truncates below what the leader's log holds for its epochs (KIP-101,
 //     KIP-279): it truncates to the leader's end offset of the latest epoch both know, never to
 //     its own high watermark.
+//
+// Files: replica.go (the API's types, the local log's bounds, Ready), leader.go (follower
+// progress, ISR proposals, the high watermark), waits.go (acks=all waits), follower.go (the
+// epoch query, truncation and fetch plan), epochs.go (the leader-epoch cache). The scenario
+// scripts under testdata/scenarios show each rule step by step.
 package replication

@@ -50,16 +50,17 @@ type wait struct {
 // BecomeLeader makes the replica the leader at u.LeaderEpoch, or, at the epoch it already leads,
 // applies a committed ISR change. A new epoch adds an epoch cache entry (u.LeaderEpoch, log
 // end), forgets every follower's progress (each must fetch again at this epoch to count) and
-// keeps the high watermark where it was. An update at an older leader epoch, or at the led
-// epoch with an older partition epoch, is ignored. Either way the outstanding proposal, if
-// any, is settled: the committed ISR is the controller's answer.
+// keeps the high watermark where it was. At the led epoch, an update with a newer partition
+// epoch settles the outstanding proposal, if any (the committed ISR is the controller's answer,
+// whether or not it is the one proposed); one at an older leader epoch, or at the led epoch
+// without a newer partition epoch, is ignored.
 func (r *Replica) BecomeLeader(u LeaderUpdate, now time.Time) {
 	if u.LeaderEpoch < r.leaderEpoch {
 		return
 	}
 	if r.role == Leader && u.LeaderEpoch == r.leaderEpoch {
-		if u.PartitionEpoch < r.partitionEpoch {
-			return
+		if u.PartitionEpoch <= r.partitionEpoch {
+			return // stale, or the committed state again: the outstanding proposal still stands
 		}
 		r.partitionEpoch = u.PartitionEpoch
 		r.setReplicas(u.Replicas, now)
