@@ -74,6 +74,9 @@ const sharedSpanMin = 64 << 10
 func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	f := fetchPool.Get().(*fetch)
 	f.shared = h.APIKey == wire.FetchShared
+	// The request's layout is its version's (Fetch v2 adds sessions and durable offsets; a
+	// FetchShared request's is FetchShared's, whose v0 and v1 bodies are Fetch's).
+	f.req.Version = h.APIVersion
 	var err error
 	if f.shared {
 		err = f.req.ReadFrom(body)

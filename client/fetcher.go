@@ -510,7 +510,7 @@ func (f *fetcher) handle() (retry bool) {
 					// Its records are read from the file (readSpan), not fetched.
 					sp := &f.resp.Spans[nextSpan-1]
 					f.dropSpan(tp) // none is expected: prepare dropped it or left tp out
-					f.spans[tp] = &fileSpan{file: file, pos: sp.Pos, end: sp.Pos + int64(sp.Len), epoch: sent.epoch, offset: sent.offset}
+					f.spans[tp] = &fileSpan{file: file, src: wire.FileSpan{Path: sp.Path, Dev: sp.Dev, Ino: sp.Ino}, pos: sp.Pos, end: sp.Pos + int64(sp.Len), epoch: sent.epoch, offset: sent.offset}
 					files[nextSpan-1] = nil
 					ps.spanAhead = f.spanAheadLocked()
 					spanned = true

@@ -60,7 +60,13 @@ const maxSpanFailures = 3
 // fields are guarded by Consumer.mu, and its position is also the reader's that holds its
 // partition's in-flight mark (readSpan), which reads without the lock.
 type fileSpan struct {
-	file     *os.File
+	file *os.File
+	// src names the file as the broker did (its path, device and inode): a read checks that
+	// the path still leads to it. Retention renames a segment's file *.deleted and unlinks it
+	// only when the broker's last reader of it lets go, so the open file's link count alone
+	// would let pieces of a deleted segment come for as long as the broker reads it (a scrub
+	// pass, another consumer).
+	src      wire.FileSpan
 	pos, end int64  // what is left to read
 	epoch    uint64 // the partition's epoch when the span was fetched
 	offset   int64  // the fetch offset the next piece starts at
@@ -493,7 +499,7 @@ var errUnlinked = errors.New("client: the span's file was deleted or replaced")
 // but the records are gone from the log (retention or compaction ran), and a consumer must
 // learn it as from a fetch, with OFFSET_OUT_OF_RANGE or the compacted records.
 func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
-	if unlinked(sp.file) {
+	if unlinked(sp.file) || sp.renamed() {
 		return buf[:0], errUnlinked
 	}
 	// A piece must hold a batch header to tell a batch's size: with a max.partition.fetch.bytes
@@ -519,6 +525,15 @@ func (sp *fileSpan) read(buf []byte, n int) ([]byte, error) {
 		}
 		n = size // one batch larger than a piece: read it whole
 	}
+}
+
+// renamed reports whether the span's path no longer leads to its file (one stat per piece).
+func (sp *fileSpan) renamed() bool {
+	if sp.src.Path == "" { // a span made without a name (tests)
+		return false
+	}
+	fi, err := os.Stat(sp.src.Path)
+	return err != nil || checkSpanFile(fi, &sp.src) != nil
 }
 
 // validatedPrefix returns how many bytes of whole (whole batches) lie in the leading batches
