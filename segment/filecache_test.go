@@ -228,7 +228,8 @@ func TestFileCacheReopenAtFileLimit(t *testing.T) {
 
 // TestFileCacheTruncateIntoClosedSegment: a truncation (a follower cutting its log back to its
 // leader's) that lands in a sealed segment whose file the cache closed opens it again for
-// writing, cuts it, and appends go on there.
+// writing and cuts it; appends go on in a new segment at the new end (TruncateTo rolls after
+// a cut, so readers of the cut one never see new batches at positions they read).
 func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
 	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		o := testOptions(fsys)
@@ -247,7 +248,7 @@ func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
 		if err := l.TruncateTo(cut); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Segments()) != 1 || l.EndOffset() != 20 {
+		if len(l.Segments()) != 2 || l.EndOffset() != 20 || l.Segments()[1].Base() != 20 {
 			t.Fatalf("after TruncateTo(%d): %d segments, end %d", cut, len(l.Segments()), l.EndOffset())
 		}
 		mustAppend(t, l, makeBatch(t, "new", 1, 9000))
