@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -482,7 +483,8 @@ func (l *Log) Read(off batch.Offset, maxBytes int, upTo batch.Offset) (Slice, er
 				// Closed: its segments are released for good, reloading the list would spin.
 				return Slice{}, *e
 			}
-			continue // a segment was retired under us: reload the list
+			runtime.Gosched() // a truncation may be under way: let it finish
+			continue          // a segment was retired or cut under us: reload the list
 		}
 		return slice, err
 	}
@@ -503,7 +505,9 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		if err != nil || !found {
 			s.release()
 			if err != nil {
-				return Slice{}, false, err
+				// A truncation cut the segment under the lookup (its headers past the new
+				// end are gone): read again, in the log as it is now.
+				return Slice{}, cuts%2 == 1 || s.cuts.Load() != cuts, err
 			}
 			continue // off lies past this segment's batches
 		}
@@ -521,7 +525,7 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 			// consumer bounded by the high watermark must not see them.
 			if p, _, ok, err := s.locate(upTo, limit, hdr); err != nil {
 				s.release()
-				return Slice{}, false, err
+				return Slice{}, cuts%2 == 1 || s.cuts.Load() != cuts, err
 			} else if ok {
 				stop = p
 			}

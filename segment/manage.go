@@ -301,7 +301,8 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 		newEnd = h.BaseOffset()
 	}
 	if pos < size {
-		t.cuts.Add(1) // before the cut: see Segment.cuts
+		t.cuts.Add(1) // odd while cutting: see Segment.cuts
+		defer t.cuts.Add(1)
 	}
 	if t.finished || t.app == nil {
 		if err := t.activate(&l.opts); err != nil {

@@ -143,7 +143,7 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		// closed log serves no more reads), and its next log must be scrubbed again.
 		return sc.res, cerr
 	}
-	if err != nil && !slices.Contains(l.ScrubCandidates(), s) {
+	if err != nil && (cuts%2 == 1 || s.cuts.Load() != cuts || !slices.Contains(l.ScrubCandidates(), s)) {
 		// Truncated or deleted under the scrub (a read past the new end): nothing to report.
 		sc.res.Done = true
 		return sc.res, nil

@@ -100,9 +100,11 @@ type Segment struct {
 	// corrupt is the bad stretches the scrub found (scrub.go), sorted by position; nil for none.
 	// Stored under Log.appendMu, loaded by readers without it.
 	corrupt atomic.Pointer[[]CorruptBatch]
-	// cuts counts the truncations that cut bytes off the segment (its generation). Raised under
-	// Log.appendMu before the bytes go; what was computed from the segment's bytes under an
-	// older value (a Slice, a scrub's finding) may name positions that now hold other batches.
+	// cuts counts the truncations that cut bytes off the segment, twice each (a sequence
+	// count): raised under Log.appendMu before the bytes go, so it is odd while a cut is under
+	// way, and again once the new size is published. What was computed from the segment's
+	// bytes under another value (a Slice, a scrub's finding, a lookup that failed) may name
+	// positions that now hold other batches, or nothing.
 	cuts atomic.Uint64
 }
 
