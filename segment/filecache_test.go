@@ -258,3 +258,41 @@ func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
 		}
 	})
 }
+
+// TestFileCachePinnedSegmentStaysOut is the race of pinFile against acquireFile, made
+// deterministic: a truncation has taken a sealed segment out of the cache to make it active
+// (pinFile's first step) when a reader, finding its file closed, opens it again. The reader's
+// reopen must not put the segment back in the cache, which could then close the file that
+// appends write to; the flusher's hand-over of the segment sealed again (cacheFile) does.
+func TestFileCachePinnedSegmentStaysOut(t *testing.T) {
+	o := testOptions(newMem(t))
+	o.OpenFiles = NewFileCache(1)
+	l := mustOpen(t, "/p", o)
+	defer l.Close()
+	fillSegments(t, l, "p", 4)
+	s := l.Segments()[0]
+	s.fileMu.Lock()
+	closed := s.file == nil
+	s.fileMu.Unlock()
+	if !closed {
+		t.Fatal("the first segment's file is still open: the test needs it closed")
+	}
+	inCache := func() bool {
+		o.OpenFiles.mu.Lock()
+		defer o.OpenFiles.mu.Unlock()
+		return s.elem != nil
+	}
+	o.OpenFiles.remove(s, true) // pinFile, before it takes fileMu
+	ok, err := s.acquireFile()
+	if !ok || err != nil {
+		t.Fatalf("acquireFile: %v, %v", ok, err)
+	}
+	s.release()
+	if inCache() {
+		t.Fatal("a reader's reopen put a pinned segment back in the cache")
+	}
+	s.cacheFile() // sealed again: the cache takes it
+	if !inCache() {
+		t.Fatal("the sealed segment's hand-over did not put it in the cache")
+	}
+}
