@@ -91,7 +91,11 @@ func (l *Log) StartOffset() batch.Offset { return batch.Offset(l.start.Load()) }
 // EndOffset is the offset the next appended record gets (Kafka's log end offset, LEO).
 func (l *Log) EndOffset() batch.Offset { return batch.Offset(l.end.Load()) }
 
-// SyncedOffset is the offset below which everything is durable.
+// SyncedOffset is the offset below which everything is durable: the durable end offset a
+// follower reports to its leader (write.caching=false), and the leader counts for itself. It
+// never exceeds EndOffset, and only rises, except at a truncation: TruncateTo and
+// TruncateFullyAndStartAt lower it to the new end (under flushMu, which the flusher holds
+// while it raises it, so a sync begun before a truncation never raises it past the cut).
 func (l *Log) SyncedOffset() batch.Offset { return batch.Offset(l.synced.Load()) }
 
 // Err is the disk error that stopped the log, or nil.
