@@ -10,6 +10,9 @@
 //	  00000000000000000000.timeindex  sparse time index
 //	  00000000000000052311.log ...    the next segment: its name is its base offset
 //	  recovery-point                  checkpoint, below
+//	  leader-epoch-checkpoint         epoch -> start offset, Kafka's text format (replcheckpoint.go;
+//	                                  written by the broker through WriteLeaderEpochCheckpoint)
+//	  *.tmp                           a checkpoint being replaced (vfs.WriteFileAtomic); removed at open
 //	  *.deleted                       segments retired while readers held them; removed at open
 //	  stopped                         present once an I/O error stopped the log: the next open
 //	                                  writes again what it scans (resource.go); removed then
@@ -53,6 +56,17 @@
 //     its offset have been cut away (so the new segment never overlaps an old one on disk), and
 //     a crash in between restarts the log at its old start or at the new one (or, with the
 //     renames half done, at the base of the first old segment left), never at 0.
+//   - A truncation never rewrites bytes a reader may hold: a Slice made before TruncateTo is
+//     read (or sendfiled) as the bytes it named, or fewer (a short read), because a cut
+//     segment left non-empty is sealed and the appends go on in a new one at the new end, and
+//     the segments removed keep their files until their readers let go. A cut inside a
+//     segment's first batch empties it, and appends go on in that file: Segment.cuts (a
+//     sequence count, odd while a cut is under way) tells a Slice (AppendTo's ErrTruncated,
+//     Truncated), a read in progress (which retries) and the scrub (which marks nothing found
+//     before the cut) that the bytes they looked at may be gone.
+//   - AppendAsFollower appends only batches contiguous with the log end (each base offset the
+//     previous batch's next offset, the first the log end), keeping their offsets and leader
+//     epochs; SyncedOffset never exceeds EndOffset and falls only at a truncation.
 //   - Synced() never passes an offset whose bytes were not fsynced, nor one in a segment whose
 //     directory entry was not (a roll is followed by a directory sync); an I/O error of the data
 //     (a failed write, a failed fsync or msync of segment or index data) stops the log for good
@@ -83,6 +97,9 @@
 // (Options.OpenFiles, log.max.open.files), which closes the files of sealed segments no reader
 // holds beyond its bound and lets the next read open them again (FileCache). A reader's
 // reference (acquireFile) keeps the file open until it is released, so a Slice handed to
-// sendfile never loses its file. FileCache.mu comes before Segment.fileMu, and neither is held
-// across anything but the open or close of a file.
+// sendfile never loses its file. A truncation that makes a sealed segment active again pins it
+// (pinFile): the cache does not take it back, not even from a reader's reopen, until the
+// flusher hands it over sealed. Readers load Segment.file under fileMu (loadFile), since a
+// pin replaces a read-only file by a writable one. FileCache.mu comes before Segment.fileMu,
+// and neither is held across anything but the open or close of a file.
 package segment

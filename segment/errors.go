@@ -40,6 +40,9 @@ var (
 	// closed and that could not be opened again (EMFILE: the process at its file limit). It
 	// is the read's error, retriable; the log is not failed, its data being intact.
 	ErrReopen = errors.New("segment: cannot reopen segment file")
+	// ErrTruncated is returned by Slice.AppendTo when a truncation cut the slice's segment
+	// during or before the read: the bytes are not returned. Read again.
+	ErrTruncated = errors.New("segment: log truncated under a read")
 	// ErrBadCheckpoint is wrapped by the *BadCheckpointError (naming the file and line) of a
 	// leader-epoch or replication-offset checkpoint that does not parse.
 	ErrBadCheckpoint = errors.New("segment: bad checkpoint file")

@@ -48,9 +48,16 @@ func (c *FileCache) Len() int {
 }
 
 // add records s's open file (if s is not in the cache yet), then closes files beyond the bound.
-func (c *FileCache) add(s *Segment) {
+// A segment a truncation pinned (made active again) is not taken back, unless sealed is set:
+// the flusher hands it over sealed (cacheFile). Without that, a reader reopening the file
+// between pinFile's remove and its reopen for writing would put the active segment back, and
+// the cache could close the file appends write to.
+func (c *FileCache) add(s *Segment, sealed bool) {
 	c.mu.Lock()
-	if s.elem != nil || s.leftLog.Load() {
+	if sealed {
+		s.pinned = false
+	}
+	if s.elem != nil || s.leftLog.Load() || s.pinned {
 		c.mu.Unlock()
 		return
 	}
@@ -63,10 +70,13 @@ func (c *FileCache) add(s *Segment) {
 	}
 }
 
-// remove takes s out of the cache (its files are closing, or it becomes active again).
-func (c *FileCache) remove(s *Segment) {
+// remove takes s out of the cache (its files are closing, or, pinned, it becomes active again).
+func (c *FileCache) remove(s *Segment, pin bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if pin {
+		s.pinned = true
+	}
 	if s.elem == nil {
 		return
 	}
@@ -137,7 +147,7 @@ func (s *Segment) acquireFile() (bool, error) {
 	}
 	s.file, s.fileRW = f, false
 	s.fileMu.Unlock()
-	s.cache.add(s)
+	s.cache.add(s, false)
 	return true, nil
 }
 
@@ -145,7 +155,7 @@ func (s *Segment) acquireFile() (bool, error) {
 // once. Flusher (or Open) only.
 func (s *Segment) cacheFile() {
 	if s.cache != nil {
-		s.cache.add(s)
+		s.cache.add(s, true)
 	}
 }
 
@@ -157,7 +167,7 @@ func (s *Segment) pinFile() error {
 	if s.cache == nil {
 		return nil
 	}
-	s.cache.remove(s)
+	s.cache.remove(s, true)
 	s.fileMu.Lock()
 	if s.file != nil && s.fileRW {
 		s.fileMu.Unlock()
@@ -168,7 +178,7 @@ func (s *Segment) pinFile() error {
 		open := s.file != nil
 		s.fileMu.Unlock()
 		if open {
-			s.cache.add(s) // back in the cache, read-only as it was
+			s.cache.add(s, true) // back in the cache, read-only and sealed as it was
 		}
 		return fmt.Errorf("%w: segment %d: %w", ErrReopen, s.base, err)
 	}

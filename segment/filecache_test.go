@@ -228,7 +228,8 @@ func TestFileCacheReopenAtFileLimit(t *testing.T) {
 
 // TestFileCacheTruncateIntoClosedSegment: a truncation (a follower cutting its log back to its
 // leader's) that lands in a sealed segment whose file the cache closed opens it again for
-// writing, cuts it, and appends go on there.
+// writing and cuts it; appends go on in a new segment at the new end (TruncateTo rolls after
+// a cut, so readers of the cut one never see new batches at positions they read).
 func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
 	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		o := testOptions(fsys)
@@ -247,7 +248,7 @@ func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
 		if err := l.TruncateTo(cut); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Segments()) != 1 || l.EndOffset() != 20 {
+		if len(l.Segments()) != 2 || l.EndOffset() != 20 || l.Segments()[1].Base() != 20 {
 			t.Fatalf("after TruncateTo(%d): %d segments, end %d", cut, len(l.Segments()), l.EndOffset())
 		}
 		mustAppend(t, l, makeBatch(t, "new", 1, 9000))
@@ -256,4 +257,42 @@ func TestFileCacheTruncateIntoClosedSegment(t *testing.T) {
 			t.Fatalf("read back after truncation: %d values", len(got))
 		}
 	})
+}
+
+// TestFileCachePinnedSegmentStaysOut is the race of pinFile against acquireFile, made
+// deterministic: a truncation has taken a sealed segment out of the cache to make it active
+// (pinFile's first step) when a reader, finding its file closed, opens it again. The reader's
+// reopen must not put the segment back in the cache, which could then close the file that
+// appends write to; the flusher's hand-over of the segment sealed again (cacheFile) does.
+func TestFileCachePinnedSegmentStaysOut(t *testing.T) {
+	o := testOptions(newMem(t))
+	o.OpenFiles = NewFileCache(1)
+	l := mustOpen(t, "/p", o)
+	defer l.Close()
+	fillSegments(t, l, "p", 4)
+	s := l.Segments()[0]
+	s.fileMu.Lock()
+	closed := s.file == nil
+	s.fileMu.Unlock()
+	if !closed {
+		t.Fatal("the first segment's file is still open: the test needs it closed")
+	}
+	inCache := func() bool {
+		o.OpenFiles.mu.Lock()
+		defer o.OpenFiles.mu.Unlock()
+		return s.elem != nil
+	}
+	o.OpenFiles.remove(s, true) // pinFile, before it takes fileMu
+	ok, err := s.acquireFile()
+	if !ok || err != nil {
+		t.Fatalf("acquireFile: %v, %v", ok, err)
+	}
+	s.release()
+	if inCache() {
+		t.Fatal("a reader's reopen put a pinned segment back in the cache")
+	}
+	s.cacheFile() // sealed again: the cache takes it
+	if !inCache() {
+		t.Fatal("the sealed segment's hand-over did not put it in the cache")
+	}
 }

@@ -32,7 +32,7 @@ func (s *Segment) fileID() (FileID, bool) {
 		return *id, id != &noFileID
 	}
 	id := &noFileID
-	if fd, ok := vfs.FdOf(s.file); ok {
+	if fd, ok := vfs.FdOf(s.loadFile()); ok {
 		if dev, ino, err := statID(fd); err == nil {
 			if path, err := filepath.Abs(segmentPath(s.dir, s.base, logSuffix)); err == nil {
 				id = &FileID{Path: path, Dev: dev, Ino: ino}

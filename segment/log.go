@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -90,7 +91,11 @@ func (l *Log) StartOffset() batch.Offset { return batch.Offset(l.start.Load()) }
 // EndOffset is the offset the next appended record gets (Kafka's log end offset, LEO).
 func (l *Log) EndOffset() batch.Offset { return batch.Offset(l.end.Load()) }
 
-// SyncedOffset is the offset below which everything is durable.
+// SyncedOffset is the offset below which everything is durable: the durable end offset a
+// follower reports to its leader (write.caching=false), and the leader counts for itself. It
+// never exceeds EndOffset, and only rises, except at a truncation: TruncateTo and
+// TruncateFullyAndStartAt lower it to the new end (under flushMu, which the flusher holds
+// while it raises it, so a sync begun before a truncation never raises it past the cut).
 func (l *Log) SyncedOffset() batch.Offset { return batch.Offset(l.synced.Load()) }
 
 // Err is the disk error that stopped the log, or nil.
@@ -402,6 +407,16 @@ func (e *OutOfRangeError) Unwrap() error { return ErrOffsetOutOfRange }
 // Slice is a run of whole batches (possibly with a partial one at the end, as Kafka fetches
 // allow) in one segment file: what a fetch sends with sendfile. It holds a reference on its
 // segment, so its file stays open, until Release.
+//
+// Across a truncation (TruncateTo) that cuts its segment, a Slice serves the bytes it named
+// or less, never batches appended after the truncation at the positions it named: the
+// truncation does not append into a segment it cut (it rolls a new segment at the new end),
+// so those positions are past the file's end (a short read) or still hold the old bytes, and
+// the later segments it removes keep their bytes until their last reader lets go. The one
+// exception is a cut in a segment's first batch, which empties the segment: appends then go on
+// in that file from its start (a new segment of the same name cannot be created while the old
+// one's files are still there), so AppendTo reports any cut since the slice was made
+// (ErrTruncated) rather than return what it read, and Truncated tells a sendfile caller.
 type Slice struct {
 	File vfs.File
 	Pos  int64
@@ -409,7 +424,12 @@ type Slice struct {
 	// FirstOffset is the base offset of the first batch (or the offset asked for, when empty).
 	FirstOffset batch.Offset
 	seg         *Segment
+	cuts        uint64 // seg.cuts when the slice was made
 }
+
+// Truncated reports whether a truncation has cut the slice's segment since the slice was made:
+// what it names may then be shorter than Len (a short read).
+func (s *Slice) Truncated() bool { return s.seg != nil && s.seg.cuts.Load() != s.cuts }
 
 // Release lets the segment close if the log no longer needs it. Safe on an empty Slice.
 func (s *Slice) Release() {
@@ -428,6 +448,9 @@ func (s *Slice) AppendTo(dst []byte) ([]byte, error) {
 	dst = slices.Grow(dst, s.Len)[:n+s.Len] // no temporary slice: the read fills it
 	if _, err := s.File.ReadAt(dst[n:], s.Pos); err != nil && err != io.EOF {
 		return dst[:n], err
+	}
+	if s.Truncated() { // after the read: a cut during it may have changed what it read
+		return dst[:n], fmt.Errorf("%w: segment %d cut under a read at %d", ErrTruncated, s.seg.base, s.Pos)
 	}
 	return dst, nil
 }
@@ -464,7 +487,8 @@ func (l *Log) Read(off batch.Offset, maxBytes int, upTo batch.Offset) (Slice, er
 				// Closed: its segments are released for good, reloading the list would spin.
 				return Slice{}, *e
 			}
-			continue // a segment was retired under us: reload the list
+			runtime.Gosched() // a truncation may be under way: let it finish
+			continue          // a segment was retired or cut under us: reload the list
 		}
 		return slice, err
 	}
@@ -475,6 +499,7 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		if ok, err := s.acquireFile(); !ok || err != nil {
 			return Slice{}, err == nil, err
 		}
+		cuts := s.cuts.Load() // before the size: a cut after it is seen by AppendTo
 		if _, err := l.checkCorrupt(s, off, -1, 0); err != nil {
 			s.release()
 			return Slice{}, false, err
@@ -484,7 +509,9 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 		if err != nil || !found {
 			s.release()
 			if err != nil {
-				return Slice{}, false, err
+				// A truncation cut the segment under the lookup (its headers past the new
+				// end are gone): read again, in the log as it is now.
+				return Slice{}, cuts%2 == 1 || s.cuts.Load() != cuts, err
 			}
 			continue // off lies past this segment's batches
 		}
@@ -502,7 +529,7 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 			// consumer bounded by the high watermark must not see them.
 			if p, _, ok, err := s.locate(upTo, limit, hdr); err != nil {
 				s.release()
-				return Slice{}, false, err
+				return Slice{}, cuts%2 == 1 || s.cuts.Load() != cuts, err
 			} else if ok {
 				stop = p
 			}
@@ -515,7 +542,7 @@ func (l *Log) readFrom(segs []*Segment, off batch.Offset, maxBytes int, upTo bat
 			s.release()
 			return Slice{}, false, err
 		}
-		return Slice{File: s.file, Pos: pos, Len: int(n), FirstOffset: first, seg: s}, false, nil
+		return Slice{File: s.loadFile(), Pos: pos, Len: int(n), FirstOffset: first, seg: s, cuts: cuts}, false, nil
 	}
 	return Slice{FirstOffset: off}, false, nil
 }

@@ -199,6 +199,12 @@ func (l *Log) expiredLocked(segs []*Segment, highWatermark batch.Offset) (n int,
 // TruncateTo removes every batch at or after off (whole batches: a batch holding off goes too),
 // as a follower does before it fetches from a new leader. The truncation is durable when it
 // returns. An off below the log start truncates fully and restarts the log at off.
+//
+// Reads in flight across it (a Slice made before it, being read or sendfiled) get the bytes
+// they were given or a short read, never batches appended after it at the positions they
+// named: see Slice for how, and for the one case (a cut inside a segment's first batch) where
+// AppendTo reports ErrTruncated instead. EndOffset and SyncedOffset are lowered to the new
+// end before it returns; a scrub that began before it marks nothing in the segment it cut.
 func (l *Log) TruncateTo(off batch.Offset) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
@@ -213,13 +219,16 @@ func (l *Log) TruncateTo(off batch.Offset) error {
 		l.appendMu.Unlock()
 		return l.truncateFullyLocked(off)
 	}
-	return l.truncateTailLocked(off)
+	return l.truncateTailLocked(off, true)
 }
 
 // truncateTailLocked is TruncateTo for an off in [first segment's base, log end): it cuts the
 // segment holding off (off at the first segment's base empties that one) and retires the later
-// ones. Called with flushMu and appendMu held; it releases appendMu.
-func (l *Log) truncateTailLocked(off batch.Offset) error {
+// ones. With roll, a segment it cut and left non-empty is sealed and a new one started at the
+// new end, so that no append rewrites positions a reader of the old bytes may be reading
+// (Slice); a full truncation, which retires the cut segment next, passes false. Called with
+// flushMu and appendMu held; it releases appendMu.
+func (l *Log) truncateTailLocked(off batch.Offset, roll bool) error {
 	segs := l.Segments()
 	i := len(segs) - 1
 	for i > 0 && segs[i].base >= off {
@@ -227,6 +236,7 @@ func (l *Log) truncateTailLocked(off batch.Offset) error {
 	}
 	t := segs[i]
 	doomed := segs[i+1:]
+	cutsBefore := t.cuts.Load()
 	err := l.truncateSegmentLocked(t, off)
 	if err == nil {
 		kept := append([]*Segment(nil), segs[:i+1]...)
@@ -235,6 +245,14 @@ func (l *Log) truncateTailLocked(off batch.Offset) error {
 		l.end.Store(int64(t.nextOffset))
 		if l.synced.Load() > int64(t.nextOffset) {
 			l.synced.Store(int64(t.nextOffset))
+		}
+		if roll && t.cuts.Load() != cutsBefore && t.size.Load() > 0 {
+			// Bytes were cut: the appends go to a new segment, not to the positions readers
+			// of t may have read (Slice). A roll that fails (no space) leaves t active, as
+			// after a roll refused at an append, and the appends write into t.
+			if rerr := l.rollLocked(t.nextOffset); rerr != nil {
+				l.logger.Warn("truncated segment stays active", "dir", l.dir, "base", t.base, "err", rerr)
+			}
 		}
 	}
 	l.appendMu.Unlock()
@@ -281,6 +299,10 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 	newEnd := off
 	if found {
 		newEnd = h.BaseOffset()
+	}
+	if pos < size {
+		t.cuts.Add(1) // odd while cutting: see Segment.cuts
+		defer t.cuts.Add(1)
 	}
 	if t.finished || t.app == nil {
 		if err := t.activate(&l.opts); err != nil {
@@ -378,7 +400,7 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 		}
 		// Records at or after off. truncateTailLocked may leave the end past off (a gap
 		// after off in the log), with no batch there: the next round then cuts at off.
-		if err := l.truncateTailLocked(off); err != nil {
+		if err := l.truncateTailLocked(off, false); err != nil {
 			return err
 		}
 	}
@@ -475,7 +497,7 @@ func (s *Segment) offsetForTimestamp(ts int64, hdr *[batch.HeaderSize]byte) (bat
 		}
 		if h.MaxTimestamp() >= ts {
 			b := make(batch.Batch, size)
-			if _, err := s.file.ReadAt(b, pos); err != nil {
+			if _, err := s.loadFile().ReadAt(b, pos); err != nil {
 				return 0, 0, false, err
 			}
 			it := b.Iter(batch.IterOptions{})

@@ -354,3 +354,42 @@ func TestRetentionRemovesFilesItCannotRename(t *testing.T) {
 		t.Fatalf("reopened: log [%d, %d), want [%d, %d): deleted segments came back", l2.StartOffset(), l2.EndOffset(), end, end)
 	}
 }
+
+// TestRetentionBoundedByHighWatermark: with replication, retention never deletes a segment
+// holding an offset at or above the high watermark (records not yet committed), however
+// expired; for every high watermark, it deletes exactly the expired segments whose offsets all
+// lie below it (the next segment's base at or below it), and never moves the log start past it.
+func TestRetentionBoundedByHighWatermark(t *testing.T) {
+	clock := &fakeClock{now: time.UnixMilli(100 * time.Hour.Milliseconds())}
+	o := testOptions(newMem(t))
+	o.Now, o.RetentionMs = clock.Now, time.Hour // every record below is 90 hours old
+	l := mustOpen(t, "/p", o)
+	defer l.Close()
+	for i := 0; len(l.Segments()) < 6; i++ {
+		mustAppend(t, l, makeBatch(t, "r", 10, 10*time.Hour.Milliseconds()))
+	}
+	if err := l.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	end := l.EndOffset()
+	for hw := batch.Offset(0); hw <= end+7; hw += 7 {
+		segs := l.Segments()
+		want := 0 // the sealed segments whose next segment starts at or below hw
+		for want+1 < len(segs) && segs[want+1].Base() <= hw {
+			want++
+		}
+		if want == len(segs)-1 && hw >= l.EndOffset() && segs[want].Size() > 0 {
+			want++ // the active one too, by a roll at the log end
+		}
+		res, err := l.DeleteExpired(hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Segments != want {
+			t.Fatalf("DeleteExpired(%d) deleted %d segments, want %d", hw, res.Segments, want)
+		}
+		if start := l.StartOffset(); start > hw {
+			t.Fatalf("DeleteExpired(%d) moved the log start to %d, past the high watermark", hw, start)
+		}
+	}
+}

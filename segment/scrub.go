@@ -129,7 +129,10 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 	if at.Pos == 0 {
 		at.Offset = s.base
 	}
-	sc := scrub{l: l, s: s, buf: buf, wait: wait, end: s.Size(), res: ScrubResult{Next: at}}
+	// The generation before the size and any read: a truncation after this raises it, and then
+	// nothing this scrub found is marked (mark), since the bytes it judged may be gone.
+	cuts := s.cuts.Load()
+	sc := scrub{l: l, s: s, buf: buf, wait: wait, end: s.Size(), cuts: cuts, res: ScrubResult{Next: at}}
 	if !slices.Contains(l.ScrubCandidates(), s) {
 		sc.res.Done = true
 		return sc.res, nil
@@ -140,7 +143,7 @@ func (l *Log) Scrub(s *Segment, at ScrubCursor, buf []byte, wait func(n int) err
 		// closed log serves no more reads), and its next log must be scrubbed again.
 		return sc.res, cerr
 	}
-	if err != nil && !slices.Contains(l.ScrubCandidates(), s) {
+	if err != nil && (cuts%2 == 1 || s.cuts.Load() != cuts || !slices.Contains(l.ScrubCandidates(), s)) {
 		// Truncated or deleted under the scrub (a read past the new end): nothing to report.
 		sc.res.Done = true
 		return sc.res, nil
@@ -175,7 +178,8 @@ type scrub struct {
 	s    *Segment
 	buf  []byte
 	wait func(n int) error
-	end  int64 // the segment's size when the scrub began; sealed, it does not grow
+	end  int64  // the segment's size when the scrub began; sealed, it does not grow
+	cuts uint64 // the segment's generation (Segment.cuts) when the scrub began
 	res  ScrubResult
 }
 
@@ -247,7 +251,7 @@ func (sc *scrub) run() error {
 // read fills p from the segment at pos. A short read (the file shorter than its size, which a
 // sealed segment never is unless it was truncated meanwhile) is io.ErrUnexpectedEOF.
 func (sc *scrub) read(p []byte, pos int64) error {
-	n, err := vfs.ReadCold(sc.s.file, p, pos)
+	n, err := vfs.ReadCold(sc.s.loadFile(), p, pos)
 	sc.res.Bytes += int64(n)
 	if n == len(p) {
 		return nil
@@ -334,7 +338,9 @@ func (sc *scrub) nextBase() batch.Offset {
 // mark records c on the segment, unless the segment changed since the scrub began (truncated,
 // made active again, deleted: the bytes found bad may be gone), or c is marked already. An
 // EndOffset of -1 means the next segment's base. Under appendMu, which truncation holds while
-// it drops the marks past its cut, so a mark never outlives the bytes it names.
+// it raises the segment's generation and drops the marks past its cut, so a mark never
+// outlives the bytes it names: a segment cut since the scrub began (its generation moved) is
+// not marked even once it has grown again past c.End with other batches and been sealed.
 func (sc *scrub) mark(c CorruptBatch) error {
 	l, s := sc.l, sc.s
 	c.Segment = s.base
@@ -345,7 +351,7 @@ func (sc *scrub) mark(c CorruptBatch) error {
 	}
 	segs := l.Segments()
 	i := slices.Index(segs, s)
-	if i < 0 || i == len(segs)-1 || s.Size() < c.End {
+	if i < 0 || i == len(segs)-1 || s.Size() < c.End || s.cuts.Load() != sc.cuts {
 		return nil
 	}
 	if c.EndOffset < 0 {

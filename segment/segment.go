@@ -49,6 +49,10 @@ type Segment struct {
 	spare  []vfs.File // read-only files pinFile replaced, closed with the segment's files
 	used   atomic.Bool
 	elem   *list.Element
+	// pinned: a truncation made the sealed segment active again (pinFile): the cache must not
+	// take it back, even from a reader's reopen, until the flusher hands it over sealed again
+	// (cacheFile). Guarded by FileCache.mu.
+	pinned bool
 	// leftLog: the log's reference is gone (releaseLogRef), so the cache must not take the
 	// segment back (a count of one is then a reader's, whose file it would close).
 	leftLog atomic.Bool
@@ -96,6 +100,12 @@ type Segment struct {
 	// corrupt is the bad stretches the scrub found (scrub.go), sorted by position; nil for none.
 	// Stored under Log.appendMu, loaded by readers without it.
 	corrupt atomic.Pointer[[]CorruptBatch]
+	// cuts counts the truncations that cut bytes off the segment, twice each (a sequence
+	// count): raised under Log.appendMu before the bytes go, so it is odd while a cut is under
+	// way, and again once the new size is published. What was computed from the segment's
+	// bytes under another value (a Slice, a scrub's finding, a lookup that failed) may name
+	// positions that now hold other batches, or nothing.
+	cuts atomic.Uint64
 }
 
 // preallocate reserves blocks up to want if that is past what is reserved. Errors are
@@ -147,7 +157,7 @@ func (s *Segment) release() {
 func (s *Segment) releaseLogRef() {
 	if s.cache != nil {
 		s.leftLog.Store(true) // before remove: a reader reopening the file does not add it back
-		s.cache.remove(s)
+		s.cache.remove(s, false)
 	}
 	s.release()
 }
@@ -161,7 +171,7 @@ func (s *Segment) closeFiles() error {
 		errs = append(errs, s.times.Close())
 	}
 	if s.cache != nil {
-		s.cache.remove(s) // first: the lock order is the cache's, then fileMu
+		s.cache.remove(s, false) // first: the lock order is the cache's, then fileMu
 	}
 	s.fileMu.Lock()
 	if s.file != nil {
@@ -401,9 +411,19 @@ func (s *Segment) indexFull() bool { return s.offsets.Full() || s.times.Free() <
 
 var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) }}
 
+// loadFile returns the segment's log file, for a reader holding a reference (acquireFile),
+// under fileMu: a truncation's pinFile may replace it meanwhile (the file it replaces stays
+// open until the segment's files close, so either serves the reader).
+func (s *Segment) loadFile() vfs.File {
+	s.fileMu.Lock()
+	f := s.file
+	s.fileMu.Unlock()
+	return f
+}
+
 // readHeader reads the batch header at pos into hdr.
 func (s *Segment) readHeader(pos int64, hdr *[batch.HeaderSize]byte) (batch.Batch, error) {
-	n, err := s.file.ReadAt(hdr[:], pos)
+	n, err := s.loadFile().ReadAt(hdr[:], pos)
 	if n < batch.HeaderSize {
 		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
