@@ -350,6 +350,9 @@ func (f *fetcher) prepare() (context.Context, int) {
 		MinBytes:  int32(c.cfg.FetchMinBytes),
 		MaxBytes:  int32(c.cfg.FetchMaxBytes),
 		Topics:    f.req.Topics[:0],
+		// Every fetch is a full one outside any session (Fetch v2, KIP-227): the consumer keeps
+		// no session, and epoch 0 would ask the broker to open one.
+		SessionEpoch: wire.FinalSessionEpoch,
 	}
 	// The request long-polls even while other partitions have pieces waiting in the broker's
 	// files: Poll reads those itself when nothing is queued (readFiles), and a request that did
@@ -371,7 +374,7 @@ func (f *fetcher) prepare() (context.Context, int) {
 		t := &f.req.Topics[len(f.req.Topics)-1]
 		t.Partitions = append(t.Partitions, wire.FetchRequestPartition{
 			Partition: p.tp.Partition, CurrentLeaderEpoch: p.leaderEpoch, FetchOffset: p.offset,
-			LogStartOffset: -1, PartitionMaxBytes: int32(c.cfg.MaxPartitionFetchBytes),
+			LogStartOffset: -1, PartitionMaxBytes: int32(c.cfg.MaxPartitionFetchBytes), DurableOffset: -1,
 		})
 	}
 	return reqCtx, len(f.sent)
