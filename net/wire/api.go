@@ -97,6 +97,7 @@ var apiTable = []apiInfo{
 	{AttachMemory, "AttachMemory", true, 0, 0},
 	{ProduceShared, "ProduceShared", true, 0, 1},
 	{FetchShared, "FetchShared", true, 0, 1},
+	{DescribeReplicas, "DescribeReplicas", true, 0, 0},
 }
 
 func lookupAPI(k APIKey) (apiInfo, bool) {
@@ -238,6 +239,8 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return &ProduceSharedRequest{Version: version}, nil
 	case FetchShared:
 		return &FetchSharedRequest{FetchRequest: FetchRequest{Version: version}}, nil
+	case DescribeReplicas:
+		return new(DescribeReplicasRequest), nil
 	}
 	return nil, ErrUnknownAPI // unreachable while apiTable and this switch agree; a test checks they do
 }
@@ -285,6 +288,8 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return &ProduceSharedResponse{ProduceResponse{Version: version}}, nil
 	case FetchShared:
 		return &FetchSharedResponse{FetchResponse: FetchResponse{Version: version}}, nil
+	case DescribeReplicas:
+		return new(DescribeReplicasResponse), nil
 	}
 	return nil, ErrUnknownAPI
 }

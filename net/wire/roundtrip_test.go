@@ -139,6 +139,9 @@ func TestMinElementSizes(t *testing.T) {
 		{&OffsetForLeaderEpochPartition{}, minOffsetForLeaderEpochPartition},
 		{&OffsetForLeaderEpochTopicResult{}, minOffsetForLeaderEpochTopicResult},
 		{&OffsetForLeaderEpochPartitionResult{}, minOffsetForLeaderEpochPartitionResult},
+		{&DescribeReplicasTopic{}, minDescribeReplicasTopic},
+		{&DescribeReplicasPartition{}, minDescribeReplicasPartition},
+		{&DescribeReplicasReplica{}, minDescribeReplicasReplica},
 	}
 	for _, c := range cases {
 		if got := len(c.e.appendTo(nil)); got != c.min {

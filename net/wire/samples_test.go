@@ -249,6 +249,24 @@ func samples() []sample {
 			}},
 		}}},
 		{"OffsetForLeaderEpochResponse/none", &OffsetForLeaderEpochResponse{}},
+
+		{"DescribeReplicasRequest/all", &DescribeReplicasRequest{}},
+		{"DescribeReplicasRequest/some", &DescribeReplicasRequest{Topics: []string{"orders", "clicks"}}},
+		{"DescribeReplicasResponse", &DescribeReplicasResponse{ThrottleMs: 1, Topics: []DescribeReplicasTopic{
+			{Topic: "orders", Partitions: []DescribeReplicasPartition{
+				{Partition: 0, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 9, HighWatermark: 90, LogStartOffset: 10, LogEndOffset: 100, DurableOffset: 95,
+					ISR: []int32{1, 2}, PendingISR: []int32{1, 2, 3}, Replicas: []DescribeReplicasReplica{
+						{ReplicaID: 1, LogEndOffset: 100, DurableOffset: 95, Lag: 0, SinceCaughtUpMs: 0, InISR: true},
+						{ReplicaID: 2, LogEndOffset: 90, DurableOffset: 90, Lag: 10, SinceCaughtUpMs: 12, InISR: true},
+						{ReplicaID: 3, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1},
+					}},
+				{Partition: 1, ErrorCode: ErrNotLeaderOrFollower, Leader: 2, LeaderEpoch: -1, PartitionEpoch: -1, HighWatermark: -1, LogStartOffset: -1,
+					LogEndOffset: -1, DurableOffset: -1, PendingISR: nil},
+				{Partition: 2, Leader: 1, PendingISR: []int32{}},
+			}},
+			{Topic: "nope", ErrorCode: ErrUnknownTopicOrPartition},
+		}}},
+		{"DescribeReplicasResponse/none", &DescribeReplicasResponse{}},
 	}
 }
 
