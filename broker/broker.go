@@ -551,6 +551,8 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleDeleteGroups(c, h, body)
 	case wire.DescribeCluster:
 		return b.handleDescribeCluster(c, h, body)
+	case wire.DescribeReplicas:
+		return b.handleDescribeReplicas(c, h, body)
 	case wire.AttachMemory:
 		return b.handleAttachMemory(c, h, body)
 	case wire.ProduceShared:
