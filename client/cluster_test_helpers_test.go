@@ -37,6 +37,8 @@ type testCluster struct {
 	// leaderFetches counts fetch requests per broker id that it served as the leader, with
 	// records or at the log end.
 	leaderFetches map[int32]int
+	// described counts DescribeReplicas requests per broker id.
+	described map[int32]int
 	// frozen, if set, is the leadership Metadata answers with (freezeMetadata).
 	frozen map[string][]clusterPartition
 }
@@ -62,7 +64,7 @@ type clusterBroker struct {
 // newTestCluster starts n brokers (ids 0..n-1) on loopback ports; the test's cleanup stops
 // them and waits for their goroutines.
 func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t, topics: map[string][]*clusterPartition{}, commits: map[string]map[TopicPartition]int64{}, produced: map[int32]int{}, fetched: map[int32]int{}, leaderFetches: map[int32]int{}}
+	c := &testCluster{t: t, topics: map[string][]*clusterPartition{}, commits: map[string]map[TopicPartition]int64{}, produced: map[int32]int{}, fetched: map[int32]int{}, leaderFetches: map[int32]int{}, described: map[int32]int{}}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -176,6 +178,22 @@ func (b *clusterBroker) handle(req wire.Request, v int16) wire.Encoder {
 				t.Partitions = append(t.Partitions, wire.MetadataPartition{Partition: int32(i), Leader: p.leader, LeaderEpoch: p.epoch, Replicas: []int32{p.leader}, ISR: []int32{p.leader}})
 			}
 			resp.Topics = append(resp.Topics, t)
+		}
+		return resp
+	case *wire.DescribeReplicasRequest:
+		c.described[b.id]++
+		resp := &wire.DescribeReplicasResponse{}
+		for _, name := range r.Topics {
+			out := wire.DescribeReplicasTopic{Topic: name}
+			for i, p := range c.topics[name] {
+				dp := wire.DescribeReplicasPartition{Partition: int32(i), Leader: p.leader, LeaderEpoch: p.epoch, HighWatermark: p.next, LogEndOffset: p.next,
+					ISR: []int32{p.leader}, Replicas: []wire.DescribeReplicasReplica{{ReplicaID: p.leader, LogEndOffset: p.next, InISR: true}}}
+				if p.leader != b.id {
+					dp = wire.DescribeReplicasPartition{Partition: int32(i), ErrorCode: wire.ErrNotLeaderOrFollower, Leader: p.leader}
+				}
+				out.Partitions = append(out.Partitions, dp)
+			}
+			resp.Topics = append(resp.Topics, out)
 		}
 		return resp
 	case *wire.ProduceRequest:
