@@ -135,6 +135,34 @@ func (b *Broker) checkReplicationFactor(spec cluster.TopicSpec) error {
 	return nil
 }
 
+// requestedReplicationFactor is the replication factor a CreateTopics entry asks for: its
+// assignment's (the fewest replicas of a partition), its own, or default.replication.factor. A
+// validate-only create checks min.insync.replicas against it as the controller will.
+func (b *Broker) requestedReplicationFactor(spec cluster.TopicSpec) int {
+	switch {
+	case len(spec.Assignment) > 0:
+		rf := len(spec.Assignment[0])
+		for _, r := range spec.Assignment[1:] {
+			rf = min(rf, len(r))
+		}
+		return rf
+	case spec.ReplicationFactor > 0:
+		return int(spec.ReplicationFactor)
+	}
+	return int(b.cfg.DefaultReplication)
+}
+
+// replicaCount is a topic's replication factor: the fewest replicas of any of its partitions.
+func replicaCount(t cluster.TopicMeta) int {
+	rf := 0
+	for i, p := range t.Partitions {
+		if i == 0 || len(p.Replicas) < rf {
+			rf = len(p.Replicas)
+		}
+	}
+	return rf
+}
+
 // Each partition holds one file open, its active segment's log (its indexes are mapped and
 // hold no descriptor). The rest of the limit is kept for the connections (max.connections:
 // a quarter of the limit by default; where it is unbounded, a quarter of the limit at most
@@ -284,6 +312,9 @@ func (b *Broker) handleCreateTopics(c *server.Conn, h wire.RequestHeader, body [
 				if err == nil {
 					err = cluster.ValidateTopicConfigs(spec.Configs)
 				}
+				if err == nil {
+					err = cluster.CheckMinInsyncReplicas(spec.Configs, b.requestedReplicationFactor(spec))
+				}
 				if _, exists := b.ctrl.Metadata().Topic(t.Topic); err == nil && exists {
 					err = fmt.Errorf("%w: %s", cluster.ErrTopicExists, t.Topic)
 				}
@@ -421,6 +452,9 @@ func (b *Broker) handleAlterConfigs(c *server.Conn, h wire.RequestHeader, body [
 				err = fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, r.ResourceName)
 			case req.ValidateOnly:
 				err = cluster.ValidateTopicConfigs(set)
+				if err == nil {
+					err = cluster.CheckMinInsyncReplicas(set, replicaCount(t))
+				}
 			default:
 				var del []string
 				for k := range t.Configs {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/index"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/segment"
@@ -666,27 +667,49 @@ func TestLongInvalidValueDoesNotCrash(t *testing.T) {
 	}
 }
 
-// TestAcksAllNeedsMinInsyncReplicas: with min.insync.replicas above the ISR's size (2 on a
-// single node), acks=all is refused with NOT_ENOUGH_REPLICAS and nothing is appended, as in
-// Kafka; acks=1 still appends. Lowering the setting lets acks=all through again.
+// TestAcksAllNeedsMinInsyncReplicas: with min.insync.replicas above the ISR's size (3, on a
+// topic of three replicas one of which has died), acks=all is refused with NOT_ENOUGH_REPLICAS
+// and nothing is appended, as in Kafka; acks=1 still appends. Lowering the setting lets acks=all
+// through again. (A single node cannot show it: min.insync.replicas above the replication
+// factor is refused at create, TestMinInsyncReplicasAboveReplicationFactor.)
 func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
-	b := startBroker(t, testConfig(t, t.TempDir()))
-	c := dial(t, b.Addr().String())
-	createTopic(t, c, "mir", 1, wire.ConfigEntry{Name: "min.insync.replicas", Value: strPtr("2")})
-	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.ErrNotEnoughReplicas {
-		t.Fatalf("acks=all with min.insync.replicas=2 on one node: %v, want NOT_ENOUGH_REPLICAS", res.ErrorCode)
+	brokers, _ := threeBrokers(t, func(c *Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.SessionTimeout = time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tm, err := brokers[0].Controller().CreateTopic(ctx, cluster.TopicSpec{Name: "mir", NumPartitions: 1, ReplicationFactor: 3,
+		Configs: map[string]string{"min.insync.replicas": "3"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if end := b.partition("mir", 0).log().EndOffset(); end != 0 {
+	leader := tm.Partitions[0].Leader
+	victim := brokers[(leader+1)%3]
+	victim.cfg.DisableControlledShutdown = true // a crash: its session times out, the ISR shrinks
+	if err := victim.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lb := brokers[leader]
+	waitFor(t, 20*time.Second, "the ISR to shrink to two", func() bool {
+		p := lb.partition("mir", 0)
+		return p != nil && p.isrSize.Load() == 2
+	})
+	c := dial(t, lb.Addr().String())
+	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.ErrNotEnoughReplicas {
+		t.Fatalf("acks=all with min.insync.replicas=3 and two in sync: %v, want NOT_ENOUGH_REPLICAS", res.ErrorCode)
+	}
+	if end := lb.partition("mir", 0).log().EndOffset(); end != 0 {
 		t.Fatalf("the refused acks=all batch was appended: log end %d", end)
 	}
 	if res := produce(t, c, "mir", 0, wire.AcksLeader, records(t, "one")); res.ErrorCode != wire.NoError || res.BaseOffset != 0 {
 		t.Fatalf("acks=1: %+v", res)
 	}
-	if code := alterTopic(t, c, "mir", wire.ConfigEntry{Name: "min.insync.replicas", Value: strPtr("1")}).ErrorCode; code != wire.NoError {
+	if code := alterTopic(t, c, "mir", wire.ConfigEntry{Name: "min.insync.replicas", Value: strPtr("2")}).ErrorCode; code != wire.NoError {
 		t.Fatal(code)
 	}
 	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.NoError || res.BaseOffset != 1 {
-		t.Fatalf("acks=all after lowering min.insync.replicas to 1: %+v", res)
+		t.Fatalf("acks=all after lowering min.insync.replicas to 2: %+v", res)
 	}
 }
 

@@ -79,6 +79,11 @@ func (c *createTopicCmd) build(m *Metadata) (*TopicMeta, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.CheckMinISR {
+		if err := CheckMinInsyncReplicas(c.Configs, replicationFactor(assignment)); err != nil {
+			return nil, err
+		}
+	}
 	t := &TopicMeta{Name: c.Name, ID: c.ID, Internal: c.Internal, Partitions: make([]PartitionMeta, len(assignment))}
 	if len(c.Configs) > 0 {
 		t.Configs = maps.Clone(c.Configs)
@@ -161,6 +166,17 @@ func (c *alterTopicConfigsCmd) build(m *Metadata) (*TopicMeta, error) {
 	// (min.compaction.lag.ms over an existing max.compaction.lag.ms).
 	if err := ValidateTopicConfigs(configs); err != nil {
 		return nil, err
+	}
+	// Only a min.insync.replicas this change sets: another change to a topic whose old
+	// override is above its replication factor (set before the check existed) still applies.
+	if c.CheckMinISR {
+		rf := make([][]int32, len(old.Partitions))
+		for i, p := range old.Partitions {
+			rf[i] = p.Replicas
+		}
+		if err := CheckMinInsyncReplicas(c.Set, replicationFactor(rf)); err != nil {
+			return nil, err
+		}
 	}
 	if len(configs) == 0 {
 		configs = nil // one representation of "no overrides", so snapshots compare equal

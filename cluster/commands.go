@@ -108,6 +108,10 @@ type createTopicCmd struct {
 	// replica placement, drawn by the proposer. nil in entries written
 	// before it existed: those keep the placement they had (placement.go).
 	Placement *PlacementSeed `json:"placement,omitempty"`
+	// CheckMinISR is set in every entry written since min.insync.replicas is checked against
+	// the replication factor (CheckMinInsyncReplicas). An entry without it (an old log,
+	// replayed) is applied as it was when it committed, so a topic created then survives.
+	CheckMinISR bool `json:"check_min_isr,omitempty"`
 }
 
 type deleteTopicCmd struct {
@@ -122,6 +126,8 @@ type alterTopicConfigsCmd struct {
 	Name   string            `json:"name"`
 	Set    map[string]string `json:"set,omitempty"`
 	Delete []string          `json:"delete,omitempty"`
+	// CheckMinISR: as createTopicCmd's, for a min.insync.replicas the entry sets.
+	CheckMinISR bool `json:"check_min_isr,omitempty"`
 }
 
 type setPartitionLeaderCmd struct {

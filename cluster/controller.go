@@ -458,7 +458,7 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 // (Kafka's IncrementalAlterConfigs SET and DELETE); deleting a key reverts it
 // to the broker default.
 func (c *Controller) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
-	_, err := c.propose(ctx, &alterTopicConfigsCmd{Name: name, Set: set, Delete: del})
+	_, err := c.propose(ctx, &alterTopicConfigsCmd{Name: name, Set: set, Delete: del, CheckMinISR: true})
 	return err
 }
 

@@ -107,7 +107,7 @@ func (c *Controller) InitCluster(ctx context.Context, id string) error {
 // the placement seed are drawn here, once, so that a retry of the same
 // command (same id) after a controller failover returns the topic created.
 func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicMeta, error) {
-	res, err := c.propose(ctx, &createTopicCmd{TopicSpec: spec, ID: NewTopicID(), Placement: DrawPlacementSeed()})
+	res, err := c.propose(ctx, &createTopicCmd{TopicSpec: spec, ID: NewTopicID(), Placement: DrawPlacementSeed(), CheckMinISR: true})
 	return res.Topic, err
 }
 

@@ -261,6 +261,35 @@ func ValidateTopicConfigs(overrides map[string]string) error {
 	return nil
 }
 
+// CheckMinInsyncReplicas refuses a topic's own min.insync.replicas override above its
+// replication factor (rf: the fewest replicas of any of its partitions): no acks=all produce
+// could ever be accepted. As Kafka, only the topic's setting is checked, when it is created or
+// altered: the broker-wide default applies to topics of every replication factor (a default of
+// 2 leaves an RF 1 topic unable to take acks=all, as in Kafka, rather than unable to exist).
+// overrides must have passed ValidateTopicConfigs.
+func CheckMinInsyncReplicas(overrides map[string]string, rf int) error {
+	v, ok := overrides["min.insync.replicas"]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n <= int64(rf) {
+		return nil // ValidateTopicConfigs reports what does not parse
+	}
+	return fmt.Errorf("%w: min.insync.replicas %d is greater than the replication factor %d", ErrInvalidConfig, n, rf)
+}
+
+// replicationFactor is the fewest replicas of any partition of an assignment (0 for none).
+func replicationFactor(partitions [][]int32) int {
+	rf := 0
+	for i, r := range partitions {
+		if i == 0 || len(r) < rf {
+			rf = len(r)
+		}
+	}
+	return rf
+}
+
 func setTopicConfig(c *TopicConfig, key, value string) error {
 	d, ok := LookupTopicConfig(key)
 	if !ok {
