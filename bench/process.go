@@ -123,13 +123,7 @@ func (p *BrokerProcess) CPU() (time.Duration, bool) { return childCPU(p.cmd.Proc
 
 // RSSPeakMB returns the broker process's peak resident set so far (VmHWM, as MemoryMB reads
 // this process's), 0 where /proc does not say.
-func (p *BrokerProcess) RSSPeakMB() float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	return float64(parseVmHWM(b)) * 1024 / 1e6
-}
+func (p *BrokerProcess) RSSPeakMB() float64 { return procRSSPeakMB(p.cmd.Process.Pid) }
 
 // Close stops the broker (SIGTERM, then SIGKILL after 30 s) and removes its data directory.
 func (p *BrokerProcess) Close() error {

@@ -41,6 +41,7 @@ var figures = []struct {
 	{"send_lag_ms.max", func(r *Result) *float64 { return &r.SendLagMs.Max }},
 	{"cpu_seconds", func(r *Result) *float64 { return &r.CPUSeconds }},
 	{"broker_cpu_seconds", func(r *Result) *float64 { return &r.BrokerCPUSeconds }},
+	{"broker_rss_peak_mb", func(r *Result) *float64 { return &r.BrokerRSSPeakMB }},
 	{"rss_peak_mb", func(r *Result) *float64 { return &r.RSSPeakMB }},
 	{"heap_inuse_mb", func(r *Result) *float64 { return &r.HeapInuseMB }},
 }
@@ -54,7 +55,7 @@ func Summarize(runs []Result) Repeated {
 		return out
 	}
 	first := runs[0]
-	out.Result = Result{Name: first.Name, Driver: first.Driver, Mode: first.Mode, WarmupSeconds: first.WarmupSeconds}
+	out.Result = Result{Name: first.Name, Driver: first.Driver, Cluster: first.Cluster, Mode: first.Mode, WarmupSeconds: first.WarmupSeconds}
 	vals := make([]float64, len(runs))
 	for _, f := range figures {
 		for i := range runs {

@@ -69,7 +69,13 @@ type Result struct {
 	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
 	// BrokerRSSPeakMB is that broker process's peak RSS (RSSPeakMB is this process's, since
 	// the last ReleaseMemory: compare and repeated runs call it before each run).
-	BrokerRSSPeakMB float64 `json:"broker_rss_peak_mb,omitempty"`
+	// For a cluster of broker processes (ClusterSluice) it is their sum, and
+	// BrokerRSSPeakMBEach each one's, in node id order.
+	BrokerRSSPeakMB     float64   `json:"broker_rss_peak_mb,omitempty"`
+	BrokerRSSPeakMBEach []float64 `json:"broker_rss_peak_mb_each,omitempty"`
+	// Cluster is the shape of the cluster the run went against ("3 brokers, RF 3,
+	// min.insync.replicas 2"), empty for one broker.
+	Cluster string `json:"cluster,omitempty"`
 	RSSPeakMB       float64 `json:"rss_peak_mb"`
 	HeapInuseMB     float64 `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
@@ -93,6 +99,9 @@ func (r Result) WriteSummary(w io.Writer) {
 	name := r.Driver
 	if r.Name != "" {
 		name = r.Name + " on " + r.Driver
+	}
+	if r.Cluster != "" {
+		name += " (" + r.Cluster + ")"
 	}
 	fmt.Fprintf(w, "%s %s: %d records, %.1f MB in %.2f s: %.0f records/s, %.2f MB/s",
 		name, r.Mode, r.Records, float64(r.Bytes)/1e6, r.Seconds, r.RecordsPerSec, r.MBPerSec)
@@ -130,7 +139,17 @@ func (r Result) WriteSummary(w io.Writer) {
 		fmt.Fprintln(w, line+", probed before the run")
 	}
 	fmt.Fprintf(w, "memory: peak RSS %.1f MB, Go heap in use %.1f MB", r.RSSPeakMB, r.HeapInuseMB)
-	if r.BrokerRSSPeakMB > 0 {
+	switch {
+	case len(r.BrokerRSSPeakMBEach) > 1:
+		fmt.Fprintf(w, "; broker processes' peak RSS %.1f MB (", r.BrokerRSSPeakMB)
+		for i, mb := range r.BrokerRSSPeakMBEach {
+			if i > 0 {
+				fmt.Fprint(w, " + ")
+			}
+			fmt.Fprintf(w, "%.1f", mb)
+		}
+		fmt.Fprint(w, ")")
+	case r.BrokerRSSPeakMB > 0:
 		fmt.Fprintf(w, "; broker process peak RSS %.1f MB", r.BrokerRSSPeakMB)
 	}
 	fmt.Fprintln(w)
@@ -175,7 +194,10 @@ func (r Result) cpuLine() string {
 		return ""
 	}
 	line := fmt.Sprintf("cpu: %.2f s", r.CPUSeconds)
-	if r.BrokerCPUSeconds > 0 {
+	switch {
+	case r.BrokerCPUSeconds > 0 && r.Cluster != "":
+		line += fmt.Sprintf(" (broker processes %.2f s)", r.BrokerCPUSeconds)
+	case r.BrokerCPUSeconds > 0:
 		line += fmt.Sprintf(" (broker process %.2f s)", r.BrokerCPUSeconds)
 	}
 	if r.Seconds > 0 {

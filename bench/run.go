@@ -843,7 +843,7 @@ func produce(ctx context.Context, d Driver, c Config) (Result, error) {
 		r.SendLagMs = mergeLag(all)
 	}
 	r.CPUSeconds, r.BrokerCPUSeconds = sc.cpu.seconds(), sc.cpu.brokerSeconds()
-	r.BrokerRSSPeakMB = brokerRSSPeakMB(d)
+	setBrokerFigures(&r, d)
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(sc.measured(end.Sub(sc.measureStart)).Seconds())
@@ -1057,7 +1057,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	wg.Wait()
 	r, _ := merge(all)
 	r.CPUSeconds, r.BrokerCPUSeconds = cpu.seconds(), cpu.brokerSeconds()
-	r.BrokerRSSPeakMB = brokerRSSPeakMB(d)
+	setBrokerFigures(&r, d)
 	r.FileReadBytes = fileReadBytes(consumers)
 	r.Name, r.Driver, r.Mode, r.Timeline = c.Name, d.Name(), ModeConsume, timeline
 	secs := 0.0
@@ -1262,7 +1262,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		r.FirstError = pr.FirstError
 	}
 	r.CPUSeconds, r.BrokerCPUSeconds = sc.cpu.seconds(), sc.cpu.brokerSeconds()
-	r.BrokerRSSPeakMB = brokerRSSPeakMB(d)
+	setBrokerFigures(&r, d)
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeE2E, c.Rate, timeline
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(sc.measured(time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())

@@ -24,10 +24,13 @@ const (
 // SluiceDriver is the Driver for Sluice through its Go client, over TCP or the unix socket
 // (whichever the address names).
 type SluiceDriver struct {
-	name   string
-	addr   string
-	logger *slog.Logger
-	admin  *client.Admin
+	name    string
+	brokers []string // the clients' bootstrap list (one address but for a cluster)
+	logger  *slog.Logger
+	admin   *client.Admin
+	// topics is how CreateTopic makes a topic (replication factor, configs): the zero value
+	// takes the broker's defaults, as a one-broker run does.
+	topics TopicShape
 }
 
 // NewSluiceDriver connects to the broker at addr ("host:port" or "unix:///path"); name labels
@@ -40,7 +43,7 @@ func NewSluiceDriver(ctx context.Context, name, addr string, logger *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect to %s: %w", addr, err)
 	}
-	return &SluiceDriver{name: name, addr: addr, logger: logger, admin: a}, nil
+	return &SluiceDriver{name: name, brokers: []string{addr}, logger: logger, admin: a}, nil
 }
 
 // Name implements Driver.
@@ -48,7 +51,7 @@ func (d *SluiceDriver) Name() string { return d.name }
 
 // CreateTopic implements Driver; a topic that exists already is used as is.
 func (d *SluiceDriver) CreateTopic(ctx context.Context, topic string, partitions int) error {
-	err := d.admin.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: int32(partitions)})
+	err := d.admin.CreateTopic(ctx, d.topics.spec(topic, partitions))
 	if errors.Is(err, wire.ErrTopicAlreadyExists) {
 		return nil
 	}
@@ -61,7 +64,7 @@ func (d *SluiceDriver) DeleteTopic(ctx context.Context, topic string) error {
 }
 
 func (d *SluiceDriver) config(id string) client.Config {
-	return client.Config{Brokers: []string{d.addr}, ClientID: id, Logger: d.logger}
+	return client.Config{Brokers: d.brokers, ClientID: id, Logger: d.logger}
 }
 
 // NewProducer implements Driver.

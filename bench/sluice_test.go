@@ -207,12 +207,12 @@ func TestConsumeGroupCommitsOnlyTheRecordsCounted(t *testing.T) {
 		if sum <= 300 {
 			t.Fatalf("run %d: polls of %v records: none brought more than the run wanted, so the test proves nothing", run+1, polls)
 		}
-		if got := committedOffset(ctx, t, sd.addr, "g", tp); got != want {
+		if got := committedOffset(ctx, t, sd.brokers[0], "g", tp); got != want {
 			t.Errorf("run %d (polls of %v records): group offset %d, want %d", run+1, polls, got, want)
 		}
 	}
 	// A consumer of the group starts with record 600.
-	c := groupConsumer(ctx, t, sd.addr, "g", tp)
+	c := groupConsumer(ctx, t, sd.brokers[0], "g", tp)
 	defer c.Close(ctx)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -231,7 +231,7 @@ func TestConsumeGroupCommitsNothingForPartitionsNotCounted(t *testing.T) {
 	if err := d.CreateTopic(ctx, "parts", 3); err != nil {
 		t.Fatal(err)
 	}
-	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{d.addr}}})
+	p, err := client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: d.brokers}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestConsumeGroupCommitsNothingForPartitionsNotCounted(t *testing.T) {
 	}
 	var got [3]int64
 	for part := range int32(3) {
-		got[part] = committedOffset(ctx, t, d.addr, "g2", client.TopicPartition{Topic: "parts", Partition: part})
+		got[part] = committedOffset(ctx, t, d.brokers[0], "g2", client.TopicPartition{Topic: "parts", Partition: part})
 	}
 	// One Poll (max.poll.records 500) brings records of one partition only.
 	if got != [3]int64{10, -1, -1} && got != [3]int64{-1, 10, -1} {
