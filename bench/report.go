@@ -75,9 +75,9 @@ type Result struct {
 	BrokerRSSPeakMBEach []float64 `json:"broker_rss_peak_mb_each,omitempty"`
 	// Cluster is the shape of the cluster the run went against ("3 brokers, RF 3,
 	// min.insync.replicas 2"), empty for one broker.
-	Cluster string `json:"cluster,omitempty"`
-	RSSPeakMB       float64 `json:"rss_peak_mb"`
-	HeapInuseMB     float64 `json:"heap_inuse_mb"`
+	Cluster     string  `json:"cluster,omitempty"`
+	RSSPeakMB   float64 `json:"rss_peak_mb"`
+	HeapInuseMB float64 `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
 	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
