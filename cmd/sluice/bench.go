@@ -77,6 +77,9 @@ type benchOptions struct {
 	group       string
 	idleTimeout time.Duration
 	fetchSize   int
+
+	// cluster is the cluster of broker processes the run starts (--brokers; none at 0).
+	cluster benchClusterOptions
 }
 
 func benchCmd() *cobra.Command {
@@ -91,6 +94,10 @@ can be started in-process.
 --embedded starts a broker in this process on a temporary data directory (removed afterwards)
 and --transport says how the client reaches it; otherwise --broker names a running one.
 --driver selects the system under test: sluice (the default) or a registered peer.
+--brokers N starts a cluster of N broker processes instead (cluster local's nodes, on free
+ports, a fresh one for each of --runs), with the run's topics created at --replication-factor
+and --min-insync-replicas; the clients bootstrap from every broker, the report names the
+cluster's shape, and the CPU and peak RSS are every broker process's (summed, and each).
 
 With --rate a run is open-loop: records are due at fixed intervals and latency is measured
 from when each was due, so stalls are not hidden (no coordinated omission); how late the
@@ -124,6 +131,7 @@ func addConnFlags(cmd *cobra.Command, o *benchOptions) {
 	f.DurationVar(&o.pause, "pause", 5*time.Second, "with --runs, and after each probe of --rate-of-max: sync dirty pages to disk and wait this long between runs")
 	addSchedSliceFlag(cmd, &o.schedSlice, "the harness's (and with --broker-process the broker's)")
 	addLimitsFlags(cmd, o)
+	addClusterFlags(cmd, o)
 }
 
 // addBrokerConfigFlag adds --broker-config.
@@ -224,6 +232,9 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 // only the flags the command has (run FILE has no run flags, compare no connection flags).
 // Flags the user gave are told from defaults with Changed.
 func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
+	if err := o.checkClusterFlags(cmd); err != nil {
+		return err
+	}
 	f := cmd.Flags()
 	has := func(name string) bool { return f.Lookup(name) != nil }
 	given := f.Changed
@@ -511,6 +522,9 @@ func settle(ctx context.Context, pause time.Duration) error {
 // runOnce opens the system the flags name (a fresh one, with --embedded), runs one workload
 // against it and closes it.
 func runOnce(ctx context.Context, o *benchOptions, stderr io.Writer, run func(ctx context.Context, d bench.Driver, stderr io.Writer) (bench.Result, error)) (bench.Result, error) {
+	if o.cluster.brokers > 0 {
+		return runOnCluster(ctx, o, stderr, run)
+	}
 	d, err := openDriver(ctx, o, stderr)
 	if err != nil {
 		return bench.Result{}, err

@@ -55,6 +55,12 @@ func (b *syncBuffer) String() string {
 // startClusterProc runs `exe cluster local args...` and waits until it prints "cluster ready",
 // or exits, or readyTimeout passes (then it is stopped). Stop ends it.
 func startClusterProc(exe string, args []string, readyTimeout time.Duration) (*clusterProc, error) {
+	return startClusterProcContext(context.Background(), exe, args, readyTimeout)
+}
+
+// startClusterProcContext is startClusterProc whose wait also ends with ctx (Ctrl-C of a
+// bench), the cluster then stopped.
+func startClusterProcContext(ctx context.Context, exe string, args []string, readyTimeout time.Duration) (*clusterProc, error) {
 	c := &clusterProc{nodes: map[int32]clusterProcNode{}, out: &syncBuffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(exe, append([]string{"cluster", "local"}, args...)...)
 	pr, pw := io.Pipe()
@@ -103,6 +109,9 @@ func startClusterProc(exe string, args []string, readyTimeout time.Duration) (*c
 	case <-timer.C:
 		_ = c.Stop(10 * time.Second)
 		return nil, fmt.Errorf("cluster local: not ready within %v:\n%s", readyTimeout, c.out.String())
+	case <-ctx.Done():
+		_ = c.Stop(10 * time.Second)
+		return nil, fmt.Errorf("cluster local: interrupted before the cluster was ready: %w", ctx.Err())
 	}
 }
 
