@@ -22,7 +22,7 @@ import (
 // listening on an ephemeral loopback TCP port and a unix socket: a producer application and its
 // broker on one host, each with its own runtime and scheduler, which an in-process broker does
 // not show (the shared-memory producer gained +33 % against one, +16 % against an in-process
-// broker: BENCHMARKS.md).
+// broker: BENCHMARKS.md, Unix socket and shared memory).
 type BrokerProcess struct {
 	cmd  *exec.Cmd
 	dir  string

@@ -14,7 +14,7 @@ package client
 // queues it for Poll exactly as a fetch response's share for that partition. So a consumer catching up makes one round trip
 // to the broker per span (up to fileSpanMaxBytes; a segment at most) instead of one per
 // max.partition.fetch.bytes, and the broker neither wakes up nor copies for each piece: the
-// wake-up per fetch was most of what held a consumer back (BENCHMARKS.md, thirteenth session).
+// wake-up per fetch was most of what held a consumer back (BENCHMARKS.md, Consume).
 // A partition at the log's tail gets its few bytes inline, as by Fetch.
 //
 // Why a path and not a descriptor passed with SCM_RIGHTS: the client's connection reader would
@@ -29,7 +29,7 @@ package client
 // short read drops the span and the partition is fetched again from the same offset. Poll
 // checks the CRCs, except when it is well behind the reader: then the reader checks the piece
 // it just read, while the piece is in its core's cache (readSpan's checkHere). Checking every
-// piece on the reader made the reader the bottleneck (BENCHMARKS.md, fourteenth session).
+// piece on the reader made the reader the bottleneck (BENCHMARKS.md, Consume).
 
 import (
 	"errors"
@@ -264,7 +264,7 @@ func (f *fetcher) closeSpans() {
 // readFiles reads the next piece of a span for Poll itself, when nothing is queued, and reports
 // whether it read one. The fetcher that holds the span reads ahead while it runs, but it may be
 // asleep: on this project's 2-vCPU virtual machine, waking a sleeping thread took longer than
-// reading a piece, and Poll waited for the wake-up in turn (BENCHMARKS.md, fourteenth session).
+// reading a piece, and Poll waited for the wake-up in turn (BENCHMARKS.md, Consume).
 // Called by Poll only (pollMu held, c.mu not).
 func (c *Consumer) readFiles() bool {
 	c.mu.Lock()
@@ -315,7 +315,7 @@ const maxSpanAhead = 4
 // and a hand-over between the fetcher and Poll: pieces of 2 MiB read at 6,440 MB/s against
 // 5,560 for 1 MiB (medians), ahead in 8 of 8 alternated pairs, for less CPU; 4 MiB pieces,
 // two ahead, were behind 2 MiB in 5 of 6, and 2 MiB pieces with twice the memory ahead no
-// different (BENCHMARKS.md, seventeenth session).
+// different (BENCHMARKS.md, Consume).
 const spanPieceFactor = 2
 
 // spanPieceLocked is the size of the pieces the fetcher reads its spans in: spanPieceFactor ×
@@ -383,10 +383,9 @@ func (f *fetcher) readSpan(byPoll bool) bool {
 	// Poll is well behind (half the pieces a span may have waiting are there): this goroutine
 	// checks the batches of the piece it reads, while they are in this core's cache, and Poll
 	// skips them (chunk.validated). A hot CRC-32C runs at twice the speed of Poll's, on bytes
-	// read on the other core. Checking every piece here made this goroutine the slower one (the
-	// fourteenth session, and 3,994 against 4,482 MB/s in the sixteenth); checking only when Poll
-	// is this far behind: 5,230 against 4,680 MB/s, ahead in 8 of 10 pairs (BENCHMARKS.md,
-	// sixteenth session).
+	// read on the other core. Checking every piece here made this goroutine the slower one
+	// (3,994 against 4,482 MB/s); checking only when Poll is this far behind: 5,230 against
+	// 4,680 MB/s, ahead in 8 of 10 pairs (BENCHMARKS.md, Consume).
 	checkHere := ps.buffered >= maxSpanAhead/2
 	piece := int(min(f.spanPieceLocked(), sp.end-sp.pos))
 	var fb *fetchBuf

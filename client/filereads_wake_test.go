@@ -50,7 +50,7 @@ func TestFileReadsSeekDuringPollsReadWakesTheFetcher(t *testing.T) {
 // Poll's readFiles reads a piece while the fetcher, woken, looks for one: the fetcher finds
 // the partition in flight, passes over it and sleeps. The piece Poll queues leaves room to
 // read further ahead, so the read must wake the fetcher: else it sleeps until Poll has taken
-// the queue down to half (seen in the sixteenth session with 5-7 of 8 pieces waiting).
+// the queue down to half (seen with 5-7 of 8 pieces waiting: BENCHMARKS.md, Consume).
 func TestFileReadsPollsReadWakesTheFetcherToReadAhead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -21,7 +21,7 @@ package client
 // window is full, batches of batch.size pile up, and sending them together costs the broker
 // one read, one append (one write) and one response instead of one per batch. With Kafka's
 // 16 KiB batch.size this triples the throughput of a producer that outruns its window (see
-// BENCHMARKS.md). The broker appends a partition's batches in one write and answers with the
+// BENCHMARKS.md, Produce, 1 KiB records). The broker appends a partition's batches in one write and answers with the
 // first one's offset; the next ones follow it.
 //
 // Records are copied into their partition's batch by Send, so the caller may reuse a Record

@@ -150,7 +150,7 @@ type Populater interface {
 // (Populater); otherwise it does nothing. A writer through a shared file mapping otherwise takes
 // a page fault at the first write to each page; on a virtual machine that shadows page tables
 // such a fault costs tens of microseconds and, one time in a hundred, milliseconds
-// (BENCHMARKS.md, tenth session), so an appender whose index pages were faulted in ahead by
+// (BENCHMARKS.md, End-to-end latency), so an appender whose index pages were faulted in ahead by
 // another goroutine does not wait for them. It is advice: a system without it (Linux before
 // 5.14, other systems) reports no error; an error means that a store to those pages would
 // fault fatally (SIGBUS), for the caller to act on first.

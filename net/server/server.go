@@ -97,7 +97,7 @@ type Config struct {
 	// request while the handler checks and appends this one (a large produce
 	// spends most of its time there; on the 2-core test VM, produce over the
 	// unix socket gained 7-29 % in the median of alternated runs, over TCP,
-	// where the client's side costs more, nothing: see BENCHMARKS.md).
+	// where the client's side costs more, nothing: BENCHMARKS.md, Produce, 1 KiB records).
 	// Smaller requests are served by the reader, after every request before
 	// them. Default DefaultOverlapBytes; negative: every request on the
 	// reader.
@@ -498,7 +498,7 @@ func (s *Server) startConn(nc net.Conn, transport string) {
 	}
 	if b, ok := nc.(interface{ SetWriteBuffer(int) error }); ok && s.cfg.SendBufferBytes > 0 {
 		// A send buffer that holds a whole fetch lets sendfile finish in one call instead of
-		// parking on EAGAIN every 200 KiB: +40 % fetch throughput over unix sockets (BENCHMARKS.md).
+		// parking on EAGAIN every 200 KiB: +40 % fetch throughput over unix sockets (BENCHMARKS.md, Broker micro-benchmarks).
 		if err := b.SetWriteBuffer(s.cfg.SendBufferBytes); err != nil {
 			s.cfg.Logger.Debug("socket send buffer", "err", err)
 		}
