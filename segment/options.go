@@ -53,7 +53,7 @@ type Options struct {
 	// bytes_per_sync. Default 4 MiB: each step is a burst of I/O submission in the kernel that
 	// the whole machine feels, and on this project's test machine (ext4 on a virtio disk, 2
 	// vCPUs) 64 MiB steps set an e2e run's p99.9 at 9-10 ms where 4 MiB steps gave 3.5-6.3
-	// (BENCHMARKS.md, ninth session); 1 MiB steps once stalled appends for 200 ms, before
+	// (BENCHMARKS.md, End-to-end latency); 1 MiB steps once stalled appends for 200 ms, before
 	// PreallocateBytes took block allocation out of writeback. Negative turns it off.
 	// Durability is unchanged: only an fsync makes data durable.
 	WritebackBytes int64
@@ -74,7 +74,7 @@ type Options struct {
 	// so that reserving ahead never takes the last of the disk. nil reserves every step.
 	Reserve func(n int64) bool
 	// MmapAppend writes through a memory mapping of a preallocated segment instead of pwrite.
-	// Off by default: see BENCHMARKS.md for why pwrite won.
+	// Off by default: see BENCHMARKS.md, Storage engine, for why pwrite won.
 	MmapAppend bool
 	// RetryBackoff and RetryBackoffMax bound the flusher's retries of the work that failed for
 	// want of a resource (vfs.IsTransient) or that it must not skip (a recovery-point write, the

@@ -13,7 +13,7 @@ import (
 // Reserving an active segment's blocks (Options.PreallocateBytes) runs fallocate on the file
 // the appends write, and fallocate holds the inode lock that pwrite needs: now and then it
 // reads a block bitmap from the disk under it, and an append waits 10-15 ms (BENCHMARKS.md,
-// ninth session). So once the active segment is half full the flusher creates the next
+// End-to-end latency). So once the active segment is half full the flusher creates the next
 // segment's file under a temporary name and reserves it whole, step by step, while nothing
 // writes to it; the roll renames it into place, and the new active segment needs no fallocate
 // at all. A log that never fills half a segment never makes one; a leftover from a crash ends
