@@ -120,7 +120,7 @@ func fillTopic(b *testing.B, br *Broker, topic string, total int) {
 // flight: how much a consumer that could keep several fetches of one partition in flight would
 // gain (today's keeps one, and works on the previous response meanwhile: inflight=2 here is
 // close to it). A consumer cannot do that yet: it learns where a fetch ends only from its
-// response, so the next fetch's offset is unknown until then (BENCHMARKS.md, thirteenth session).
+// response, so the next fetch's offset is unknown until then (BENCHMARKS.md, Consume).
 func BenchmarkFetch(b *testing.B) {
 	const logBytes = 256 << 20
 	for _, tr := range []string{"tcp", "unix"} {

@@ -15,7 +15,8 @@ func unmapSharedRegion(mem []byte) error { return unix.Munmap(mem) }
 // any fault into an error rather than a crash.
 //
 // The broker reads the mapping rather than the file: pread of a memfd ran at 2.5 GB/s on the
-// benchmark VM, a quarter of a copy from the mapping (BENCHMARKS.md).
+// benchmark VM, a quarter of a copy from the mapping (BENCHMARKS.md, Unix socket and shared
+// memory).
 func mapSharedRegion(f *os.File, size int64) (*sharedRegion, error) {
 	fd := int(f.Fd())
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
