@@ -50,11 +50,16 @@
 //     run's topics get the cluster's replication factor and min.insync.replicas, the CPU
 //     counts every broker process's (summed in BrokerCPUSeconds) and the peak RSS is listed
 //     per broker (BrokerRSSPeakMBEach) and summed; Result.Cluster names the shape.
+//   - Follower lag (Config.FollowerLagEvery, a ReplicaPositionReader driver) is sampled over
+//     the measured window: per follower and sample, the leader's log end minus the
+//     follower's in records, and in time how long before the sample the leader's end was
+//     where the follower's is (interpolated between the leader's sampled ends; 0 when caught
+//     up), good to about one sampling interval.
 //
 // Files: driver.go (the Driver interface), sluice.go (the Sluice driver and the embedded
-// broker), cluster.go (the driver against a cluster of broker processes), run.go (produce, consume and e2e runs), sched.go (the open-loop pacer; its alarm in
-// finetimer_*.go), hist.go
-// (histograms), payload.go (record values), workload.go (YAML workloads), limits.go (machine
-// probes), bounds.go (a run against them), report.go (summaries and JSON), compare.go (one
-// workload against several systems).
+// broker), cluster.go (the driver against a cluster of broker processes), followerlag.go (the
+// follower lag sampler), run.go (produce, consume and e2e runs), sched.go (the open-loop
+// pacer; its alarm in finetimer_*.go), hist.go (histograms), payload.go (record values),
+// workload.go (YAML workloads), limits.go (machine probes), bounds.go (a run against them),
+// report.go (summaries and JSON), compare.go (one workload against several systems).
 package bench

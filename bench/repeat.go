@@ -83,6 +83,7 @@ func Summarize(runs []Result) Repeated {
 		*count(&out.Result) = int64(med)
 	}
 	summarizeBounds(&out, runs)
+	summarizeFollowerLag(&out, runs)
 	for _, r := range runs {
 		out.Errors += r.Errors
 		out.LatencyClamped += r.LatencyClamped

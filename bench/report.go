@@ -75,9 +75,12 @@ type Result struct {
 	BrokerRSSPeakMBEach []float64 `json:"broker_rss_peak_mb_each,omitempty"`
 	// Cluster is the shape of the cluster the run went against ("3 brokers, RF 3,
 	// min.insync.replicas 2"), empty for one broker.
-	Cluster     string  `json:"cluster,omitempty"`
-	RSSPeakMB   float64 `json:"rss_peak_mb"`
-	HeapInuseMB float64 `json:"heap_inuse_mb"`
+	Cluster string `json:"cluster,omitempty"`
+	// FollowerLag is every follower's lag behind its leader over the measured window, sampled
+	// every Config.FollowerLagEvery (nil when not asked for).
+	FollowerLag *FollowerLag `json:"follower_lag,omitempty"`
+	RSSPeakMB   float64      `json:"rss_peak_mb"`
+	HeapInuseMB float64      `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
 	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
@@ -119,6 +122,13 @@ func (r Result) WriteSummary(w io.Writer) {
 	if r.Mode != ModeConsume {
 		l := r.LatencyMs
 		fmt.Fprintf(w, "latency ms: p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P95, l.P99, l.P999, l.Max)
+	}
+	if l := r.FollowerLag; l != nil {
+		fmt.Fprintf(w, "follower lag (%d samples): records p50 %.0f  p99 %.0f  max %.0f; ms p50 %.3f  p99 %.3f  max %.3f\n",
+			l.Samples, l.RecordsP50, l.RecordsP99, l.RecordsMax, l.MsP50, l.MsP99, l.MsMax)
+		if l.Errors > 0 {
+			fmt.Fprintf(w, "follower lag: %d reads failed (first: %s)\n", l.Errors, l.FirstError)
+		}
 	}
 	if line := r.clampedLine(); line != "" {
 		fmt.Fprintln(w, line)

@@ -89,6 +89,10 @@ type Config struct {
 	IdleTimeout time.Duration
 
 	Clock Clock // default the real clock
+	// FollowerLagEvery samples every follower's lag behind its leader this often during a
+	// produce or e2e run (the driver must be a ReplicaPositionReader), into
+	// Result.FollowerLag; 0 for none.
+	FollowerLagEvery time.Duration
 	// FlatOutClockEvery: flat out, a producer reads the clock once every this many records
 	// (default 16; 1 for every record), and only those records' latencies are measured.
 	// Two clock reads per record (send and acknowledgement) were 18 % of a 100 B run's CPU on
@@ -215,6 +219,7 @@ func atRateOfMax(ctx context.Context, d Driver, c Config, run func(context.Conte
 		p := c
 		p.RateOfMax, p.Rate, p.Records, p.Duration, p.Progress = 0, rate, 0, c.ProbeDuration, nil
 		p.Topic, p.CreateTopic = fmt.Sprintf("%s-probe-%d", c.Topic, step), true
+		p.FollowerLagEvery = 0 // the measured run's lag only
 		step++
 		r, err := run(ctx, d, p)
 		// Deleted whatever happened: a failed probe's topic left on a long-lived broker would
@@ -809,6 +814,9 @@ func produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err := c.checkProducers(); err != nil {
 		return Result{}, err
 	}
+	if err := checkFollowerLag(d, c); err != nil {
+		return Result{}, err
+	}
 	if c.RateOfMax > 0 {
 		return atRateOfMax(ctx, d, c, produce, false)
 	}
@@ -827,6 +835,7 @@ func produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	stopLag := startFollowerLag(ctx, d, c, sc.measureStart)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var timeline []Interval // written by progress until wg.Wait
@@ -837,7 +846,9 @@ func produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	sc.cpu.mark()
 	close(stop)
 	wg.Wait()
+	lag := stopLag()
 	r, _ := merge(all)
+	r.FollowerLag = lag
 	r.ProduceRequests, r.Batches, r.SharedRequests = sent.requests, sent.batches, sent.shared
 	if c.Rate > 0 {
 		r.SendLagMs = mergeLag(all)
@@ -1106,6 +1117,9 @@ func e2e(ctx context.Context, d Driver, c Config) (Result, error) {
 		return Result{}, err
 	}
 	c.brokerCPU = brokerCPUOf(d)
+	if err := checkFollowerLag(d, c); err != nil {
+		return Result{}, err
+	}
 	if c.RateOfMax > 0 {
 		return atRateOfMax(ctx, d, c, e2eFlatOut, true)
 	}
@@ -1213,6 +1227,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 		return Result{}, err
 	}
 	consumerStats := all
+	stopLag := startFollowerLag(ctx, d, c, sc.measureStart)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var timeline []Interval // written by progress until wg.Wait
@@ -1251,6 +1266,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	close(stop)
 	wg.Wait()
 	r, _ := merge(consumerStats)
+	r.FollowerLag = stopLag()
 	pr, _ := merge(pstats)
 	if c.Rate > 0 {
 		r.SendLagMs = mergeLag(pstats)

@@ -355,9 +355,9 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
 		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
 		BatchSize: o.batchSize, LingerMs: o.lingerMs, NoSharedMemory: !o.sharedMem, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
-		NoFileReads: !o.fileReads,
-		Progress:    progress,
-		Settle:      o.settle,
+		NoFileReads: !o.fileReads, FollowerLagEvery: o.cluster.followerLag,
+		Progress: progress,
+		Settle:   o.settle,
 	}, nil
 }
 

@@ -24,6 +24,8 @@ type benchClusterOptions struct {
 	replicationFactor int
 	minInsyncReplicas int
 	props             []string
+	// followerLag samples each follower's lag this often (produce and e2e; 0 for none).
+	followerLag time.Duration
 }
 
 // The bounds of a bench cluster's life: its start (every broker answering, the controller
@@ -40,6 +42,9 @@ func addClusterFlags(cmd *cobra.Command, o *benchOptions) {
 	f.IntVar(&o.cluster.brokers, "brokers", 0, "start a cluster of this many broker processes on this host (cluster local's nodes, each a controller voter, on free loopback ports, in a temporary directory under --data-dir) and run against it, bootstrapping from all of them; stopped at the end, its logs kept if the run fails")
 	f.IntVar(&o.cluster.replicationFactor, "replication-factor", 0, "with --brokers: the replication factor of the run's topics (default: the brokers' default.replication.factor, 1 as Kafka's)")
 	f.IntVar(&o.cluster.minInsyncReplicas, "min-insync-replicas", 0, "with --brokers: the run's topics' min.insync.replicas, the replicas that must be in sync for acks=all (default: the brokers' min.insync.replicas, 1 as Kafka's; 2 with RF 3 is the usual production setting)")
+	if o.mode != bench.ModeConsume {
+		f.DurationVar(&o.cluster.followerLag, "follower-lag-every", 0, "with --brokers and a replication factor above 1: sample every follower's lag behind its leader (leader LEO - follower LEO) this often during the run and report its p50, p99 and max in records and in ms (0: not sampled)")
+	}
 	f.StringArrayVar(&o.cluster.props, "broker-property", nil, "with --brokers: a server property `key=value` for every broker (repeatable), as cluster local's --property; controlled.shutdown.enable=false unless given, since the cluster's data goes with it")
 }
 
@@ -57,7 +62,7 @@ func (o *benchOptions) checkClusterFlags(cmd *cobra.Command) error {
 	}
 	given := f.Changed
 	if !given("brokers") {
-		for _, name := range []string{"replication-factor", "min-insync-replicas", "broker-property"} {
+		for _, name := range []string{"replication-factor", "min-insync-replicas", "broker-property", "follower-lag-every"} {
 			if given(name) {
 				return fmt.Errorf("--%s needs --brokers (the cluster the bench starts)", name)
 			}
@@ -86,6 +91,12 @@ func (o *benchOptions) checkClusterFlags(cmd *cobra.Command) error {
 	}
 	if err := checkServerProperties(o.cluster.props); err != nil {
 		return err
+	}
+	switch {
+	case o.cluster.followerLag < 0:
+		return fmt.Errorf("--follower-lag-every %v: cannot be negative", o.cluster.followerLag)
+	case o.cluster.followerLag > 0 && o.cluster.replicationFactor < 2:
+		return fmt.Errorf("--follower-lag-every: a replication factor of %d has no followers (give --replication-factor 2 or more)", max(o.cluster.replicationFactor, 1))
 	}
 	o.embedded = true
 	return nil

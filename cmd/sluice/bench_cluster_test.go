@@ -37,6 +37,12 @@ func TestBenchClusterFlagChecks(t *testing.T) {
 		{[]string{"produce", "--brokers", "3", "--cpuprofile", "c.prof"}, "--cpuprofile"},
 		{[]string{"produce", "--brokers", "3", "--broker-property", "node.id=7"}, "node.id"},
 		{[]string{"produce", "--brokers", "3", "--broker-property", "nokey"}, "--property"},
+		{[]string{"produce", "--brokers", "3", "--replication-factor", "3", "--follower-lag-every", "20ms"}, ""},
+		{[]string{"e2e", "--brokers", "3", "--replication-factor", "2", "--follower-lag-every", "10ms"}, ""},
+		{[]string{"produce", "--brokers", "3", "--follower-lag-every", "20ms"}, "--follower-lag-every"},
+		{[]string{"produce", "--brokers", "3", "--replication-factor", "3", "--follower-lag-every", "-1s"}, "--follower-lag-every"},
+		{[]string{"produce", "--embedded", "--follower-lag-every", "20ms"}, "--brokers"},
+		{[]string{"consume", "--brokers", "3", "--replication-factor", "3", "--follower-lag-every", "20ms"}, "--follower-lag-every"},
 	} {
 		err := checkBenchFlags(t, c.args...)
 		switch {
