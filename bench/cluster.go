@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 // TopicShape is how a driver creates the run's topics beyond their partitions: the
@@ -139,6 +140,35 @@ func (d *clusterDriver) BrokerRSSPeakMBEach() []float64 {
 
 // Cluster implements ClusterDescriber.
 func (d *clusterDriver) Cluster() string { return d.shape.String() }
+
+// ReplicaPositions implements ReplicaPositionReader: each follower of topic's partitions as its
+// leader describes it (Admin.DescribeReplicas: a metadata request, then one DescribeReplicas
+// per leader). Partitions answered with an error (no leader, a leadership moving) and
+// followers that have not fetched at the leader's epoch yet are left out; an error is returned
+// with what was answered.
+func (d *clusterDriver) ReplicaPositions(ctx context.Context, topic string) ([]ReplicaPosition, error) {
+	ts, err := d.admin.DescribeReplicas(ctx, topic)
+	return replicaPositions(ts), err
+}
+
+// replicaPositions is the followers' positions in a DescribeReplicas answer.
+func replicaPositions(ts []wire.DescribeReplicasTopic) []ReplicaPosition {
+	var out []ReplicaPosition
+	for _, t := range ts {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != wire.NoError || p.LogEndOffset < 0 {
+				continue
+			}
+			for _, r := range p.Replicas {
+				if r.ReplicaID == p.Leader || r.LogEndOffset < 0 {
+					continue
+				}
+				out = append(out, ReplicaPosition{Partition: p.Partition, Follower: r.ReplicaID, LeaderLEO: p.LogEndOffset, FollowerLEO: r.LogEndOffset})
+			}
+		}
+	}
+	return out
+}
 
 // BrokerRSSLister is a Driver against several broker processes that reports each one's peak
 // RSS (in the order of its brokers), which Result.BrokerRSSPeakMBEach keeps.

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 // TestClusterShapeCheck: a shape the cluster could not host is refused before anything
@@ -116,5 +118,27 @@ func TestClusterDriverRun(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "broker processes' peak RSS") {
 		t.Errorf("summary does not list the brokers' RSS:\n%s", out.String())
+	}
+}
+
+// The followers' positions come from each partition's leader's answer: the leader itself, a
+// follower that has not fetched at the epoch, and a partition answered with an error are left
+// out.
+func TestReplicaPositions(t *testing.T) {
+	got := replicaPositions([]wire.DescribeReplicasTopic{{Topic: "t", Partitions: []wire.DescribeReplicasPartition{
+		{Partition: 0, Leader: 1, LogEndOffset: 500, Replicas: []wire.DescribeReplicasReplica{
+			{ReplicaID: 1, LogEndOffset: 500}, {ReplicaID: 2, LogEndOffset: 480}, {ReplicaID: 3, LogEndOffset: -1},
+		}},
+		{Partition: 1, ErrorCode: wire.ErrLeaderNotAvailable, Leader: -1, LogEndOffset: -1},
+		{Partition: 2, Leader: 3, LogEndOffset: 70, Replicas: []wire.DescribeReplicasReplica{
+			{ReplicaID: 3, LogEndOffset: 70}, {ReplicaID: 1, LogEndOffset: 70},
+		}},
+	}}})
+	want := []ReplicaPosition{
+		{Partition: 0, Follower: 2, LeaderLEO: 500, FollowerLEO: 480},
+		{Partition: 2, Follower: 1, LeaderLEO: 70, FollowerLEO: 70},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("replicaPositions = %+v, want %+v", got, want)
 	}
 }

@@ -194,12 +194,9 @@ func lagTime(h []leaderEnd, end int64, now time.Time) time.Duration {
 	return max(now.Sub(at), 0)
 }
 
-// result is the sampler's figures (nil if it never read a position in the measured window and
-// never failed).
+// result is the sampler's figures: Samples 0 if no follower had a position to read (none has
+// fetched at its leader's epoch yet).
 func (s *lagSampler) result() *FollowerLag {
-	if len(s.records) == 0 && s.errors == 0 {
-		return nil
-	}
 	l := &FollowerLag{Samples: len(s.records), Errors: s.errors, FirstError: s.firstErr}
 	l.RecordsP50, l.RecordsP99, l.RecordsMax = percentiles(s.records)
 	l.MsP50, l.MsP99, l.MsMax = percentiles(s.ms)

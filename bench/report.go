@@ -123,7 +123,9 @@ func (r Result) WriteSummary(w io.Writer) {
 		l := r.LatencyMs
 		fmt.Fprintf(w, "latency ms: p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P95, l.P99, l.P999, l.Max)
 	}
-	if l := r.FollowerLag; l != nil {
+	if l := r.FollowerLag; l != nil && l.Samples == 0 {
+		fmt.Fprintln(w, "follower lag: no follower position was read (no follower has fetched at its leader's epoch)")
+	} else if l != nil {
 		fmt.Fprintf(w, "follower lag (%d samples): records p50 %.0f  p99 %.0f  max %.0f; ms p50 %.3f  p99 %.3f  max %.3f\n",
 			l.Samples, l.RecordsP50, l.RecordsP99, l.RecordsMax, l.MsP50, l.MsP99, l.MsMax)
 		if l.Errors > 0 {

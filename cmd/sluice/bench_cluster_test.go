@@ -56,14 +56,15 @@ func TestBenchClusterFlagChecks(t *testing.T) {
 
 // TestBenchCluster: `bench produce --brokers 3` starts three broker processes, creates the
 // topic in the asked shape, produces to it with acks=all through the bootstrap list of all
-// three, and reports the cluster's shape and every broker process's CPU and peak RSS; the
+// three, samples the followers' lag, and reports the cluster's shape and every broker
+// process's CPU and peak RSS; the
 // brokers are gone afterwards with their directory. A cluster that cannot start fails the
 // run with its brokers' logs kept, and named.
 func TestBenchCluster(t *testing.T) {
 	bin := buildSluice(t)
 	dir := t.TempDir()
 	out, err := exec.Command(bin, "bench", "produce", "--brokers", "3", "--replication-factor", "3", "--min-insync-replicas", "2",
-		"--acks", "all", "--partitions", "3", "--data-dir", dir, "--records", "3000", "--record-size", "1024", "--json").Output()
+		"--acks", "all", "--partitions", "3", "--data-dir", dir, "--records", "3000", "--record-size", "1024", "--follower-lag-every", "10ms", "--json").Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -78,6 +79,11 @@ func TestBenchCluster(t *testing.T) {
 	checkRun(t, m, "produce", 3000)
 	if m["driver"] != "sluice-cluster" || m["cluster"] != "3 brokers, RF 3, min.insync.replicas 2" {
 		t.Errorf("driver %v, cluster %v: want the cluster's shape named", m["driver"], m["cluster"])
+	}
+	// The followers were sampled (how many positions there were to read depends on whether
+	// they had fetched yet).
+	if lag, _ := m["follower_lag"].(map[string]any); lag == nil || lag["samples"] == nil || lag["errors"] != nil {
+		t.Errorf("follower_lag %v: want the sampler's figures, no failed reads", m["follower_lag"])
 	}
 	if runtime.GOOS == "linux" {
 		each, _ := m["broker_rss_peak_mb_each"].([]any)
