@@ -213,3 +213,40 @@ func TestOutOfRange(t *testing.T) {
 		t.Fatalf("plan %+v, want the query for epoch 3", p)
 	}
 }
+
+// TestTruncationBelowLogStart: a leader whose log ends below this follower's log start (an
+// unclean election, or a leader that lost unsynced records) makes the follower restart its log
+// at the leader's end, as Kafka's UnifiedLog.truncateTo does below the log start, rather than
+// empty it at its own start and fetch from above the leader's end forever.
+func TestTruncationBelowLogStart(t *testing.T) {
+	// After the leader's epoch answer.
+	r := New(Config{ReplicaID: 2}, LogState{StartOffset: 100, EndOffset: 150, DurableOffset: 150, HighWatermark: 120, Epochs: entries(1, 0, 3, 90)})
+	r.BecomeFollower(FollowerUpdate{Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2}}, testNow)
+	r.Ready()
+	if p := r.NextFetch(); p.Kind != FetchEpochQuery || p.Epoch != 3 {
+		t.Fatalf("plan %+v, want the query for epoch 3", p)
+	}
+	r.EpochAnswered(3, 3, 80)
+	rd := r.Ready()
+	if rd.Truncate == nil || *rd.Truncate != (Truncation{To: 80, Fully: true}) {
+		t.Fatalf("truncation %+v, want fully to 80", rd.Truncate)
+	}
+	r.Truncated(80, 80)
+	if p := r.NextFetch(); p.Kind != FetchRecords || p.Offset != 80 || p.LogStartOffset != 80 {
+		t.Fatalf("plan %+v, want records from 80", p)
+	}
+
+	// After OFFSET_OUT_OF_RANGE above the leader's end, with an empty epoch cache.
+	r = New(Config{ReplicaID: 2}, LogState{StartOffset: 100, EndOffset: 150, DurableOffset: 150})
+	r.BecomeFollower(FollowerUpdate{Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2}}, testNow)
+	r.Ready()
+	r.OutOfRange(0, 80)
+	rd = r.Ready()
+	if rd.Truncate == nil || *rd.Truncate != (Truncation{To: 80, Fully: true}) {
+		t.Fatalf("truncation %+v, want fully to 80", rd.Truncate)
+	}
+	r.Truncated(80, 80)
+	if p := r.NextFetch(); p.Kind != FetchRecords || p.Offset != 80 {
+		t.Fatalf("plan %+v, want records from 80", p)
+	}
+}

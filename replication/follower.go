@@ -108,11 +108,16 @@ func (r *Replica) EpochAnswered(leaderEpoch int32, epoch int32, endOffset batch.
 	}
 }
 
-// truncateTo asks the driver for a truncation of the local log to `to` (never below the log
-// start unless fully).
+// truncateTo asks the driver for a truncation of the local log to `to`. Below the log start it
+// is a full truncation (the log restarts empty at `to`, as Kafka's UnifiedLog.truncateTo below
+// the log start): clamped to the start instead, the follower would fetch from above the
+// leader's end and be sent back here forever.
 func (r *Replica) truncateTo(to batch.Offset, fully bool) {
+	if to < r.logStart {
+		fully = true
+	}
 	if !fully {
-		to = clamp(to, r.logStart, r.logEnd)
+		to = min(to, r.logEnd)
 	}
 	t := Truncation{To: to, Fully: fully}
 	r.follow = followerState{phase: phaseTruncating, truncation: &t}

@@ -172,9 +172,11 @@ func (r *Replica) FollowerFetched(f FollowerFetch, now time.Time) bool {
 
 // canJoinISR is Kafka's isFollowerInSync for expansion: the follower fetched at this epoch and
 // its log end reached both the high watermark and the start of the leader's current epoch (so
-// it holds nothing of an older epoch the leader does not have).
+// it holds nothing of an older epoch the leader does not have). Without write caching it is
+// its durable end that must reach the high watermark: an ISR member, electable, holds every
+// acknowledged record on disk.
 func (r *Replica) canJoinISR(p *followerProgress) bool {
-	if p.leo < 0 || p.leo < r.hw {
+	if p.leo < 0 || p.counted(r.cfg.WriteCaching) < r.hw {
 		return false
 	}
 	start := r.logEnd

@@ -110,7 +110,8 @@ type ISRProposal struct {
 
 // Truncation is a truncation of the local log for the driver to make, then report with
 // Truncated. Fully set: the log must restart empty at To (segment.Log.TruncateFullyAndStartAt),
-// because the leader's log starts above everything this one holds.
+// because the leader's log starts above everything this one holds, or ends below this one's
+// start.
 type Truncation struct {
 	To    batch.Offset
 	Fully bool

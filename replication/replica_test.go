@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -136,5 +137,37 @@ func TestSetConfig(t *testing.T) {
 	}
 	if r.AcceptsAcksAll() {
 		t.Fatal("acks=all accepted with 2 in sync and min.insync.replicas 3")
+	}
+}
+
+// TestJoinISRNeedsDurableHW: without write caching, a follower joins the ISR only once it has
+// fsynced up to the high watermark, not once its log end reaches it: every ISR member must hold
+// every acknowledged record on disk, or electing it after a power loss loses them.
+func TestJoinISRNeedsDurableHW(t *testing.T) {
+	r := New(Config{ReplicaID: 1, MinInsync: 1, LagTimeMax: 30 * time.Second}, LogState{})
+	r.BecomeLeader(LeaderUpdate{LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}, testNow)
+	r.Appended(10, nil, testNow)
+	r.Synced(10, testNow)
+	if rd := r.Ready(); rd.HighWatermark != 10 {
+		t.Fatalf("high watermark %d, want 10", rd.HighWatermark)
+	}
+	r.FollowerFetched(FollowerFetch{ReplicaID: 2, FetchOffset: 10, DurableOffset: 4}, testNow)
+	r.Tick(testNow)
+	if rd := r.Ready(); rd.Propose != nil {
+		t.Fatalf("proposed %v for a follower durable to 4 below the high watermark 10", rd.Propose)
+	}
+	r.FollowerFetched(FollowerFetch{ReplicaID: 2, FetchOffset: 10, DurableOffset: 10}, testNow)
+	if rd := r.Ready(); rd.Propose == nil || !slices.Equal(rd.Propose.ISR, []int32{1, 2}) {
+		t.Fatalf("proposal %v, want ISR 1,2", rd.Propose)
+	}
+
+	// With write caching the log end is what counts, as Kafka.
+	r = New(Config{ReplicaID: 1, MinInsync: 1, WriteCaching: true}, LogState{})
+	r.BecomeLeader(LeaderUpdate{LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}, testNow)
+	r.Appended(10, nil, testNow)
+	r.Ready()
+	r.FollowerFetched(FollowerFetch{ReplicaID: 2, FetchOffset: 10, DurableOffset: 4}, testNow)
+	if rd := r.Ready(); rd.Propose == nil {
+		t.Fatal("no proposal for a follower at the log end with write caching")
 	}
 }

@@ -235,3 +235,55 @@ func BenchmarkAppendAsFollower(b *testing.B) {
 	}
 	b.StopTimer()
 }
+
+// TestAppendAsFollowerLargerThanSegment: a follower's fetch response (up to
+// replica.fetch.max.bytes, 1 MiB) may hold more bytes than segment.bytes, each of its batches
+// fitting (the leader appended them one produce at a time). AppendAsFollower appends them all,
+// rolling between batches as the leader did, rather than refuse the response ErrTooLarge: the
+// follower would fetch the same bytes again and never get past them. One batch larger than a
+// segment is still refused, and nothing of it is appended.
+func TestAppendAsFollowerLargerThanSegment(t *testing.T) {
+	o := testOptions(newMem(t)) // 16 KiB segments
+	l := mustOpen(t, "/p", o)
+	defer l.Close()
+	var bufs [][]byte
+	off := batch.Offset(0)
+	for i := range 10 { // 10 × ~6 KiB: 60 KiB, several segments' worth
+		b := sizedBatch(t, 6<<10, int64(1000+i))
+		batch.Batch(b).SetBaseOffset(off)
+		batch.Batch(b).SetPartitionLeaderEpoch(3)
+		off = batch.Batch(b).NextOffset()
+		bufs = append(bufs, b)
+	}
+	info, err := l.AppendAsFollower(cat(bufs...))
+	if err != nil {
+		t.Fatalf("AppendAsFollower of %d bytes in %d batches: %v", len(cat(bufs...)), len(bufs), err)
+	}
+	if info.FirstOffset != 0 || info.LastOffset != off-1 || info.Batches != len(bufs) {
+		t.Fatalf("info %+v, want offsets [0, %d] in %d batches", info, off-1, len(bufs))
+	}
+	if l.EndOffset() != off {
+		t.Fatalf("log end %d, want %d", l.EndOffset(), off)
+	}
+	got := readAll(t, l, 0)
+	if len(got) != len(bufs) {
+		t.Fatalf("read %d batches, want %d", len(got), len(bufs))
+	}
+	for i, b := range got {
+		if !bytes.Equal(b, bufs[i]) {
+			t.Fatalf("batch %d differs from the leader's", i)
+		}
+	}
+	if n := len(l.Segments()); n < 4 {
+		t.Fatalf("%d segments, want the batches spread over at least 4 of 16 KiB", n)
+	}
+
+	big := sizedBatch(t, 20<<10, 2000)
+	batch.Batch(big).SetBaseOffset(off)
+	if _, err := l.AppendAsFollower(big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a batch larger than a segment: %v, want ErrTooLarge", err)
+	}
+	if l.EndOffset() != off {
+		t.Fatalf("log end %d after the refusal, want %d", l.EndOffset(), off)
+	}
+}

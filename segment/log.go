@@ -198,12 +198,65 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 // batch's next offset, else ErrNotContiguous. Either way nothing is appended. A follower whose
 // log must restart elsewhere (its leader's log start is past its end) calls
 // TruncateFullyAndStartAt first: an empty log at end E takes only a first batch based at E.
+//
+// A fetch response may hold more bytes than segment.bytes (replica.fetch.max.bytes is 1 MiB;
+// segment.bytes may be smaller), each of its batches having fitted the leader's segments: it
+// is appended in runs of whole batches that each fit a segment, rolling between them, so that
+// the follower gets past it. A batch larger than a segment is refused ErrTooLarge; an error
+// after the first run leaves the runs before it appended, and the returned AppendInfo says
+// what was (the follower fetches again from the log end).
 func (l *Log) AppendAsFollower(buf []byte) (AppendInfo, error) {
 	info, err := inspect(buf, false)
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	return l.append(buf, info, false, 0)
+	l.appendMu.Lock()
+	segmentBytes := l.opts.SegmentBytes // Reconfigure changes it under appendMu
+	l.appendMu.Unlock()
+	if int64(len(buf)) <= segmentBytes {
+		return l.append(buf, info, false, 0)
+	}
+	var total AppendInfo
+	for len(buf) > 0 {
+		n, run := followerRun(buf, segmentBytes)
+		run, err := l.append(buf[:n], run, false, 0)
+		if err != nil {
+			return total, err
+		}
+		if total.Batches == 0 {
+			total = run
+		} else {
+			total.LastOffset = run.LastOffset
+			total.MaxTimestamp = max(total.MaxTimestamp, run.MaxTimestamp)
+			total.Batches += run.Batches
+			total.Records += run.Records
+			total.Bytes += run.Bytes
+		}
+		buf = buf[n:]
+	}
+	return total, nil
+}
+
+// followerRun is the longest prefix of buf (batches inspect validated) whose whole batches fit
+// in limit bytes, at least one batch, and its AppendInfo.
+func followerRun(buf []byte, limit int64) (int, AppendInfo) {
+	info := AppendInfo{MaxTimestamp: -1}
+	for rest := buf; len(rest) > 0; {
+		b, r, _ := batch.Next(rest) // validated by inspect
+		if info.Batches > 0 && int64(info.Bytes+len(b)) > limit {
+			break
+		}
+		if info.Batches == 0 {
+			info.FirstOffset = b.BaseOffset()
+		}
+		info.LastOffset = b.LastOffset()
+		info.MaxTimestamp = max(info.MaxTimestamp, b.MaxTimestamp())
+		info.Records += int(b.NumRecords())
+		info.Batches++
+		info.Bytes += len(b)
+		rest = r
+	}
+	return info.Bytes, info
 }
 
 // inspect validates every batch in buf before any lock is taken (the CRC is the costly part).
