@@ -492,8 +492,8 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 			res := wire.ListOffsetsResponsePartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			p := b.partition(rt.Topic, rp.Partition)
 			if p == nil || !p.servesAt(b.cfg.NodeID, rp.CurrentLeaderEpoch) {
-				// The leader's log answers (a follower's is behind it, or, until replication
-				// lands, empty), as in Kafka for a consumer's ListOffsets.
+				// The leader's log answers (a follower's is behind it), as in Kafka for a
+				// consumer's ListOffsets.
 				_, err := b.refuse(rt.Topic, rp.Partition, p, rp.CurrentLeaderEpoch)
 				res.ErrorCode = errorCode(err)
 				out.Partitions = append(out.Partitions, res)
@@ -516,7 +516,7 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 				switch {
 				case err != nil:
 					res.ErrorCode = errorCode(err)
-				case ok:
+				case ok && off < p.highWatermark(): // a record above it is not committed: none yet
 					res.Offset, res.Timestamp = int64(off), ts
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
@@ -40,6 +41,10 @@ type Broker struct {
 	// fetchers are the replica fetchers of the partitions this broker follows (fetcher.go,
 	// issue #23 stream D2).
 	fetchers *replicaFetchers
+	// hwLoaded is the high-watermark checkpoint as read at Open (read-only after), and
+	// hwWritten what hwCheckpointLoop (then Close) last wrote (hwcheckpoint.go).
+	hwLoaded  map[topicPartition]batch.Offset
+	hwWritten map[topicPartition]batch.Offset
 
 	mu struct {
 		sync.RWMutex
@@ -140,6 +145,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.removeStrayDirs(md); err != nil {
 		return fail(err)
 	}
+	b.loadHWCheckpoint() // before any partition opens: each replica starts from its entry
 	// The offsets topic's logs open now (the offset store loads from them); the others once
 	// the listeners serve, in the background, so that metadata is answered while they open.
 	b.markOpening(md)
@@ -179,7 +185,9 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
-	b.wg.Add(5)
+	b.wg.Add(7)
+	go b.tickLoop()
+	go b.hwCheckpointLoop()
 	go func() {
 		defer b.wg.Done()
 		defer close(b.opened)
@@ -264,6 +272,8 @@ func (c Config) withDefaults() Config {
 	c.SpaceAlertFreePercent = nonZero(c.SpaceAlertFreePercent, d.SpaceAlertFreePercent)
 	c.BallastBytes = nonZero(c.BallastBytes, d.BallastBytes)
 	c.ScrubBytesPerSec = nonZero(c.ScrubBytesPerSec, d.ScrubBytesPerSec)
+	c.ReplicaLagTimeMax = positive(c.ReplicaLagTimeMax, d.ReplicaLagTimeMax)
+	c.HighWatermarkCheckpoint = positive(c.HighWatermarkCheckpoint, d.HighWatermarkCheckpoint)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -370,9 +380,14 @@ func (b *Broker) applyRetention(p *partition) {
 		// committed in it, which a restart would then not find.
 		return
 	}
-	res, err := p.log().DeleteExpired(p.highWatermark())
+	l := p.log()
+	res, err := l.DeleteExpired(p.highWatermark()) // never above it: followers may still need the rest
 	if res.Segments > 0 {
 		b.disk.kick() // space freed: produce may resume
+		p.repMu.Lock()
+		p.rep.LogStartMoved(l.StartOffset())
+		b.applyReady(p, p.rep.Ready())
+		p.repMu.Unlock()
 	}
 	if err != nil && !errors.Is(err, segment.ErrClosed) {
 		// A closed log is a partition deleted or moved away since the pass listed it, or the
@@ -417,11 +432,15 @@ func (b *Broker) Close(ctx context.Context) error {
 	if b.member != nil {
 		b.member.Close()
 	}
+	b.fetchers.close() // the followed partitions' fetches stop before their logs close
 	var errs []error
 	if err := b.srv.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))
 	}
 	b.wg.Wait()
+	// After the last request's answer and the last follower fetch: the next start begins at
+	// the high watermarks the clients saw.
+	b.writeHWCheckpoint()
 	stopped, err := b.closeLogsCounting()
 	errs = append(errs, err)
 	if err := b.ctrl.Close(); err != nil {

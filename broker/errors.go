@@ -45,6 +45,13 @@ var (
 	// ErrUnknownLeaderEpoch refuses a fetch whose CurrentLeaderEpoch is newer than the
 	// partition's: this broker has not applied the leader change yet.
 	ErrUnknownLeaderEpoch = errors.New("broker: the request's leader epoch is newer than the partition's")
+	// ErrNotEnoughReplicasAfterAppend answers an acks=all produce whose batch was appended but
+	// whose partition's ISR shrank below min.insync.replicas before the high watermark passed
+	// it (NOT_ENOUGH_REPLICAS_AFTER_APPEND, retriable: the producer sends again).
+	ErrNotEnoughReplicasAfterAppend = errors.New("broker: the in-sync replicas fell below min.insync.replicas after the append")
+	// ErrRequestTimedOut answers an acks=all produce whose batch the high watermark had not
+	// passed at the request's timeout.
+	ErrRequestTimedOut = errors.New("broker: the write was not committed within the request's timeout")
 	// ErrNotCoordinator refuses an offset commit or fetch for a group whose coordinator (the
 	// leader of its __consumer_offsets partition) is another broker.
 	ErrNotCoordinator = errors.New("broker: not the group's coordinator")
@@ -79,6 +86,10 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrFencedLeaderEpoch
 	case errors.Is(err, ErrUnknownLeaderEpoch):
 		return wire.ErrUnknownLeaderEpoch
+	case errors.Is(err, ErrNotEnoughReplicasAfterAppend):
+		return wire.ErrNotEnoughReplicasAfterAppend
+	case errors.Is(err, ErrRequestTimedOut):
+		return wire.ErrRequestTimedOut
 	case errors.Is(err, ErrNotCoordinator):
 		return wire.ErrNotCoordinator
 	case errors.Is(err, ErrCoordinatorNotAvailable):

@@ -6,15 +6,22 @@ package broker
 // partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, a replica that is not
 // the leader NOT_LEADER_OR_FOLLOWER naming the leader (KIP-951), a partition without a leader
 // LEADER_NOT_AVAILABLE; a leader change wakes the fetches parked on the partition, so that one
-// that lost its leader answers at once. Each partition is read from its fetch offset up to the
-// high watermark (the log end on a single node), at most partitionMaxBytes, and the response at
-// most maxBytes in all; as Kafka (KIP-74) the first batch of the first partition with data is
+// that lost its leader answers at once. A fetch with a ReplicaID (≥ 0) is a follower's: from a
+// broker that is not one of the partition's replicas it gets NOT_LEADER_OR_FOLLOWER and changes
+// nothing; otherwise each partition's fetch offset (the follower's log end), DurableOffset (v2:
+// its fsynced end) and log start are reported to the partition's replica once, as the request
+// arrives, which moves the high watermark and releases acks=all produce waits (replica.go).
+// Consumers read each partition from the fetch offset up to the high watermark, followers up to
+// the log end; every partition's answer carries the high watermark. Each reads at most
+// partitionMaxBytes, and the response at most maxBytes in all; as Kafka (KIP-74) the first batch of the first partition with data is
 // returned whole even when it is larger, so a consumer always makes progress. A read may end in a
 // partial batch, which clients drop. The records are not copied: the response is the encoded
 // prefixes with each partition's bytes sent from its segment file by sendfile, and the segments
-// stay referenced until the response is written. If fewer than minBytes are available (and nothing
-// failed), the fetch parks until an append to one of its partitions wakes it, maxWait passes, the
-// connection closes or the broker shuts down, and then answers with whatever is there. No
+// stay referenced until the response is written, the same path for consumers and followers. If
+// fewer than minBytes are available (and nothing failed), the fetch parks until an append or a
+// high watermark advance on one of its partitions wakes it (followers wait for appends,
+// consumers for the high watermark), maxWait passes, the connection closes or the broker shuts
+// down, and then answers with whatever is there. No
 // partition lock is held across any of this: a slow fetch never blocks a produce.
 
 import (
@@ -26,6 +33,7 @@ import (
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/replication"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -102,6 +110,9 @@ func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.Request
 	f.refs.Store(2) // this handling and the response
 	pend := f.pend  // read now: once the response is written f may be someone else's
 	req := &f.req.FetchRequest
+	if req.ReplicaID >= 0 {
+		f.followerFetched()
+	}
 	if f.try(req.MaxWaitMs <= 0) {
 		f.unref()
 		return pend
@@ -225,6 +236,7 @@ func (f *fetch) try(final bool) bool {
 	f.slices, f.lens, f.spans = f.slices[:0], f.lens[:0], f.spans[:0]
 	total, spanned, failed, first := 0, 0, false, true
 	self := f.b.cfg.NodeID
+	follower := req.ReplicaID >= 0
 	var hinted []int32 // the leaders named in refusals, for the response's endpoints
 	for i, rt := range req.Topics {
 		out := &f.resp.Topics[i]
@@ -241,6 +253,11 @@ func (f *fetch) try(final bool) bool {
 				f.addSlice(segment.Slice{}, -1)
 				continue
 			}
+			if follower && !p.isReplica(req.ReplicaID, self) {
+				res.ErrorCode, failed = wire.ErrNotLeaderOrFollower, true
+				f.addSlice(segment.Slice{}, -1)
+				continue
+			}
 			// One log for the partition's whole answer (the supervisor may swap a stopped one).
 			// The start first: retention can move it up to the log end between the two reads,
 			// and a response must never say start > high watermark.
@@ -251,6 +268,10 @@ func (f *fetch) try(final bool) bool {
 			}
 			hw := p.highWatermark()
 			res.HighWatermark, res.LastStableOffset, res.LogStartOffset = int64(hw), int64(hw), int64(start)
+			upTo := hw // consumers read what is committed, followers up to the log end
+			if follower {
+				upTo = l.EndOffset()
+			}
 			limit := min(int(rp.PartitionMaxBytes), maxBytes-total)
 			if limit <= 0 && first {
 				limit = 1 // KIP-74: the first batch comes back whole whatever the limits
@@ -258,7 +279,7 @@ func (f *fetch) try(final bool) bool {
 			var s segment.Slice
 			var err error
 			if f.shared && f.req.SpanMaxBytes > 0 {
-				s, err = l.Read(batch.Offset(rp.FetchOffset), int(f.req.SpanMaxBytes), hw)
+				s, err = l.Read(batch.Offset(rp.FetchOffset), int(f.req.SpanMaxBytes), upTo)
 				if err == nil && s.Len >= sharedSpanMin {
 					if id, ok := s.FileID(); ok {
 						f.spans = append(f.spans, wire.FileSpan{Index: int32(len(f.lens)), Path: id.Path, Dev: id.Dev, Ino: id.Ino, Pos: s.Pos, Len: int32(s.Len)})
@@ -280,7 +301,7 @@ func (f *fetch) try(final bool) bool {
 				continue
 			}
 			if s.File == nil && err == nil {
-				s, err = l.Read(batch.Offset(rp.FetchOffset), limit, hw)
+				s, err = l.Read(batch.Offset(rp.FetchOffset), limit, upTo)
 			}
 			if err != nil {
 				res.ErrorCode, failed = errorCode(err), true
@@ -326,6 +347,42 @@ func (f *fetch) try(final bool) bool {
 	f.pend.OnDone(f.onDone)
 	f.pend.Complete() // from here the hook owns f.slices; the handling touches nothing of f's but its parking
 	return true
+}
+
+// followerFetched reports a follower's fetch to the replicas of the partitions it names, once
+// per request, as it arrives (not at each wake-up of a parked fetch): its fetch offset is its
+// log end and its DurableOffset (v2; unknown before) its fsynced end, which is what moves the
+// high watermark and releases acks=all waits. A partition this broker does not lead at the
+// request's epoch, or of which the fetching broker is not a replica, is left alone: try refuses
+// it.
+func (f *fetch) followerFetched() {
+	req := &f.req.FetchRequest
+	self := f.b.cfg.NodeID
+	now := time.Now()
+	for _, t := range req.Topics {
+		for _, rp := range t.Partitions {
+			p := f.b.partition(t.Topic, rp.Partition)
+			if p == nil || !p.servesAt(self, rp.CurrentLeaderEpoch) || !p.isReplica(req.ReplicaID, self) {
+				continue
+			}
+			durable := batch.Offset(rp.DurableOffset)
+			if f.h.APIVersion < 2 {
+				durable = -1
+			}
+			p.repMu.Lock()
+			p.rep.FollowerFetched(replication.FollowerFetch{ReplicaID: req.ReplicaID, FetchOffset: batch.Offset(rp.FetchOffset),
+				DurableOffset: durable, LogStartOffset: batch.Offset(rp.LogStartOffset)}, now)
+			f.b.applyReady(p, p.rep.Ready())
+			p.repMu.Unlock()
+		}
+	}
+}
+
+// isReplica reports whether broker id is one of p's replicas other than this one (a fetch with
+// this broker's own id is no follower's).
+func (p *partition) isReplica(id, self int32) bool {
+	rs := p.replicas.Load()
+	return id != self && rs != nil && containsID(*rs, id)
 }
 
 // resizeKeep returns s with length n, keeping its capacity and the elements' own slices when

@@ -213,6 +213,7 @@ func (b *Broker) reopenLog(p *partition, st *healState, now time.Time) bool {
 		}
 	}
 	p.current.Store(l)
+	b.resetReplica(p, old, l) // the replica follows the new log: see resetReplica
 	p.wake()
 	b.logger.Info("log recovered", "partition", p.tp.String(),
 		"log_start", l.StartOffset(), "log_end", l.EndOffset(), "end_before", old.EndOffset(),

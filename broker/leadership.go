@@ -17,12 +17,13 @@ package broker
 // reads), wakes its parked fetches, which answer NOT_LEADER_OR_FOLLOWER, and answers the acks=all
 // produce waits on the partition with NOT_LEADER_OR_FOLLOWER: a write the broker took as leader
 // and has not acknowledged is not acknowledged once another broker leads, as the new leader's
-// log defines the partition. A broker that gains a leadership serves the log it has. Until
-// replication lands, that is only what it had itself: records acknowledged by the previous
-// leader are not on it.
+// log defines the partition; the replica then follows the new leader (the fetchers, fetcher.go),
+// truncating what the new leader does not have. A broker that gains a leadership serves the log
+// it has, which holds every record the ISR had committed (the controller elects from the ISR).
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/replication"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -106,38 +108,84 @@ func hintFor(leader, epoch int32) leaderHint {
 	return leaderHint{set: true, id: leader, epoch: epoch}
 }
 
-// setLeadership applies pm's leader and epoch to p (the reconciler, under reconcileMu). Parked
-// fetches are woken on every change (those naming the old epoch are fenced now); a leadership
-// lost also answers the acks=all waits on p.
+// setLeadership applies pm's leadership and ISR to p (the reconciler, under reconcileMu): its
+// replica becomes the leader (BecomeLeader with the committed ISR, also at an unchanged leader
+// epoch when only the ISR or the partition epoch moved) and stops following, or becomes a
+// follower of pm.Leader and starts fetching from it (stops, when the partition has no leader).
+// A leadership gained is handed to the replica before the lead word lets produce in at the new
+// epoch, so that the epoch cache entry of the new epoch starts at the log end before anything
+// is appended at it; a leadership lost is swapped out of the lead word first, so that produce
+// stops at once, then the replica answers its parked acks=all waits NOT_LEADER_OR_FOLLOWER.
+// Parked fetches are woken on every leadership change (those naming the old epoch are fenced).
 func (b *Broker) setLeadership(p *partition, pm cluster.PartitionMeta) {
+	self := b.cfg.NodeID
+	replicas := append([]int32(nil), pm.Replicas...)
+	p.replicas.Store(&replicas)
 	v := packLead(pm.Leader, pm.LeaderEpoch)
-	old := p.lead.Swap(v)
-	if old == v {
+	p.repMu.Lock()
+	first := !p.appliedSet
+	if !first && p.applied.Leader == pm.Leader && p.applied.LeaderEpoch == pm.LeaderEpoch &&
+		p.applied.PartitionEpoch == pm.PartitionEpoch && slices.Equal(p.applied.ISR, pm.ISR) && slices.Equal(p.applied.Replicas, pm.Replicas) {
+		p.repMu.Unlock()
 		return
 	}
-	self := b.cfg.NodeID
+	p.applied = cluster.PartitionMeta{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch, PartitionEpoch: pm.PartitionEpoch,
+		ISR: slices.Clone(pm.ISR), Replicas: replicas}
+	p.appliedSet = true
+	now := time.Now()
+	var old uint64
+	if pm.Leader == self {
+		p.rep.BecomeLeader(replication.LeaderUpdate{LeaderEpoch: pm.LeaderEpoch, PartitionEpoch: pm.PartitionEpoch,
+			Replicas: replicas, ISR: slices.Clone(pm.ISR)}, now)
+		b.applyReady(p, p.rep.Ready())
+		old = p.lead.Swap(v)
+	} else {
+		old = p.lead.Swap(v)
+		p.rep.BecomeFollower(replication.FollowerUpdate{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
+			PartitionEpoch: pm.PartitionEpoch, Replicas: replicas}, now)
+		b.applyReady(p, p.rep.Ready())
+		// The replica releases its waits as it stops leading; any left (a wait registered as
+		// the leadership went) is answered here: this broker acknowledges nothing it no
+		// longer leads.
+		for id, w := range p.waits {
+			delete(p.waits, id)
+			w.resolve(fmt.Errorf("%w: %s-%d is now led by broker %d (leader epoch %d)", ErrNotLeaderOrFollower, p.tp.topic, p.tp.partition, pm.Leader, pm.LeaderEpoch))
+		}
+	}
+	p.repMu.Unlock()
+	switch {
+	case pm.Leader == self:
+		b.fetchers.unfollow(p)
+	case pm.Leader == cluster.NoLeader:
+		b.fetchers.unfollow(p)
+	default:
+		b.fetchers.follow(p)
+	}
+	if old == v {
+		return // an ISR change at the same leadership
+	}
 	oldLeader, oldEpoch := unpackLead(old)
 	switch {
+	case first:
 	case oldLeader == self && pm.Leader != self:
 		b.logger.Info("partition leadership lost", "partition", p.tp.String(), "leader", pm.Leader, "epoch", pm.LeaderEpoch, "previous_epoch", oldEpoch)
-		p.failAcks(fmt.Errorf("%w: %s-%d is now led by broker %d (leader epoch %d)", ErrNotLeaderOrFollower, p.tp.topic, p.tp.partition, pm.Leader, pm.LeaderEpoch))
 	case oldLeader != self && pm.Leader == self:
-		// The log served from now on is the one this broker has: until replication lands, a
-		// new leader holds only what it wrote itself while it led before.
 		b.logger.Info("partition leadership gained", "partition", p.tp.String(), "epoch", pm.LeaderEpoch, "previous_leader", oldLeader,
-			"log_end_offset", int64(p.log().EndOffset()))
+			"log_end_offset", int64(p.log().EndOffset()), "high_watermark", int64(p.highWatermark()))
 	}
 	p.wake()
 }
 
-// ackWait is one partition's share of an acks=all produce: answered when the append at last is
-// durable on log (the log that took it: heal.go may swap another in), or refused when the
-// broker loses the partition's leadership first, whichever comes first (done).
+// ackWait is one partition's share of an acks=all produce: parked in the partition's replica
+// (rep.Await) until the high watermark passes last, the ISR shrinks below min.insync.replicas,
+// the broker stops leading the partition at epoch, the log that took the append (log: heal.go
+// may swap another in) stops, or the request times out, whichever comes first (done).
 type ackWait struct {
 	p     *partition
 	log   *segment.Log
 	last  batch.Offset
 	epoch int32 // the leader epoch the append was taken at
+	id    replication.WaitID
 	out   *wire.ProduceResponsePartition
 	req   *ackRequest
 	done  atomic.Bool
@@ -149,64 +197,68 @@ type ackRequest struct {
 	left   atomic.Int32
 	once   sync.Once
 	finish func() // encodes and completes the response (once); called with mu held
-	timer  *time.Timer
+	timer  *time.Timer // the request's timeout, guarded by mu
 }
 
-// resolve answers w with err (nil: durable): its code is set in the response, and the last of
-// the request's waits completes it.
+// resolve answers w with err (nil: committed): its code is set in the response, and the last of
+// the request's waits completes it. The caller has taken w out of its partition's waits.
 func (w *ackWait) resolve(err error) {
 	if !w.done.CompareAndSwap(false, true) {
 		return
 	}
-	w.p.dropAck(w)
 	if err != nil {
 		w.req.mu.Lock()
 		w.out.ErrorCode = errorCode(err)
 		w.req.mu.Unlock()
 	}
 	if w.req.left.Add(-1) == 0 {
-		w.req.timer.Stop()
 		w.req.mu.Lock()
 		defer w.req.mu.Unlock()
+		if w.req.timer != nil { // nil: answered before the timeout started (handleProduce)
+			w.req.timer.Stop()
+		}
 		w.req.finish()
 	}
 }
 
-// addAck registers w so that a leadership lost answers it, and reports whether p is still led
-// by self at the epoch w's append was taken at: if not, the caller refuses w itself (a loss
-// between the append and the registration swept the waits before w was among them).
-func (p *partition) addAck(w *ackWait, self int32) bool {
-	p.ackMu.Lock()
-	if p.acks == nil {
-		p.acks = map[*ackWait]struct{}{}
+// addAck parks w in p's replica, and reports whether p's replica still leads at the epoch w's
+// append was taken at: if not, nothing is parked and the caller refuses w itself (a loss
+// between the append and the registration would otherwise leave it to be released by a
+// replica that no longer leads it).
+func (b *Broker) addAck(w *ackWait) bool {
+	p := w.p
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	if p.rep.Role() != replication.Leader || p.rep.LeaderEpoch() != w.epoch || !p.servesAt(b.cfg.NodeID, w.epoch) {
+		return false
 	}
-	p.acks[w] = struct{}{}
-	p.ackMu.Unlock()
-	return p.servesAt(self, w.epoch)
+	if p.waits == nil {
+		p.waits = map[replication.WaitID]*ackWait{}
+	}
+	p.nextWait++
+	w.id = p.nextWait
+	p.waits[w.id] = w
+	p.rep.Await(w.id, w.last)
+	b.applyReady(p, p.rep.Ready()) // a wait the high watermark has passed already is released now
+	return true
 }
 
-func (p *partition) dropAck(w *ackWait) {
-	p.ackMu.Lock()
-	delete(p.acks, w)
-	p.ackMu.Unlock()
+// cancelAck withdraws w from p's replica (its request timed out) and reports whether it was
+// still parked.
+func (p *partition) cancelAck(w *ackWait) bool {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	if p.waits[w.id] != w {
+		return false
+	}
+	delete(p.waits, w.id)
+	p.rep.Cancel(w.id)
+	return true
 }
 
-// failAcks answers every acks=all wait registered on p with err.
-func (p *partition) failAcks(err error) {
-	p.ackMu.Lock()
-	ws := make([]*ackWait, 0, len(p.acks))
-	for w := range p.acks {
-		ws = append(ws, w)
-	}
-	p.ackMu.Unlock()
-	for _, w := range ws {
-		w.resolve(err)
-	}
-}
-
-// pendingAcks is the number of acks=all waits registered on p (tests).
+// pendingAcks is the number of acks=all waits parked on p (tests).
 func (p *partition) pendingAcks() int {
-	p.ackMu.Lock()
-	defer p.ackMu.Unlock()
-	return len(p.acks)
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	return len(p.waits)
 }

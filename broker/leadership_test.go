@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/internal/coordinator"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/replication"
 )
 
 // otherBroker is a second broker id registered (and unfenced) in a test broker's metadata: its
@@ -279,21 +281,29 @@ func TestAcksAllWaitRefusedOnLeadershipLoss(t *testing.T) {
 }
 
 // A wait registered after the leadership it was taken at has gone (the loss swept the waits
-// between the append and the registration) is refused by addAck's re-check, never left to be
-// acknowledged by the fsync.
+// between the append and the registration) is refused by addAck's re-check, never parked in a
+// replica that no longer leads it.
 func TestAckWaitRegisteredAfterLoss(t *testing.T) {
+	b := &Broker{cfg: Config{NodeID: 1}, logger: slog.New(slog.DiscardHandler)}
 	p := &partition{tp: topicPartition{"t", 0}}
+	p.rep = replication.New(replication.Config{ReplicaID: 1, LagTimeMax: time.Second, MinInsync: 1}, replication.LogState{})
+	p.rep.BecomeLeader(replication.LeaderUpdate{LeaderEpoch: 5, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now())
+	p.rep.Ready()
 	p.lead.Store(packLead(1, 5))
-	w := &ackWait{p: p, epoch: 4, out: &wire.ProduceResponsePartition{}}
-	if p.addAck(w, 1) {
+	w := &ackWait{p: p, epoch: 4, last: 0, out: &wire.ProduceResponsePartition{}}
+	if b.addAck(w) {
 		t.Fatal("addAck accepted a wait of epoch 4 on a partition at epoch 5")
 	}
-	w = &ackWait{p: p, epoch: 5, out: &wire.ProduceResponsePartition{}}
-	if !p.addAck(w, 1) {
+	w = &ackWait{p: p, epoch: 5, last: 0, out: &wire.ProduceResponsePartition{}}
+	if !b.addAck(w) {
 		t.Fatal("addAck refused a wait at the partition's epoch")
 	}
-	if p.addAck(&ackWait{p: p, epoch: 5}, 2) {
-		t.Fatal("addAck accepted a wait for a broker that does not lead")
+	if n := p.pendingAcks(); n != 1 {
+		t.Fatalf("%d waits parked, want 1", n)
+	}
+	p.lead.Store(packLead(2, 6))
+	if b.addAck(&ackWait{p: p, epoch: 5}) {
+		t.Fatal("addAck accepted a wait for a broker that no longer leads")
 	}
 }
 

@@ -198,8 +198,11 @@ func (s *offsetStore) replay(partition int32, tomb map[groupPartition]struct{}) 
 		return nil // not hosted here
 	}
 	var buf []byte
-	for off := p.log().StartOffset(); off < p.log().EndOffset(); {
-		sl, err := p.log().Read(off, 1<<20, p.log().EndOffset())
+	// Up to the high watermark: a record above it is not committed (a new leader may truncate
+	// it away), so no commit acknowledged to a client is in it.
+	end := p.highWatermarkBound()
+	for off := p.log().StartOffset(); off < end; {
+		sl, err := p.log().Read(off, 1<<20, end)
 		if err != nil {
 			return fmt.Errorf("replay %s-%d: %w", OffsetsTopic, partition, err)
 		}

@@ -32,9 +32,11 @@ func (tp topicPartition) String() string { return fmt.Sprintf("%s-%d", tp.topic,
 // fetches parked on it.
 //
 // Ownership: the log is set at creation and swapped only by the log supervisor (heal.go), which
-// reopens a stopped log under reconcileMu; cfg and lead are swapped atomically by the metadata
-// reconciler (lead through setLeadership, which also releases the waits of a leadership lost:
-// leadership.go); waiters is guarded by waitMu, acks by ackMu.
+// reopens a stopped log under reconcileMu and rebuilds rep for it; cfg and lead are swapped
+// atomically by the metadata reconciler (lead through setLeadership, which also hands the
+// committed leadership and ISR to rep: leadership.go); waiters is guarded by waitMu; rep, waits
+// and nextWait by repMu. hw and acksAll are rep's outputs, published by applyReady (replica.go)
+// so that the request path reads them in one atomic load.
 type partition struct {
 	tp      topicPartition
 	topicID cluster.TopicID
@@ -43,23 +45,35 @@ type partition struct {
 	// lead is the partition's leader and leader epoch as the metadata last reconciled says,
 	// packed in one word (packLead) so that a request reads both in one atomic load.
 	lead atomic.Uint64
-	// isrSize is the size of the partition's in-sync replica set, as the metadata last
-	// reconciled says: acks=all is refused while it is below min.insync.replicas.
-	isrSize atomic.Int32
+	// replicas is the partition's assignment as the metadata last reconciled says: a follower's
+	// fetch from a broker outside it is refused (fetch.go).
+	replicas atomic.Pointer[[]int32]
+	// hw is the high watermark rep last reported (applyReady): consumers read below it.
+	hw atomic.Int64
+	// acksAll is rep.AcceptsAcksAll() as of the last applyReady: acks=all is refused up front
+	// while it is false (this replica does not lead, or the committed ISR is below
+	// min.insync.replicas).
+	acksAll atomic.Bool
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
-
-	// acks are the acks=all produce waits on this partition's appends that are not answered
-	// yet: a leadership lost answers them with NOT_LEADER_OR_FOLLOWER (leadership.go).
-	ackMu sync.Mutex
-	acks  map[*ackWait]struct{}
 
 	// rep is the partition's replication state (issue #23): created with the partition, changed
 	// only under repMu; after every call on it the caller hands rep.Ready() to b.applyReady
 	// (replica.go) before it lets go of repMu.
 	repMu sync.Mutex
 	rep   *replication.Replica
+	// waits are the acks=all produce waits parked in rep, by the id rep releases them with
+	// (guarded by repMu; nextWait names the next).
+	waits    map[replication.WaitID]*ackWait
+	nextWait replication.WaitID
+	// applied is the leadership and partition epoch last handed to rep (setLeadership), so that
+	// an unchanged metadata version changes nothing; appliedSet is false until the first.
+	applied    cluster.PartitionMeta
+	appliedSet bool
+	// syncedFn is the group-commit callback of every append on a write.caching=false topic
+	// (produce.go), bound once so that asking for it allocates nothing.
+	syncedFn func(error)
 }
 
 // log is the partition's current log (a stopped one until the supervisor swaps in its reopened
@@ -68,9 +82,11 @@ type partition struct {
 func (p *partition) log() *segment.Log { return p.current.Load() }
 
 // highWatermark is the offset below which records are committed: what consumers may read,
-// ListOffsets' latest, and the bound below which retention may delete. With no replication
-// yet, every record is committed once appended: it is the log end.
-func (p *partition) highWatermark() batch.Offset { return p.log().EndOffset() }
+// ListOffsets' latest, the bound below which retention may delete, the offsets replay's end
+// and offset-for-timestamp's bound. It is the replica's (replication/), published by
+// applyReady: the smallest log end over the ISR, each counted only up to its fsynced end on a
+// write.caching=false topic, so on a single node it is the leader's fsynced end.
+func (p *partition) highWatermark() batch.Offset { return batch.Offset(p.hw.Load()) }
 
 // park registers wake to be signalled on the next append.
 func (p *partition) park(wake chan struct{}) {
@@ -189,8 +205,12 @@ func (b *Broker) openPartition(t cluster.TopicMeta, pm cluster.PartitionMeta) (*
 	p := &partition{tp: tp, topicID: t.ID}
 	p.current.Store(l)
 	p.cfg.Store(&cfg)
-	p.lead.Store(packLead(pm.Leader, pm.LeaderEpoch))
-	p.isrSize.Store(int32(len(pm.ISR)))
+	// Offline until openPartitions hands it its leadership (setLeadership), once it is in the
+	// partition map: requests meanwhile are refused as for a partition still opening.
+	p.lead.Store(packLead(cluster.NoLeader, pm.LeaderEpoch))
+	p.syncedFn = func(err error) { b.logSynced(p, err) }
+	p.rep = replication.New(b.replicaConfig(&cfg), b.logState(p, l, len(pm.Replicas)))
+	p.hw.Store(int64(p.rep.HighWatermark()))
 	return p, nil
 }
 
@@ -278,13 +298,16 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 				jobs = append(jobs, openJob{t: t, pm: pm})
 				continue
 			}
-			p.isrSize.Store(int32(len(pm.ISR)))
-			b.setLeadership(p, pm)
 			cfg, err := cluster.ResolveTopicConfig(t.Configs, b.topicDefaults)
 			if err == nil && cfg != *p.cfg.Load() {
 				p.cfg.Store(&cfg)
 				p.log().Reconfigure(b.logOptions(&cfg))
+				p.repMu.Lock()
+				p.rep.SetConfig(b.replicaConfig(&cfg))
+				b.applyReady(p, p.rep.Ready())
+				p.repMu.Unlock()
 			}
+			b.setLeadership(p, pm)
 		}
 	}
 	errs = append(errs, b.openPartitions(jobs)...)
@@ -357,6 +380,11 @@ func (b *Broker) openPartitions(jobs []openJob) []error {
 					b.mu.partitions[tp] = np
 				}
 				b.mu.Unlock()
+				if err == nil {
+					// In the map first: the fetchers (follow) and the proposals it may
+					// start find the partition as hosted.
+					b.setLeadership(np, j.pm)
+				}
 			}
 		}()
 	}
@@ -439,6 +467,7 @@ func (b *Broker) dropPartition(p *partition) {
 		delete(b.mu.partitions, p.tp)
 	}
 	b.mu.Unlock()
+	b.retireReplica(p, fmt.Errorf("%w: %s: deleted", ErrUnknownPartition, p.tp))
 	p.wake()
 	if err := p.log().Delete(); err != nil {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)

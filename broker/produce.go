@@ -11,13 +11,18 @@ package broker
 // bad). Appends happen in request order, one request at a time per connection (on its reader
 // goroutine, or for a request of 64 KiB or more on its overlap goroutine while the reader reads the
 // next: server.Config.OverlapBytes), so a pipelined producer's batches land in the order sent.
-// acks=0 gets no response; acks=1 is answered after the append. acks=-1 is refused with
-// NOT_ENOUGH_REPLICAS (nothing appended) while the partition's ISR is smaller than
-// min.insync.replicas; otherwise, on a topic with write.caching=false it is answered after the
-// group-commit flusher has fsynced every partition's last offset (or with REQUEST_TIMED_OUT after
-// the request's timeout, KAFKA_STORAGE_ERROR if the fsync failed, or NOT_LEADER_OR_FOLLOWER if this
-// broker loses the partition's leadership first), and with write.caching=true after the append, as
-// Kafka with its page cache. A topic with message.timestamp.type=LogAppendTime gets the broker's
+// acks=0 gets no response; acks=1 is answered after the leader's append. acks=-1 is refused with
+// NOT_ENOUGH_REPLICAS (nothing appended) while the partition's committed ISR is smaller than
+// min.insync.replicas (one atomic load: the replica's AcceptsAcksAll, published by applyReady);
+// otherwise it parks in the partition's replica (the delayed-produce purgatory) until the high
+// watermark passes the batch, woken by follower fetches and the leader's own fsync, and is
+// answered then, or with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks below the minimum
+// first, NOT_LEADER_OR_FOLLOWER if this broker stops leading the partition, KAFKA_STORAGE_ERROR if
+// the log stops, or REQUEST_TIMED_OUT at the request's timeout. Every append is reported to the
+// replica (its new log end), and on a write.caching=false topic every append (whatever its acks)
+// asks the group-commit flusher for the fsync that lets the leader's own offset count toward the
+// high watermark: consumers see a record once it is fsynced on every ISR member. With
+// write.caching=true the log ends count, as Kafka with its page cache. A topic with message.timestamp.type=LogAppendTime gets the broker's
 // clock stamped on each batch; on a CreateTime topic a batch whose max timestamp is more than
 // message.timestamp.after.max.ms ahead of the broker's clock, or whose first timestamp is more than
 // message.timestamp.before.max.ms behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the
@@ -81,7 +86,7 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				continue
 			}
 			epoch := p.leaderEpoch() // what the append stamps, and the leadership its wait is for
-			if req.Acks == wire.AcksAll && int64(p.isrSize.Load()) < p.cfg.Load().MinInsyncReplicas {
+			if req.Acks == wire.AcksAll && !p.acksAll.Load() {
 				// Kafka's rule, checked before the append: nothing is written that acks=all
 				// could not promise (min.insync.replicas above a topic's replica count, or an
 				// ISR that shrank).
@@ -107,7 +112,11 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				continue
 			}
 			res.BaseOffset, res.LogAppendTimeMs = int64(info.FirstOffset), appendTime
-			if req.Acks == wire.AcksAll && !p.cfg.Load().WriteCaching {
+			b.replicaAppended(p, l)
+			if !p.cfg.Load().WriteCaching {
+				l.OnSynced(info.LastOffset, p.syncedFn) // the leader's offset counts once fsynced
+			}
+			if req.Acks == wire.AcksAll {
 				waits = append(waits, ackWait{p: p, log: l, last: info.LastOffset, epoch: epoch, out: res})
 			}
 		}
@@ -122,36 +131,41 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 		produceResponses.Put(resp)
 		return p
 	}
-	// acks=all: answer when every partition's append is durable, or refuse a partition whose
-	// leadership this broker loses first (leadership.go). The durability callbacks run on the
-	// flushers' goroutines; the last wait answered completes the response.
+	// acks=all: answer when the high watermark has passed every partition's batch, or refuse a
+	// partition whose wait ends otherwise first. The waits are released under their partition's
+	// repMu (applyReady), by follower fetches, the flusher's callbacks, the ticker and the
+	// reconciler; the last wait answered completes the response.
 	pend := c.NewPending()
 	ar := &ackRequest{}
 	ar.left.Store(int32(len(waits)))
 	ar.finish = func() {
 		ar.once.Do(func() { complete(pend, h, resp) })
 	}
-	timeout := time.Duration(max(req.TimeoutMs, 0)) * time.Millisecond
-	ar.timer = time.AfterFunc(timeout, func() {
-		ar.mu.Lock()
-		defer ar.mu.Unlock()
-		for i := range waits {
-			w := &waits[i]
-			if !w.done.Load() && w.out.ErrorCode == wire.NoError && w.log.SyncedOffset() <= w.last {
-				w.out.ErrorCode = wire.ErrRequestTimedOut
-			}
-		}
-		ar.finish()
-	})
 	for i := range waits {
 		w := &waits[i]
 		w.req = ar
-		if !w.p.addAck(w, self) {
+		if !b.addAck(w) {
 			w.resolve(fmt.Errorf("%w: %s: leadership changed after the append", ErrNotLeaderOrFollower, w.p.tp))
-			continue
 		}
-		w.log.OnSynced(w.last, w.resolve)
 	}
+	// The timeout starts once every wait is parked (so that none parks after it fired), unless
+	// all are answered already; resolve stops it under ar.mu.
+	timeout := time.Duration(max(req.TimeoutMs, 0)) * time.Millisecond
+	ar.mu.Lock()
+	if ar.left.Load() > 0 {
+		ar.timer = time.AfterFunc(timeout, func() {
+			// Each wait still parked is withdrawn from its replica first (under its repMu,
+			// never with ar.mu held: applyReady answers waits under repMu and takes ar.mu),
+			// then answered.
+			for i := range waits {
+				w := &waits[i]
+				if w.p.cancelAck(w) {
+					w.resolve(fmt.Errorf("%w: %s: acks=all after %v", ErrRequestTimedOut, w.p.tp, timeout))
+				}
+			}
+		})
+	}
+	ar.mu.Unlock()
 	return pend
 }
 

@@ -1,12 +1,302 @@
 package broker
 
-import "github.com/sluicemq/sluice/replication"
+// The driver of a partition's replication state machine (replication.Replica), leader side.
+//
+// Every call on p.rep is made under p.repMu and followed, before the lock is let go, by
+// applyReady with what rep asks for (rep.Ready()). applyReady never blocks on the network: it
+// publishes the high watermark and rep.AcceptsAcksAll to atomics the request path reads in one
+// load, wakes parked consumer fetches, answers released acks=all waits (their responses are
+// completed, not written, here), and starts ISR proposals on goroutines. The one piece of disk
+// I/O it does is the leader-epoch checkpoint, written synchronously because it must be on disk
+// before anything past the epoch change is acknowledged: it changes only at a leader change
+// (BecomeLeader at a new epoch, under reconcileMu, before the partition's lead word lets a
+// produce in at that epoch, so no produce waits on it), at a follower's first batch of a new
+// epoch or a truncation (on the follower's fetcher goroutine), and when retention moves the log
+// start; it is a few lines.
+//
+// Lock order: reconcileMu, then repMu; waitMu (wake) and an ackRequest's mu (answering a wait)
+// are taken under repMu and never the other way round.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/replication"
+	"github.com/sluicemq/sluice/segment"
+)
+
+// alterPartitionTimeout bounds one ISR proposal to the controller: a proposal unanswered by
+// then is reported failed to the replica, whose next tick may propose again.
+const alterPartitionTimeout = 10 * time.Second
+
+// replicaConfig is the replica's config for the topic config c.
+func (b *Broker) replicaConfig(c *cluster.TopicConfig) replication.Config {
+	return replication.Config{
+		ReplicaID:    b.cfg.NodeID,
+		LagTimeMax:   b.cfg.ReplicaLagTimeMax,
+		MinInsync:    int(c.MinInsyncReplicas),
+		WriteCaching: c.WriteCaching,
+	}
+}
+
+// logState is what a replica of log l starts from: the log's bounds, the high watermark from
+// the data directory's replication-offset-checkpoint (read at Open), and the leader-epoch cache
+// from the partition's leader-epoch-checkpoint, or, for a data directory made before them, read
+// from the log's batches. replicas is the partition's replica count.
+//
+// A partition with no checkpointed high watermark starts at its log start, so that a restarted
+// replica never claims a high watermark above what the ISR had (the leader's fetch responses
+// teach it the real one), except a single-replica partition, whose log is the partition: every
+// record in it after recovery is its own to count, and a restart of a data directory made
+// before the checkpoint must not hide its records from consumers. The checkpointed value is
+// clamped to the log's bounds (a log recovered shorter than its checkpoint, or whose start
+// retention moved past it).
+func (b *Broker) logState(p *partition, l *segment.Log, replicas int) replication.LogState {
+	s := replication.LogState{StartOffset: l.StartOffset(), EndOffset: l.EndOffset(), DurableOffset: l.SyncedOffset()}
+	s.DurableOffset = min(s.DurableOffset, s.EndOffset)
+	hw, ok := b.checkpointedHW(p.tp)
+	switch {
+	case ok:
+	case replicas <= 1:
+		hw = s.EndOffset
+	default:
+		hw = s.StartOffset
+	}
+	s.HighWatermark = min(max(hw, s.StartOffset), s.EndOffset)
+	epochs, found, err := readLeaderEpochs(l)
+	if err != nil {
+		b.logger.Warn("leader-epoch-checkpoint unreadable; rebuilding it from the log", "partition", p.tp.String(), "err", err)
+	}
+	if !found || err != nil {
+		epochs = scanLeaderEpochs(b, p, l)
+	}
+	s.Epochs = epochs
+	return s
+}
 
 // applyReady acts on what a partition's replication state machine asks for: publish a new high
 // watermark and wake the consumer fetches parked on it, answer released acks=all produce waits,
-// send an ISR proposal to the controller, write the leader-epoch checkpoint, and carry out a
-// truncation (followers: handed to the fetcher, which reports it back with rep.Truncated).
-// Called with p.repMu held; it must not block (slow work goes to goroutines).
-//
-// Contract stub (issue #23): stream D1 writes it.
-func (b *Broker) applyReady(p *partition, rd replication.Ready) {}
+// send an ISR proposal to the controller, write the leader-epoch checkpoint. A truncation is
+// the follower's fetcher's to carry out before it calls applyReady (stream D2): one found here
+// is an error in the driver, logged. Called with p.repMu held; it does not block on the network.
+func (b *Broker) applyReady(p *partition, rd replication.Ready) {
+	p.acksAll.Store(p.rep.AcceptsAcksAll())
+	if rd.Empty() {
+		return
+	}
+	if rd.EpochsChanged {
+		b.writeLeaderEpochs(p, rd.Epochs)
+	}
+	if rd.HighWatermarkChanged {
+		p.hw.Store(int64(rd.HighWatermark))
+		p.wake() // consumers read up to the high watermark: an advance is new data to them
+	}
+	for _, r := range rd.Released {
+		w := p.waits[r.ID]
+		if w == nil {
+			continue // cancelled (timed out) or answered otherwise meanwhile
+		}
+		delete(p.waits, r.ID)
+		w.resolve(waitError(p, r.Result))
+	}
+	if rd.Propose != nil {
+		b.proposeISR(p, *rd.Propose)
+	}
+	if rd.Truncate != nil {
+		b.logger.Error("replica asked the leader-side driver for a truncation; the follower's fetcher carries them out",
+			"partition", p.tp.String(), "to", int64(rd.Truncate.To), "fully", rd.Truncate.Fully)
+	}
+}
+
+// waitError is the answer of an acks=all wait released with res (nil: acknowledged).
+func waitError(p *partition, res replication.WaitResult) error {
+	switch res {
+	case replication.WaitDone:
+		return nil
+	case replication.WaitNotEnoughISR:
+		return fmt.Errorf("%w: %s", ErrNotEnoughReplicasAfterAppend, p.tp)
+	default:
+		return fmt.Errorf("%w: %s: leadership changed before the write was committed", ErrNotLeaderOrFollower, p.tp)
+	}
+}
+
+// proposeISR sends prop to the controller on its own goroutine (bounded by the broker's ctx and
+// alterPartitionTimeout). A refusal or no answer is reported back with rep.ProposalFailed; a
+// commit comes back through the metadata, which reconcile hands to rep (setLeadership).
+func (b *Broker) proposeISR(p *partition, prop replication.ISRProposal) {
+	if b.member == nil || b.ctx.Err() != nil {
+		// No membership (a controller-only node cannot lead) or closing: nothing to send.
+		p.rep.ProposalFailed(time.Now())
+		return
+	}
+	req := cluster.AlterPartitionRequest{
+		Topic: p.tp.topic, Partition: p.tp.partition,
+		BrokerID: b.cfg.NodeID, BrokerEpoch: b.member.Epoch(),
+		LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch,
+		ISR: append([]int32(nil), prop.ISR...),
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, alterPartitionTimeout)
+		_, err := b.ctrl.AlterPartition(ctx, req)
+		cancel()
+		if err == nil {
+			return
+		}
+		if b.ctx.Err() == nil {
+			b.logger.Info("ISR change refused or unanswered", "partition", p.tp.String(), "isr", req.ISR,
+				"leader_epoch", req.LeaderEpoch, "partition_epoch", req.PartitionEpoch, "err", err)
+		}
+		p.repMu.Lock()
+		p.rep.ProposalFailed(time.Now())
+		b.applyReady(p, p.rep.Ready())
+		p.repMu.Unlock()
+	}()
+}
+
+// writeLeaderEpochs writes p's leader-epoch-checkpoint. A write that fails removes the file, so
+// that the next start rebuilds the cache from the log's batches rather than trusting a stale
+// one; the replica goes on with its cache in memory.
+func (b *Broker) writeLeaderEpochs(p *partition, epochs []replication.EpochEntry) {
+	l := p.log()
+	if err := writeLeaderEpochs(l, epochs); err != nil {
+		b.logger.Error("writing leader-epoch-checkpoint; the next start rebuilds it from the log", "partition", p.tp.String(), "err", err)
+		if rerr := os.Remove(filepath.Join(l.Dir(), leaderEpochCheckpointFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			b.logger.Error("removing a stale leader-epoch-checkpoint", "partition", p.tp.String(), "err", rerr)
+		}
+	}
+}
+
+// replicaAppended reports an append as leader to p's replica (its end read under repMu, so
+// that successive reports are monotone whatever order concurrent appends' callers get here).
+func (b *Broker) replicaAppended(p *partition, l *segment.Log) {
+	p.repMu.Lock()
+	p.rep.Appended(l.EndOffset(), nil, time.Now())
+	b.applyReady(p, p.rep.Ready())
+	p.repMu.Unlock()
+}
+
+// logSynced is the group-commit callback of p's appends on a write.caching=false topic: the
+// leader's own offset counts toward the high watermark only once fsynced. A failed sync (the
+// log stopped) answers the acks=all waits on the stopped log with its error: the supervisor
+// (heal.go) reopens the log and rebuilds the replica.
+func (b *Broker) logSynced(p *partition, err error) {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	if err != nil {
+		for id, w := range p.waits {
+			if w.log.Err() != nil {
+				delete(p.waits, id)
+				p.rep.Cancel(id)
+				w.resolve(err)
+			}
+		}
+		b.applyReady(p, p.rep.Ready())
+		return
+	}
+	l := p.log()
+	p.rep.Synced(min(l.SyncedOffset(), l.EndOffset()), time.Now())
+	b.applyReady(p, p.rep.Ready())
+}
+
+// retireReplica stops p's replication (deleted or closing): its fetcher stops, and its acks=all
+// waits are answered with err.
+func (b *Broker) retireReplica(p *partition, err error) {
+	b.fetchers.unfollow(p)
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	for id, w := range p.waits {
+		delete(p.waits, id)
+		p.rep.Cancel(id)
+		w.resolve(err)
+	}
+	b.applyReady(p, p.rep.Ready())
+}
+
+// resetReplica rebuilds p's replica for the log l the supervisor swapped in (heal.go, under
+// reconcileMu): the waits on the stopped log are answered with its error, the high watermark is
+// kept (clamped to the new log, which recovery may have cut back to its fsynced end), the
+// leader-epoch cache is the old one less what the new log no longer holds, and the partition's
+// committed leadership is applied again so that the new replica leads or follows as the old one
+// did.
+func (b *Broker) resetReplica(p *partition, old, l *segment.Log) {
+	md := b.ctrl.Metadata()
+	pm, ok := partitionMeta(md, p.tp)
+	p.repMu.Lock()
+	for id, w := range p.waits {
+		delete(p.waits, id)
+		w.resolve(fmt.Errorf("%w: %s: the log stopped before the write was committed: %w", segment.ErrFailed, p.tp, old.Err()))
+	}
+	prev := p.rep
+	s := replication.LogState{StartOffset: l.StartOffset(), EndOffset: l.EndOffset(), DurableOffset: min(l.SyncedOffset(), l.EndOffset())}
+	s.HighWatermark = min(max(prev.HighWatermark(), s.StartOffset), s.EndOffset)
+	for _, e := range prev.Epochs() {
+		if e.StartOffset < s.EndOffset {
+			s.Epochs = append(s.Epochs, e)
+		}
+	}
+	p.rep = replication.New(b.replicaConfig(p.cfg.Load()), s)
+	p.hw.Store(int64(p.rep.HighWatermark()))
+	p.appliedSet = false
+	b.applyReady(p, p.rep.Ready())
+	p.repMu.Unlock()
+	if ok {
+		b.setLeadership(p, pm)
+	}
+}
+
+// partitionMeta is tp's committed metadata.
+func partitionMeta(md *cluster.Metadata, tp topicPartition) (cluster.PartitionMeta, bool) {
+	t, ok := md.Topic(tp.topic)
+	if !ok {
+		return cluster.PartitionMeta{}, false
+	}
+	return t.Partition(tp.partition)
+}
+
+// tickInterval is how often the ticker checks the led partitions' followers against
+// replica.lag.time.max.ms: half of it (Kafka's isr-expiration period), at most a second so that
+// an ISR proposal the controller refused is tried again soon, and at least 10 ms.
+func tickInterval(lag time.Duration) time.Duration {
+	return min(max(lag/2, 10*time.Millisecond), time.Second)
+}
+
+// tickLoop ticks every led partition's replica every tickInterval: followers that fell behind
+// for longer than replica.lag.time.max.ms are proposed out of the ISR.
+func (b *Broker) tickLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(tickInterval(b.cfg.ReplicaLagTimeMax))
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			b.tickReplicas(time.Now())
+		}
+	}
+}
+
+func (b *Broker) tickReplicas(now time.Time) {
+	self := b.cfg.NodeID
+	for _, p := range b.partitionList() {
+		if leader, _ := p.leadership(); leader != self {
+			continue
+		}
+		p.repMu.Lock()
+		p.rep.Tick(now)
+		b.applyReady(p, p.rep.Ready())
+		p.repMu.Unlock()
+	}
+}
+
+// highWatermarkBound is the offset a read of p's records for the broker's own use (the offsets
+// replay) stops at.
+func (p *partition) highWatermarkBound() batch.Offset { return min(p.highWatermark(), p.log().EndOffset()) }
