@@ -196,7 +196,7 @@ type ackRequest struct {
 	mu     sync.Mutex // guards the response against the waits, the timer and finish's encoding
 	left   atomic.Int32
 	once   sync.Once
-	finish func() // encodes and completes the response (once); called with mu held
+	finish func()      // encodes and completes the response (once); called with mu held
 	timer  *time.Timer // the request's timeout, guarded by mu
 }
 

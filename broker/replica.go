@@ -299,4 +299,6 @@ func (b *Broker) tickReplicas(now time.Time) {
 
 // highWatermarkBound is the offset a read of p's records for the broker's own use (the offsets
 // replay) stops at.
-func (p *partition) highWatermarkBound() batch.Offset { return min(p.highWatermark(), p.log().EndOffset()) }
+func (p *partition) highWatermarkBound() batch.Offset {
+	return min(p.highWatermark(), p.log().EndOffset())
+}
