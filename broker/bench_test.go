@@ -106,6 +106,7 @@ func fillTopic(b *testing.B, br *Broker, topic string, total int) {
 			b.Fatal(err)
 		}
 	}
+	reportAppends(b, br, p)
 }
 
 // BenchmarkFetch reads 1 KiB-record batches from the page cache with fetches of 16 KiB (one

@@ -115,13 +115,56 @@ func records(t testing.TB, values ...string) []byte {
 	return append([]byte(nil), out...)
 }
 
+// produce sends recs and, for a successful acks=1 produce, waits until they are committed
+// (awaitCommitted), so that a test reads them right after as before replication: use it on
+// partitions whose replicas all fetch (a single node's).
 func produce(t testing.TB, c *client.Conn, topic string, partition int32, acks int16, recs []byte) wire.ProduceResponsePartition {
+	t.Helper()
+	res := produceRaw(t, c, topic, partition, acks, recs)
+	if acks == wire.AcksLeader && res.ErrorCode == wire.NoError {
+		awaitCommitted(t, c, topic, partition, res.BaseOffset+int64(recordCount(recs))-1)
+	}
+	return res
+}
+
+// produceRaw sends recs and returns the answer, waiting for nothing more.
+func produceRaw(t testing.TB, c *client.Conn, topic string, partition int32, acks int16, recs []byte) wire.ProduceResponsePartition {
 	t.Helper()
 	var resp wire.ProduceResponse
 	call(t, c, &wire.ProduceRequest{Acks: acks, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
 		{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: partition, Records: recs}}},
 	}}, &resp)
 	return resp.Topics[0].Partitions[0]
+}
+
+// awaitCommitted waits until the high watermark of topic-partition passes last: an acks=1
+// write is answered after the leader's append, and consumers see it once it is committed (on
+// a single node, once fsynced), which the tests that read right after it wait for. A consumer
+// long poll from last returns as the high watermark passes it.
+func awaitCommitted(t testing.TB, c *client.Conn, topic string, partition int32, last int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		p := fetchP(t, c, topic, partition, last, 5000, 1)
+		if p.ErrorCode != wire.NoError || p.HighWatermark > last {
+			return // an error is the test's to see in what it does next
+		}
+	}
+	t.Fatalf("%s-%d: high watermark not past %d after 10 s", topic, partition, last)
+}
+
+// recordCount is the number of records in the batches of recs.
+func recordCount(recs []byte) int {
+	n := 0
+	for rest := recs; len(rest) > 0; {
+		bt, r, err := batch.Next(rest)
+		if err != nil {
+			break
+		}
+		n += int(bt.LastOffsetDelta()) + 1
+		rest = r
+	}
+	return n
 }
 
 func fetchP(t testing.TB, c *client.Conn, topic string, partition int32, offset int64, maxWaitMs, minBytes int32) wire.FetchResponsePartition {

@@ -76,7 +76,7 @@ func TestAcksAllTimesOutOnStalledDisk(t *testing.T) {
 		t.Fatalf("answered after %v, before the request's 200 ms timeout", waited)
 	}
 	// acks=1 does not wait for the disk.
-	if p := produce(t, c, "slow", 0, wire.AcksLeader, records(t, "leader")); p.ErrorCode != wire.NoError || p.BaseOffset != 1 {
+	if p := produceRaw(t, c, "slow", 0, wire.AcksLeader, records(t, "leader")); p.ErrorCode != wire.NoError || p.BaseOffset != 1 {
 		t.Fatalf("acks=1 while the disk stalls: %+v", p)
 	}
 

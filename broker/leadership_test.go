@@ -91,12 +91,12 @@ func listLatest(t *testing.T, c *client.Conn, topic string) wire.ListOffsetsResp
 // one hosted as a follower; and a broker that gains the leadership back serves its log again.
 func TestNotLeaderRefusesAndNamesTheLeader(t *testing.T) {
 	b, c := twoBrokers(t, testConfig(t, t.TempDir()))
-	if p := produce(t, c, "t", 0, wire.AcksLeader, records(t, "as leader")); p.ErrorCode != wire.NoError {
+	if p := produceRaw(t, c, "t", 0, wire.AcksLeader, records(t, "as leader")); p.ErrorCode != wire.NoError {
 		t.Fatalf("produce as leader: %v", p.ErrorCode)
 	}
 
 	epoch := moveLeader(t, b, "t", 0, 2)
-	if p := produce(t, c, "t", 0, wire.AcksLeader, records(t, "as follower")); p.ErrorCode != wire.ErrNotLeaderOrFollower || p.BaseOffset != -1 {
+	if p := produceRaw(t, c, "t", 0, wire.AcksLeader, records(t, "as follower")); p.ErrorCode != wire.ErrNotLeaderOrFollower || p.BaseOffset != -1 {
 		t.Fatalf("produce to a follower: %v at %d, want NOT_LEADER_OR_FOLLOWER at -1", p.ErrorCode, p.BaseOffset)
 	}
 	if f := fetchAt(t, c, "t", -1); f.ErrorCode != wire.ErrNotLeaderOrFollower || len(f.Records) != 0 {
@@ -120,7 +120,7 @@ func TestNotLeaderRefusesAndNamesTheLeader(t *testing.T) {
 	if err := b.createTopic(cluster.TopicSpec{Name: "elsewhere", Assignment: [][]int32{{2}}}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if p := produce(t, c, "elsewhere", 0, wire.AcksLeader, records(t, "x")); p.ErrorCode != wire.ErrNotLeaderOrFollower {
+	if p := produceRaw(t, c, "elsewhere", 0, wire.AcksLeader, records(t, "x")); p.ErrorCode != wire.ErrNotLeaderOrFollower {
 		t.Fatalf("produce to a partition not hosted here: %v, want NOT_LEADER_OR_FOLLOWER", p.ErrorCode)
 	}
 	if hint, _ := b.refuse("elsewhere", 0, nil, -1); hint != (leaderHint{set: true, id: 2, epoch: 0}) {
@@ -129,7 +129,7 @@ func TestNotLeaderRefusesAndNamesTheLeader(t *testing.T) {
 
 	// No leader at all.
 	moveLeader(t, b, "t", 0, cluster.NoLeader)
-	if p := produce(t, c, "t", 0, wire.AcksLeader, records(t, "nobody")); p.ErrorCode != wire.ErrLeaderNotAvailable {
+	if p := produceRaw(t, c, "t", 0, wire.AcksLeader, records(t, "nobody")); p.ErrorCode != wire.ErrLeaderNotAvailable {
 		t.Fatalf("produce with no leader: %v, want LEADER_NOT_AVAILABLE", p.ErrorCode)
 	}
 	var md wire.MetadataResponse
@@ -143,7 +143,7 @@ func TestNotLeaderRefusesAndNamesTheLeader(t *testing.T) {
 	waitUntil(t, "leadership back", func() bool { return b.partition("t", 0).servesAt(1, epoch+2) })
 
 	// Leader again: the log it has is served, and takes appends at the new epoch.
-	p := produce(t, c, "t", 0, wire.AcksLeader, records(t, "leader again"))
+	p := produceRaw(t, c, "t", 0, wire.AcksLeader, records(t, "leader again"))
 	if p.ErrorCode != wire.NoError || p.BaseOffset != 1 {
 		t.Fatalf("produce after regaining the leadership: %v at %d, want offset 1", p.ErrorCode, p.BaseOffset)
 	}

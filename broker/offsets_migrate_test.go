@@ -60,6 +60,7 @@ func TestOffsetsReplayAcrossCoordinatorRules(t *testing.T) {
 		if _, err := p.log().Append(bt, p.leaderEpoch()); err != nil {
 			t.Fatal(err)
 		}
+		reportAppends(t, b, p)
 	}
 	// Kinds by i%3: committed again since the upgrade (9), deleted since (none), not committed
 	// since (the old 5).

@@ -384,6 +384,7 @@ func TestProduceSharedChecksWhatItCopied(t *testing.T) {
 	if r.recv(4, &resp) {
 		t.Fatal("a malformed body was answered")
 	}
+	awaitCommitted(t, c, "shm-bad", 0, 0)
 	if p := fetchP(t, c, "shm-bad", 0, 0, 0, 1); p.HighWatermark != 1 {
 		t.Fatalf("high watermark %d, want 1 (only the good batch)", p.HighWatermark)
 	}
@@ -472,6 +473,7 @@ func TestProduceSharedGuards(t *testing.T) {
 	if !r.recv(2, &resp) || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
 		t.Fatalf("the renewed guard's value: %+v", resp)
 	}
+	awaitCommitted(t, c, "shm-guard", 0, 1)
 	if p := fetchP(t, c, "shm-guard", 0, 0, 0, 1); p.HighWatermark != 2 {
 		t.Fatalf("high watermark %d, want 2 (the two requests whose guards held)", p.HighWatermark)
 	}
