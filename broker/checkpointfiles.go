@@ -1,100 +1,76 @@
 package broker
 
-// The checkpoint files' formats are the segment package's (issue #23 stream B:
-// segment.ReadOffsetCheckpoint / WriteOffsetCheckpoint for the data directory's
-// replication-offset-checkpoint, ReadLeaderEpochCheckpoint / WriteLeaderEpochCheckpoint and
-// Log.ScanLeaderEpochs for a partition's leader epochs). These adapters are the broker's one
-// use of them, converting to the broker's and the replication package's types.
+// The checkpoint files' formats are the segment package's (segment/replcheckpoint.go: the data
+// directory's replication-offset-checkpoint, a partition directory's leader-epoch-checkpoint);
+// these adapters are the broker's one use of them, converting to the broker's and the
+// replication package's types.
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"sort"
-	"strconv"
-	"strings"
-
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/replication"
 	"github.com/sluicemq/sluice/segment"
 )
 
-// leaderEpochCheckpointFile is a partition directory's leader-epoch cache (Kafka's name).
-const leaderEpochCheckpointFile = "leader-epoch-checkpoint"
+// checkpointFS is the file system the checkpoints are on: the logs' (a test's ErrorFS reaches
+// them too).
+func (b *Broker) checkpointFS() vfs.FS {
+	if b.cfg.logFS != nil {
+		return b.cfg.logFS
+	}
+	return vfs.Default
+}
 
 // readHWCheckpoint reads a replication-offset-checkpoint; a missing file is an empty one.
-func readHWCheckpoint(path string) (map[topicPartition]batch.Offset, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+func (b *Broker) readHWCheckpoint(path string) (map[topicPartition]batch.Offset, error) {
+	m, err := segment.ReadOffsetCheckpoint(b.checkpointFS(), path)
 	if err != nil {
 		return nil, err
 	}
-	// Kafka's format: the version (0), the entry count, then "topic partition offset" lines.
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) < 2 || lines[0] != "0" {
-		return nil, fmt.Errorf("%s: bad header", path)
-	}
-	n, err := strconv.Atoi(lines[1])
-	if err != nil || n != len(lines)-2 {
-		return nil, fmt.Errorf("%s: entry count %q, %d entries", path, lines[1], len(lines)-2)
-	}
-	out := make(map[topicPartition]batch.Offset, n)
-	for _, line := range lines[2:] {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("%s: bad entry %q", path, line)
-		}
-		part, err1 := strconv.ParseInt(f[1], 10, 32)
-		off, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || part < 0 || off < 0 {
-			return nil, fmt.Errorf("%s: bad entry %q", path, line)
-		}
-		out[topicPartition{f[0], int32(part)}] = batch.Offset(off)
+	out := make(map[topicPartition]batch.Offset, len(m))
+	for tp, off := range m {
+		out[topicPartition{tp.Topic, tp.Partition}] = off
 	}
 	return out, nil
 }
 
 // writeHWCheckpointFile writes a replication-offset-checkpoint atomically.
-func writeHWCheckpointFile(path string, hws map[topicPartition]batch.Offset) error {
-	tps := make([]topicPartition, 0, len(hws))
-	for tp := range hws {
-		tps = append(tps, tp)
+func (b *Broker) writeHWCheckpointFile(path string, hws map[topicPartition]batch.Offset) error {
+	m := make(map[segment.TopicPartition]batch.Offset, len(hws))
+	for tp, off := range hws {
+		m[segment.TopicPartition{Topic: tp.topic, Partition: tp.partition}] = off
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].topic != tps[j].topic {
-			return tps[i].topic < tps[j].topic
-		}
-		return tps[i].partition < tps[j].partition
-	})
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "0\n%d\n", len(tps))
-	for _, tp := range tps {
-		fmt.Fprintf(&buf, "%s %d %d\n", tp.topic, tp.partition, int64(hws[tp]))
-	}
-	return writeFileSync(path, buf.Bytes())
+	return segment.WriteOffsetCheckpoint(b.checkpointFS(), path, m)
 }
 
 // readLeaderEpochs reads l's leader-epoch-checkpoint; found is false when there is none.
-func readLeaderEpochs(l *segment.Log) (epochs []replication.EpochEntry, found bool, err error) {
-	return nil, false, nil // stream B's segment.ReadLeaderEpochCheckpoint once merged
+func (b *Broker) readLeaderEpochs(l *segment.Log) (epochs []replication.EpochEntry, found bool, err error) {
+	es, err := segment.ReadLeaderEpochCheckpoint(b.checkpointFS(), l.Dir())
+	if err != nil || es == nil {
+		return nil, false, err
+	}
+	return fromEpochStarts(es), true, nil
 }
 
 // scanLeaderEpochs rebuilds l's leader-epoch cache from its batches (a data directory made
 // before the checkpoint, or an unreadable checkpoint).
-func scanLeaderEpochs(b *Broker, p *partition, l *segment.Log) []replication.EpochEntry {
+func (b *Broker) scanLeaderEpochs(p *partition, l *segment.Log) []replication.EpochEntry {
 	return nil // stream B's Log.ScanLeaderEpochs once merged
 }
 
 // writeLeaderEpochs writes l's leader-epoch-checkpoint atomically.
-func writeLeaderEpochs(l *segment.Log, epochs []replication.EpochEntry) error {
-	return nil // stream B's segment.WriteLeaderEpochCheckpoint once merged
+func (b *Broker) writeLeaderEpochs(l *segment.Log, epochs []replication.EpochEntry) error {
+	es := make([]segment.EpochStart, len(epochs))
+	for i, e := range epochs {
+		es[i] = segment.EpochStart{Epoch: e.Epoch, StartOffset: e.StartOffset}
+	}
+	return segment.WriteLeaderEpochCheckpoint(b.checkpointFS(), l.Dir(), es)
+}
+
+func fromEpochStarts(es []segment.EpochStart) []replication.EpochEntry {
+	out := make([]replication.EpochEntry, len(es))
+	for i, e := range es {
+		out[i] = replication.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
+	}
+	return out
 }

@@ -365,13 +365,9 @@ func (f *fetch) followerFetched() {
 			if p == nil || !p.servesAt(self, rp.CurrentLeaderEpoch) || !p.isReplica(req.ReplicaID, self) {
 				continue
 			}
-			durable := batch.Offset(rp.DurableOffset)
-			if f.h.APIVersion < 2 {
-				durable = -1
-			}
-			p.repMu.Lock()
+			p.repMu.Lock() // DurableOffset is -1 (unknown) before v2: the decoder's
 			p.rep.FollowerFetched(replication.FollowerFetch{ReplicaID: req.ReplicaID, FetchOffset: batch.Offset(rp.FetchOffset),
-				DurableOffset: durable, LogStartOffset: batch.Offset(rp.LogStartOffset)}, now)
+				DurableOffset: batch.Offset(rp.DurableOffset), LogStartOffset: batch.Offset(rp.LogStartOffset)}, now)
 			f.b.applyReady(p, p.rep.Ready())
 			p.repMu.Unlock()
 		}

@@ -14,10 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/segment"
 )
-
-// hwCheckpointFile is the data directory's high-watermark checkpoint (Kafka's name).
-const hwCheckpointFile = "replication-offset-checkpoint"
 
 // loadHWCheckpoint reads the data directory's high-watermark checkpoint into b.hwLoaded (Open,
 // before the partitions open). A missing file is an empty checkpoint (a new data directory, or
@@ -25,7 +23,7 @@ const hwCheckpointFile = "replication-offset-checkpoint"
 // starts every multi-replica partition's high watermark at its log start: safe, as the
 // leaders' fetch responses teach the followers theirs.
 func (b *Broker) loadHWCheckpoint() {
-	hws, err := readHWCheckpoint(filepath.Join(b.cfg.DataDir, hwCheckpointFile))
+	hws, err := b.readHWCheckpoint(filepath.Join(b.cfg.DataDir, segment.OffsetCheckpointFile))
 	if err != nil {
 		b.logger.Warn("high-watermark checkpoint unreadable; partitions start from their log start", "err", err)
 		hws = nil
@@ -73,7 +71,7 @@ func (b *Broker) writeHWCheckpoint() {
 	if b.hwWritten != nil && maps.Equal(hws, b.hwWritten) {
 		return
 	}
-	if err := writeHWCheckpointFile(filepath.Join(b.cfg.DataDir, hwCheckpointFile), hws); err != nil {
+	if err := b.writeHWCheckpointFile(filepath.Join(b.cfg.DataDir, segment.OffsetCheckpointFile), hws); err != nil {
 		b.logger.Error("writing the high-watermark checkpoint", "err", err)
 		return
 	}

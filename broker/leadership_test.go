@@ -147,6 +147,10 @@ func TestNotLeaderRefusesAndNamesTheLeader(t *testing.T) {
 	if p.ErrorCode != wire.NoError || p.BaseOffset != 1 {
 		t.Fatalf("produce after regaining the leadership: %v at %d, want offset 1", p.ErrorCode, p.BaseOffset)
 	}
+	// Committed once the follower (broker 2, in the ISR) has both records, as its fetch from
+	// offset 2 says, and the leader has fsynced them.
+	followerFetch(t, c, "t", 2, 2)
+	awaitCommitted(t, c, "t", 0, 1)
 	if f := fetchAt(t, c, "t", epoch+2); f.ErrorCode != wire.NoError || f.HighWatermark != 2 {
 		t.Fatalf("fetch after regaining the leadership: %v, high watermark %d, want 2", f.ErrorCode, f.HighWatermark)
 	}

@@ -69,12 +69,12 @@ func (b *Broker) logState(p *partition, l *segment.Log, replicas int) replicatio
 		hw = s.StartOffset
 	}
 	s.HighWatermark = min(max(hw, s.StartOffset), s.EndOffset)
-	epochs, found, err := readLeaderEpochs(l)
+	epochs, found, err := b.readLeaderEpochs(l)
 	if err != nil {
 		b.logger.Warn("leader-epoch-checkpoint unreadable; rebuilding it from the log", "partition", p.tp.String(), "err", err)
 	}
 	if !found || err != nil {
-		epochs = scanLeaderEpochs(b, p, l)
+		epochs = b.scanLeaderEpochs(p, l)
 	}
 	s.Epochs = epochs
 	return s
@@ -91,7 +91,7 @@ func (b *Broker) applyReady(p *partition, rd replication.Ready) {
 		return
 	}
 	if rd.EpochsChanged {
-		b.writeLeaderEpochs(p, rd.Epochs)
+		b.checkpointEpochs(p, rd.Epochs)
 	}
 	if rd.HighWatermarkChanged {
 		p.hw.Store(int64(rd.HighWatermark))
@@ -161,14 +161,14 @@ func (b *Broker) proposeISR(p *partition, prop replication.ISRProposal) {
 	}()
 }
 
-// writeLeaderEpochs writes p's leader-epoch-checkpoint. A write that fails removes the file, so
+// checkpointEpochs writes p's leader-epoch-checkpoint. A write that fails removes the file, so
 // that the next start rebuilds the cache from the log's batches rather than trusting a stale
 // one; the replica goes on with its cache in memory.
-func (b *Broker) writeLeaderEpochs(p *partition, epochs []replication.EpochEntry) {
+func (b *Broker) checkpointEpochs(p *partition, epochs []replication.EpochEntry) {
 	l := p.log()
-	if err := writeLeaderEpochs(l, epochs); err != nil {
+	if err := b.writeLeaderEpochs(l, epochs); err != nil {
 		b.logger.Error("writing leader-epoch-checkpoint; the next start rebuilds it from the log", "partition", p.tp.String(), "err", err)
-		if rerr := os.Remove(filepath.Join(l.Dir(), leaderEpochCheckpointFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		if rerr := b.checkpointFS().Remove(filepath.Join(l.Dir(), segment.LeaderEpochCheckpointFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			b.logger.Error("removing a stale leader-epoch-checkpoint", "partition", p.tp.String(), "err", rerr)
 		}
 	}

@@ -239,7 +239,7 @@ func TestHWCheckpointWrittenAtClose(t *testing.T) {
 	if err := b.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	hws, err := readHWCheckpoint(filepath.Join(dir, hwCheckpointFile))
+	hws, err := b.readHWCheckpoint(filepath.Join(dir, segment.OffsetCheckpointFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,12 +250,12 @@ func TestHWCheckpointWrittenAtClose(t *testing.T) {
 		t.Fatal("the offsets topic's partitions are not checkpointed")
 	}
 	// Kafka's format, round trip.
-	path := filepath.Join(t.TempDir(), hwCheckpointFile)
+	path := filepath.Join(t.TempDir(), segment.OffsetCheckpointFile)
 	in := map[topicPartition]batch.Offset{{"a-b", 0}: 5, {"a-b", 12}: 0, {"z", 3}: 1 << 40}
-	if err := writeHWCheckpointFile(path, in); err != nil {
+	if err := b.writeHWCheckpointFile(path, in); err != nil {
 		t.Fatal(err)
 	}
-	out, err := readHWCheckpoint(path)
+	out, err := b.readHWCheckpoint(path)
 	if err != nil || len(out) != len(in) {
 		t.Fatalf("read back %v, %v", out, err)
 	}
