@@ -45,6 +45,7 @@ type Broker struct {
 	// hwWritten what hwCheckpointLoop (then Close) last wrote (hwcheckpoint.go).
 	hwLoaded  map[topicPartition]batch.Offset
 	hwWritten map[topicPartition]batch.Offset
+	epochQ    epochWrites // leader-epoch checkpoints to write (epochwriter.go)
 
 	mu struct {
 		sync.RWMutex
@@ -93,6 +94,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.ready = make(chan struct{})
 	b.healKick = make(chan struct{}, 1)
+	b.epochQ.kick = make(chan struct{}, 1)
 	// The first reading, before raft and the logs write: on a full disk it deletes the
 	// ballast, so that they can.
 	b.disk = newDiskMonitor(cfg)
@@ -185,7 +187,8 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
-	b.wg.Add(7)
+	b.wg.Add(8)
+	go b.epochWriterLoop()
 	go b.tickLoop()
 	go b.hwCheckpointLoop()
 	go func() {
@@ -441,6 +444,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	// After the last request's answer and the last follower fetch: the next start begins at
 	// the high watermarks the clients saw.
 	b.writeHWCheckpoint()
+	b.writeQueuedEpochs()
 	stopped, err := b.closeLogsCounting()
 	errs = append(errs, err)
 	if err := b.ctrl.Close(); err != nil {

@@ -6,23 +6,19 @@ package broker
 // applyReady with what rep asks for (rep.Ready()). applyReady never blocks on the network: it
 // publishes the high watermark and rep.AcceptsAcksAll to atomics the request path reads in one
 // load, wakes parked consumer fetches, answers released acks=all waits (their responses are
-// completed, not written, here), and starts ISR proposals on goroutines. The one piece of disk
-// I/O it does is the leader-epoch checkpoint, written synchronously because it must be on disk
-// before anything past the epoch change is acknowledged: it changes only at a leader change
-// (BecomeLeader at a new epoch, under reconcileMu, before the partition's lead word lets a
-// produce in at that epoch, so no produce waits on it), at a follower's first batch of a new
-// epoch or a truncation (on the follower's fetcher goroutine), and when retention moves the log
-// start; it is a few lines.
+// completed, not written, here), starts ISR proposals on goroutines, and queues the
+// leader-epoch checkpoint for the epoch writer (epochwriter.go): the cache changes at a leader
+// change, at a follower's first batch of a new epoch, at a truncation and when retention moves
+// the log start, and its file is a few lines, but its write ends in fsyncs, and a disk that
+// stalls must stall neither the reconciler (which applies every partition's leadership) nor the
+// produce path (which takes repMu after each append).
 //
 // Lock order: reconcileMu, then repMu; waitMu (wake) and an ackRequest's mu (answering a wait)
 // are taken under repMu and never the other way round.
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
@@ -91,7 +87,7 @@ func (b *Broker) applyReady(p *partition, rd replication.Ready) {
 		return
 	}
 	if rd.EpochsChanged {
-		b.checkpointEpochs(p, rd.Epochs)
+		b.queueEpochs(p, rd.Epochs)
 	}
 	if rd.HighWatermarkChanged {
 		p.hw.Store(int64(rd.HighWatermark))
@@ -159,19 +155,6 @@ func (b *Broker) proposeISR(p *partition, prop replication.ISRProposal) {
 		b.applyReady(p, p.rep.Ready())
 		p.repMu.Unlock()
 	}()
-}
-
-// checkpointEpochs writes p's leader-epoch-checkpoint. A write that fails removes the file, so
-// that the next start rebuilds the cache from the log's batches rather than trusting a stale
-// one; the replica goes on with its cache in memory.
-func (b *Broker) checkpointEpochs(p *partition, epochs []replication.EpochEntry) {
-	l := p.log()
-	if err := b.writeLeaderEpochs(l, epochs); err != nil {
-		b.logger.Error("writing leader-epoch-checkpoint; the next start rebuilds it from the log", "partition", p.tp.String(), "err", err)
-		if rerr := b.checkpointFS().Remove(filepath.Join(l.Dir(), segment.LeaderEpochCheckpointFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			b.logger.Error("removing a stale leader-epoch-checkpoint", "partition", p.tp.String(), "err", rerr)
-		}
-	}
 }
 
 // replicaAppended reports an append as leader to p's replica (its end read under repMu, so
