@@ -5,8 +5,8 @@
 // Request flow: net/server calls Serve in request order, one request at a time per connection,
 // on the connection's reader goroutine (or, for a request of 64 KiB or more, on its overlap
 // goroutine while the reader reads the next). Handlers never block either on a wait: produce
-// appends inline (one write per partition) and, for acks=all, completes its response from the
-// log's group-commit callback; a fetch that cannot be answered yet parks in a goroutine woken by
+// appends inline (one write per partition) and, for acks=all, parks the response in the
+// partition's replica, completed when the high watermark passes the batch (replica.go); a fetch that cannot be answered yet parks in a goroutine woken by
 // the partitions' appends; requests that wait on raft (topic administration) run off the
 // connection's goroutines. A producer on the broker's host may hand its Produce bodies over in a
 // shared-memory region attached to its unix-socket connection (shared.go): the connection's
@@ -47,6 +47,12 @@
 // the log supervisor (heal.go) then reopens it through recovery, with a backoff, and swaps it
 // into the partition; produce and fetch get a retriable KAFKA_STORAGE_ERROR meanwhile.
 //
-// Lock order: reconcileMu, then mu (the partition map); partition.waitMu and partition.ackMu
-// are leaves (an acks=all wait is answered with neither held).
+// Replication (replica.go, issue #23): every hosted partition has a replication.Replica, the
+// pure state machine of its ISR, high watermark, acks=all waits and leader epochs, changed only
+// under partition.repMu; what it asks for (Ready) is acted on by applyReady before repMu is let
+// go. The high watermark and whether acks=all is accepted are published to atomics, so the
+// request path reads each in one load.
+//
+// Lock order: reconcileMu, then mu (the partition map) or partition.repMu; under repMu,
+// partition.waitMu (waking fetches) and an acks=all request's mu (answering it) are leaves.
 package broker

@@ -24,10 +24,14 @@ import (
 // (retryUnopened), not left offline until the next metadata change.
 //
 // Meanwhile produce and fetch get KAFKA_STORAGE_ERROR, which clients retry. Nothing
-// acknowledged is lost: an acks=all append on a write.caching=false topic waits for durability
-// on the log that took it (produce.go's syncWait), so a write whose fsync failed is answered
-// with the error, never acknowledged by the reopened log; what recovery keeps of it is durable
-// (written again and synced) before the new log serves it.
+// acknowledged is lost: an acks=all append on a write.caching=false topic is answered only once
+// the high watermark passes it, which counts the leader's own offset only once fsynced on the
+// log that took it, so a write whose fsync failed is answered with the error (the waits on the
+// stopped log are answered KAFKA_STORAGE_ERROR), never acknowledged by the reopened log; what
+// recovery keeps of it is durable (written again and synced) before the new log serves it. The
+// partition's replica is rebuilt for the reopened log (replica.go: resetReplica): its high
+// watermark kept (clamped to the new log end), its epoch cache less the entries past it, and
+// the committed leadership applied to it again.
 //
 // Ownership: the supervisor goroutine (healLoop) owns its map of stopped logs; it swaps a
 // partition's log only under reconcileMu, after checking that the partition is still the one
