@@ -309,3 +309,67 @@ func openTestLog(t *testing.T, dir string, n int) *segment.Log {
 	}
 	return l
 }
+
+// fetchAsync sends a fetch of topic-partition 0 from offset by replica (-1: a consumer) that
+// long-polls for up to 10 s for a byte, on a connection of its own, and returns its answer's
+// channel.
+func fetchAsync(t *testing.T, b *Broker, topic string, replica int32, offset int64) <-chan wire.FetchResponsePartition {
+	t.Helper()
+	c := dial(t, b.Addr().String())
+	got := make(chan wire.FetchResponsePartition, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp := wire.FetchResponse{Version: 2}
+		err := c.Call(ctx, &wire.FetchRequest{Version: 2, ReplicaID: replica, MaxWaitMs: 10000, MinBytes: 1, MaxBytes: 1 << 20, SessionEpoch: -1,
+			Topics: []wire.FetchRequestTopic{{Topic: topic, Partitions: []wire.FetchRequestPartition{{Partition: 0, CurrentLeaderEpoch: -1,
+				FetchOffset: offset, DurableOffset: offset, LogStartOffset: -1, PartitionMaxBytes: 1 << 20}}}},
+		}, &resp)
+		if err != nil {
+			got <- wire.FetchResponsePartition{ErrorCode: wire.ErrUnknownServerError}
+			return
+		}
+		p := resp.Topics[0].Partitions[0]
+		p.Records = append([]byte(nil), p.Records...)
+		got <- p
+	}()
+	return got
+}
+
+// A consumer's long poll is woken by the high watermark's advance, not by the append alone: it
+// stays parked while a record sits above the high watermark, and answers with the record once a
+// follower's fetch commits it. A follower's long poll, by contrast, is woken by the append.
+func TestLongPollsWokenByAppendsAndHighWatermark(t *testing.T) {
+	b, c := twoBrokers(t, testConfig(t, t.TempDir()))
+	p := b.partition("t", 0)
+	consumer := fetchAsync(t, b, "t", -1, 0)
+	follower := fetchAsync(t, b, "t", 2, 0)
+	waitUntil(t, "both fetches parked", func() bool { return p.parkedCount() == 2 })
+	if res := produceRaw(t, c, "t", 0, wire.AcksLeader, records(t, "r0")); res.ErrorCode != wire.NoError {
+		t.Fatal(res.ErrorCode)
+	}
+	select {
+	case f := <-follower:
+		if vs := fetchedValues(t, f.Records); f.ErrorCode != wire.NoError || len(vs) != 1 || f.HighWatermark != 0 {
+			t.Fatalf("follower's long poll: %v, values %q, high watermark %d; want r0 above a high watermark of 0", f.ErrorCode, vs, f.HighWatermark)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower's long poll was not woken by the append")
+	}
+	// The append woke the consumer too, which found nothing committed and parked again.
+	waitUntil(t, "the consumer parked alone", func() bool { return p.parkedCount() == 1 })
+	select {
+	case f := <-consumer:
+		t.Fatalf("consumer answered before the record was committed: %v, %d bytes, high watermark %d", f.ErrorCode, len(f.Records), f.HighWatermark)
+	default:
+	}
+	followerFetch(t, c, "t", 2, 1) // the follower has r0, durably: committed once the leader has fsynced it
+	select {
+	case f := <-consumer:
+		if vs := fetchedValues(t, f.Records); f.ErrorCode != wire.NoError || len(vs) != 1 || vs[0] != "r0" || f.HighWatermark != 1 {
+			t.Fatalf("consumer's long poll: %v, values %q, high watermark %d; want r0, 1", f.ErrorCode, vs, f.HighWatermark)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the consumer's long poll was not woken by the high watermark's advance")
+	}
+}
