@@ -206,6 +206,7 @@ func TestProduceSharedLandsInTheLog(t *testing.T) {
 	if st.LoadedBytes < n*70<<10 || st.Overlapped < n {
 		t.Errorf("%d bytes loaded from the region, %d requests overlapped; want %d produces of 70 KiB, all overlapped", st.LoadedBytes, st.Overlapped, n)
 	}
+	awaitCommitted(t, c, "shm", 0, n-1) // acks=1: answered before the fsync that commits them
 	var got []string
 	for int64(len(got)) < n {
 		vals := fetchedValues(t, fetchP(t, c, "shm", 0, int64(len(got)), 0, 1).Records)

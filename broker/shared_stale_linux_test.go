@@ -94,6 +94,7 @@ func TestStaleProduceSharedIsRefused(t *testing.T) {
 	}
 
 	c := dial(t, "unix://"+b.UnixAddr().String())
+	awaitCommitted(t, c, "stale", 0, n-1) // acks=1: answered before the fsync that commits them
 	got := fetchedValues(t, fetchP(t, c, "stale", 0, 0, 0, 1).Records)
 	var want []string
 	for i := range n {
