@@ -79,7 +79,9 @@ func (f *consumerFixture) produce(topic string, partition int32, codec batch.Cod
 		f.t.Fatal(err)
 	}
 	var resp wire.ProduceResponse
-	req := &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+	// acks=all: answered once committed (on the single test broker, fsynced), so the records
+	// are below the high watermark, which is what consumers and ListOffsets see, when it returns.
+	req := &wire.ProduceRequest{Acks: wire.AcksAll, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
 		{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: partition, Records: bt}}},
 	}}
 	if err := f.conn.Call(f.ctx, req, &resp); err != nil {
