@@ -1,9 +1,9 @@
 package broker
 
 // The checkpoint files' formats are the segment package's (segment/replcheckpoint.go: the data
-// directory's replication-offset-checkpoint, a partition directory's leader-epoch-checkpoint);
-// these adapters are the broker's one use of them, converting to the broker's and the
-// replication package's types.
+// directory's replication-offset-checkpoint, a partition directory's leader-epoch-checkpoint;
+// segment/epochscan.go rebuilds the latter from a log); these adapters are the broker's one
+// use of them, converting to the broker's and the replication package's types.
 
 import (
 	"github.com/sluicemq/sluice/batch"
@@ -52,10 +52,16 @@ func (b *Broker) readLeaderEpochs(l *segment.Log) (epochs []replication.EpochEnt
 	return fromEpochStarts(es), true, nil
 }
 
-// scanLeaderEpochs rebuilds l's leader-epoch cache from its batches (a data directory made
-// before the checkpoint, or an unreadable checkpoint).
+// scanLeaderEpochs rebuilds l's leader-epoch cache from its batches' headers (a data directory
+// made before the checkpoint, or an unreadable checkpoint). A scan that fails leaves the cache
+// empty, logged: the replica then holds no epoch, and as a follower fetches from its log end.
 func (b *Broker) scanLeaderEpochs(p *partition, l *segment.Log) []replication.EpochEntry {
-	return nil // stream B's Log.ScanLeaderEpochs once merged
+	es, err := l.ScanLeaderEpochs()
+	if err != nil {
+		b.logger.Warn("rebuilding the leader-epoch cache from the log", "partition", p.tp.String(), "err", err)
+		return nil
+	}
+	return fromEpochStarts(es)
 }
 
 // writeLeaderEpochs writes l's leader-epoch-checkpoint atomically.

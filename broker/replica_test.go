@@ -3,13 +3,16 @@ package broker
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/replication"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -371,5 +374,54 @@ func TestLongPollsWokenByAppendsAndHighWatermark(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the consumer's long poll was not woken by the high watermark's advance")
+	}
+}
+
+// A partition's leader-epoch cache is written to its leader-epoch-checkpoint as it changes,
+// read back at the next start, and, for a directory without the file (made before it), rebuilt
+// from the log's batches.
+func TestLeaderEpochCheckpointKeptAndRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "e", 1)
+	if res := produce(t, c, "e", 0, wire.AcksLeader, records(t, "a", "b")); res.ErrorCode != wire.NoError {
+		t.Fatal(res.ErrorCode)
+	}
+	p := b.partition("e", 0)
+	epoch := p.leaderEpoch()
+	pdir := p.log().Dir()
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	es, err := segment.ReadLeaderEpochCheckpoint(vfs.Default, pdir)
+	if err != nil || len(es) == 0 || es[len(es)-1].Epoch != epoch || es[len(es)-1].StartOffset != 0 {
+		t.Fatalf("leader-epoch-checkpoint %v (%v), want epoch %d from offset 0 last", es, err, epoch)
+	}
+	for _, remove := range []bool{false, true} {
+		if remove {
+			if err := os.Remove(filepath.Join(pdir, segment.LeaderEpochCheckpointFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-b.PartitionsOpen()
+		p := b.partition("e", 0)
+		p.repMu.Lock()
+		got := p.rep.Epochs()
+		p.repMu.Unlock()
+		if len(got) == 0 || got[0] != (replication.EpochEntry{Epoch: epoch, StartOffset: 0}) {
+			t.Fatalf("file removed %v: epoch cache %v, want epoch %d from 0 first", remove, got, epoch)
+		}
+		if err := b.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
