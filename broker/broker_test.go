@@ -736,7 +736,8 @@ func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
 	lb := brokers[leader]
 	waitFor(t, 20*time.Second, "the ISR to shrink to two", func() bool {
 		p := lb.partition("mir", 0)
-		return p != nil && p.isrSize.Load() == 2
+		tm, _ := lb.Controller().Metadata().Topic("mir")
+		return p != nil && len(tm.Partitions[0].ISR) == 2 && !p.acksAll.Load()
 	})
 	c := dial(t, lb.Addr().String())
 	if res := produce(t, c, "mir", 0, wire.AcksAll, records(t, "all")); res.ErrorCode != wire.ErrNotEnoughReplicas {
@@ -745,7 +746,7 @@ func TestAcksAllNeedsMinInsyncReplicas(t *testing.T) {
 	if end := lb.partition("mir", 0).log().EndOffset(); end != 0 {
 		t.Fatalf("the refused acks=all batch was appended: log end %d", end)
 	}
-	if res := produce(t, c, "mir", 0, wire.AcksLeader, records(t, "one")); res.ErrorCode != wire.NoError || res.BaseOffset != 0 {
+	if res := produceRaw(t, c, "mir", 0, wire.AcksLeader, records(t, "one")); res.ErrorCode != wire.NoError || res.BaseOffset != 0 {
 		t.Fatalf("acks=1: %+v", res)
 	}
 	if code := alterTopic(t, c, "mir", wire.ConfigEntry{Name: "min.insync.replicas", Value: strPtr("2")}).ErrorCode; code != wire.NoError {
