@@ -435,12 +435,12 @@ func (b *Broker) Close(ctx context.Context) error {
 	if b.member != nil {
 		b.member.Close()
 	}
-	b.fetchers.close() // the followed partitions' fetches stop before their logs close
 	var errs []error
 	if err := b.srv.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))
 	}
 	b.wg.Wait()
+	b.fetchers.close() // before the logs close: a fetcher appends to them
 	// After the last request's answer and the last follower fetch: the next start begins at
 	// the high watermarks the clients saw.
 	b.writeHWCheckpoint()
