@@ -191,6 +191,7 @@ func TestAcksAllTimesOutWithoutFollower(t *testing.T) {
 func TestISRShrinkAnswersNotEnoughReplicas(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.ReplicaLagTimeMax = 300 * time.Millisecond
+	cfg.ReplicaFetchWait = 100 * time.Millisecond // below the lag bound, as the config check wants
 	b, c := twoBrokers(t, cfg)
 	var resp wire.CreateTopicsResponse
 	call(t, c, &wire.CreateTopicsRequest{TimeoutMs: 10000, Topics: []wire.CreateTopicsRequestTopic{
