@@ -38,6 +38,10 @@ type Broker struct {
 	srv           *server.Server
 	offsets       *offsetStore
 	disk          *diskMonitor // free space of the data directory's filesystem (diskspace.go)
+	// uncleanStart: the previous run stopped without its clean-shutdown marker. Leader-epoch
+	// checkpoints are written behind the appends (epochwriter.go), so after such a stop each
+	// log's epochs are rebuilt from its batch headers rather than trusted from the file.
+	uncleanStart bool
 	// fetchers are the replica fetchers of the partitions this broker follows (fetcher.go,
 	// issue #23 stream D2).
 	fetchers *replicaFetchers
@@ -112,6 +116,7 @@ func Open(cfg Config) (*Broker, error) {
 		b.logger.Info("new data directory", "dir", cfg.DataDir)
 	} else {
 		b.logger.Info("no clean-shutdown marker: logs recover from their recovery points")
+		b.uncleanStart = true
 	}
 
 	id, err := resolveNodeID(cfg)

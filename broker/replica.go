@@ -69,8 +69,15 @@ func (b *Broker) logState(p *partition, l *segment.Log, replicas int) replicatio
 	if err != nil {
 		b.logger.Warn("leader-epoch-checkpoint unreadable; rebuilding it from the log", "partition", p.tp.String(), "err", err)
 	}
-	if !found || err != nil {
-		epochs = b.scanLeaderEpochs(p, l)
+	// After an unclean stop the file may lack the last epoch change (it is written behind the
+	// appends), and a leader answering OffsetForLeaderEpoch from a cache missing an epoch would
+	// tell a follower that an older epoch ends at its log end, so the follower would keep a
+	// divergent tail: the batches' headers are the truth, and reading them costs a header read
+	// per batch, next to recovery's scan.
+	if !found || err != nil || b.uncleanStart {
+		if scanned := b.scanLeaderEpochs(p, l); scanned != nil || !found {
+			epochs = scanned
+		}
 	}
 	s.Epochs = epochs
 	return s
