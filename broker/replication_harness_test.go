@@ -350,13 +350,13 @@ func (c *rcluster) settled(topic string, part int32) (bool, replicaState) {
 			return false, st
 		}
 	}
-	if pm.Leader == cluster.NoLeader || len(pm.ISR) != 3 {
+	if pm.Leader == cluster.NoLeader {
 		return false, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st.hw, st.err = c.highWatermark(ctx, int(pm.Leader), topic, part)
-	if st.err != nil {
+	if st.err != nil || len(pm.ISR) != 3 {
 		return false, st
 	}
 	for i := range 3 {

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// replProc is one `sluice serve` process of the replication test, started by the test itself
+// (so that it can kill -9 and restart it by pid), its properties laid out as `cluster local`
+// lays them out.
+type replProc struct {
+	node *localNode
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd.Wait returned
+}
+
+// startReplProc starts node n's broker, its output appended to its log file, and stops it by pid
+// when the test ends.
+func startReplProc(t *testing.T, bin string, n *localNode) *replProc {
+	t.Helper()
+	logf, err := os.OpenFile(n.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	p := &replProc{node: n, cmd: exec.Command(bin, "serve", n.props, "--log-level", "info"), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// kill sends SIGKILL to the process, by its pid, and waits for it. Idempotent.
+func (p *replProc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// replPartition asks the brokers at addrs, in turn, for topic-part's metadata.
+func replPartition(ctx context.Context, addrs []string, topic string, part int32) (wire.MetadataPartition, error) {
+	var last error = errors.New("no broker answered")
+	for _, addr := range addrs {
+		pm, err := func() (wire.MetadataPartition, error) {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			c, err := client.Dial(cctx, addr, "sluice-test")
+			if err != nil {
+				return wire.MetadataPartition{}, err
+			}
+			defer c.Close()
+			var md wire.MetadataResponse
+			if err := c.Call(cctx, &wire.MetadataRequest{Topics: []string{topic}}, &md); err != nil {
+				return wire.MetadataPartition{}, err
+			}
+			for _, tm := range md.Topics {
+				for _, p := range tm.Partitions {
+					if p.Partition == part && p.Leader >= 0 {
+						return p, nil
+					}
+				}
+			}
+			return wire.MetadataPartition{}, fmt.Errorf("%s: no leader of %s-%d", addr, topic, part)
+		}()
+		if err == nil {
+			return pm, nil
+		}
+		last = err
+	}
+	return wire.MetadataPartition{}, last
+}
+
+// Three `sluice serve` processes, RF 3, min.insync.replicas=2, an acks=all producer with
+// retries sending unique values to two partitions: three times, the leader of partition 0 is
+// killed with SIGKILL (after the ISR is full again), another leader takes over, the producer
+// goes on through it, and the killed broker restarts on its data. Then everything is read back
+// from the leaders up to the high watermark: every acknowledged record is at the offset its
+// acknowledgement gave (0 lost); duplicates (resends, no idempotence yet) are counted.
+func TestReplicationProcessLeaderKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildSluice(t)
+	nodes, err := planLocalCluster(localClusterOptions{brokers: 3, dataDir: t.TempDir(), basePort: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := []string{"broker.session.timeout.ms=2000", "broker.heartbeat.interval.ms=300",
+		"replica.lag.time.max.ms=3000", "replica.fetch.wait.max.ms=100", "replica.fetch.backoff.ms=100",
+		"offsets.topic.num.partitions=1"}
+	procs := make([]*replProc, len(nodes))
+	var addrs []string
+	for i, n := range nodes {
+		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(n.props, []byte(serverProperties(n, nodes, props)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = startReplProc(t, bin, n)
+		addrs = append(addrs, n.listen)
+	}
+	fail := func(format string, args ...any) {
+		t.Helper()
+		var b strings.Builder
+		for _, n := range nodes {
+			fmt.Fprintf(&b, "\n--- node %d (%s) log ends:\n%s", n.id, n.logFile, logTail(n.logFile, 25))
+		}
+		t.Fatalf(format+"%s", append(args, b.String())...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// waitUntil polls cond every 50 ms for at most d.
+	waitUntil := func(d time.Duration, what string, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for {
+			ok, state := cond()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				fail("timed out after %v waiting for %s (%s)", d, what, state)
+			}
+			time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
+		}
+	}
+	waitUntil(30*time.Second, "three brokers each listing all three", func() (bool, string) {
+		for _, a := range addrs {
+			ids, err := metadataBrokers(ctx, a)
+			if err != nil || len(ids) != 3 {
+				return false, fmt.Sprintf("%s: %v %v", a, ids, err)
+			}
+		}
+		return true, ""
+	})
+
+	a, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: addrs}})
+	if err != nil {
+		fail("admin: %v", err)
+	}
+	defer a.Close()
+	const topic, parts = "replicated", 2
+	if err := a.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: parts, ReplicationFactor: 3,
+		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
+		fail("create a topic of RF 3, min.insync.replicas=2: %v", err)
+	}
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // retries are expected here
+	p, err := client.NewProducer(ctx, client.ProducerConfig{
+		Config: client.Config{Brokers: addrs, RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Second, Logger: quiet},
+		Acks:   client.AcksAll, DeliveryTimeout: 20 * time.Second, Linger: time.Millisecond, MaxInFlight: 1,
+		RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: 500 * time.Millisecond,
+	})
+	if err != nil {
+		fail("producer: %v", err)
+	}
+	type ack struct {
+		part   int32
+		offset int64
+	}
+	var mu sync.Mutex
+	acked := map[string]ack{}
+	failed := 0
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	stop := make(chan struct{})
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		sem := make(chan struct{}, 32)
+		var wg sync.WaitGroup
+	loop:
+		for i := 0; i < 200_000; i++ { // bounded; stop ends it long before
+			select {
+			case <-stop:
+				break loop
+			case <-ctx.Done():
+				break loop
+			case sem <- struct{}{}:
+			}
+			v := fmt.Sprintf("v-%06d", i)
+			wg.Add(1)
+			p.Send(ctx, &client.Record{Topic: topic, Partition: int32(i) % parts, PartitionSet: true, Value: []byte(v)}, func(md client.RecordMetadata, err error) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed++
+					return
+				}
+				acked[v] = ack{md.Partition, md.Offset}
+			})
+		}
+		_ = p.Flush(ctx)
+		wg.Wait()
+		_ = p.Close(context.Background())
+	}()
+	stopProducer := sync.OnceFunc(func() { close(stop); <-produced })
+	defer stopProducer()
+	waitAcks := func(n int, d time.Duration, what string) {
+		t.Helper()
+		from := count()
+		waitUntil(d, fmt.Sprintf("%d more acknowledgements %s", n, what), func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) >= from+n, fmt.Sprintf("%d acknowledged, %d failed", len(acked), failed)
+		})
+	}
+	waitAcks(200, 20*time.Second, "before the first kill")
+
+	for round := range 3 {
+		// The ISR must be full again first: killing the leader of an ISR of two leaves one
+		// replica, below min.insync.replicas.
+		var pm wire.MetadataPartition
+		waitUntil(20*time.Second, fmt.Sprintf("round %d: the ISR of %s-0 full", round, topic), func() (bool, string) {
+			pm, err = replPartition(ctx, addrs, topic, 0)
+			return err == nil && len(pm.ISR) == 3, fmt.Sprintf("%+v %v", pm, err)
+		})
+		leader := pm.Leader
+		procs[leader].kill()
+		killed := time.Now()
+		var rest []string
+		for i, a := range addrs {
+			if int32(i) != leader {
+				rest = append(rest, a)
+			}
+		}
+		waitUntil(20*time.Second, fmt.Sprintf("round %d: a leader of %s-0 other than the killed %d", round, topic, leader), func() (bool, string) {
+			np, err := replPartition(ctx, rest, topic, 0)
+			return err == nil && np.Leader != leader && np.LeaderEpoch > pm.LeaderEpoch, fmt.Sprintf("%+v %v", np, err)
+		})
+		waitAcks(150, 20*time.Second, fmt.Sprintf("round %d: after the kill -9 of leader %d", round, leader))
+		t.Logf("round %d: leader %d killed; 150 acknowledgements within %v", round, leader, time.Since(killed).Round(time.Millisecond))
+		procs[leader] = startReplProc(t, bin, nodes[leader])
+		waitAcks(50, 20*time.Second, fmt.Sprintf("round %d: after the restart of %d", round, leader))
+	}
+	stopProducer()
+
+	// Read every partition back up to its high watermark, once the ISR is full again (every
+	// replica caught up, so that any of them could lead).
+	c, err := client.NewConsumer(ctx, client.ConsumerConfig{Config: client.Config{Brokers: addrs, Logger: quiet}, AutoOffsetReset: client.OffsetResetEarliest})
+	if err != nil {
+		fail("consumer: %v", err)
+	}
+	defer c.Close(context.Background())
+	var tps []client.TopicPartition
+	for part := range int32(parts) {
+		tps = append(tps, client.TopicPartition{Topic: topic, Partition: part})
+		waitUntil(20*time.Second, fmt.Sprintf("the ISR of %s-%d full", topic, part), func() (bool, string) {
+			pm, err := replPartition(ctx, addrs, topic, part)
+			return err == nil && len(pm.ISR) == 3, fmt.Sprintf("%+v %v", pm, err)
+		})
+	}
+	ends, err := a.ListOffsets(ctx, map[client.TopicPartition]client.OffsetSpec{tps[0]: client.OffsetLatest, tps[1]: client.OffsetLatest})
+	if err != nil {
+		fail("list offsets: %v", err)
+	}
+	if err := c.Assign(tps); err != nil {
+		fail("assign: %v", err)
+	}
+	logs := map[client.TopicPartition]map[int64]string{}
+	for _, tp := range tps {
+		logs[tp] = map[int64]string{}
+	}
+	next := map[client.TopicPartition]int64{}
+	for {
+		done := true
+		for _, tp := range tps {
+			if next[tp] < ends[tp].Offset {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		recs, err := c.Poll(pctx)
+		pcancel()
+		if err != nil {
+			fail("reading back (at %v of %v): %v", next, ends, err)
+		}
+		for _, r := range recs {
+			tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+			logs[tp][r.Offset] = string(r.Value)
+			next[tp] = max(next[tp], r.Offset+1)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lost, dups, total := 0, 0, 0
+	var examples []string
+	for _, tp := range tps {
+		seen := map[string]int{}
+		for _, v := range logs[tp] {
+			seen[v]++
+			total++
+		}
+		for _, n := range seen {
+			dups += max(n-1, 0)
+		}
+	}
+	for v, a := range acked {
+		if got := logs[client.TopicPartition{Topic: topic, Partition: a.part}][a.offset]; got != v {
+			lost++
+			if len(examples) < 10 {
+				examples = append(examples, fmt.Sprintf("%q at %s-%d offset %d (the log has %q)", v, topic, a.part, a.offset, got))
+			}
+		}
+	}
+	slices.Sort(examples)
+	t.Logf("%d records read back below the high watermarks %v, %d acknowledged (%d sends failed), %d duplicates, %d acknowledged lost",
+		total, ends, len(acked), failed, dups, lost)
+	if lost > 0 {
+		fail("%d acknowledged records lost: %s", lost, strings.Join(examples, "; "))
+	}
+}
