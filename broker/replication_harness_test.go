@@ -388,7 +388,9 @@ func (c *rcluster) settle(topic string, partitions int32, d time.Duration) {
 	}
 }
 
-// readBatches reads every whole batch of node i's replica of topic-part in [start, upTo).
+// readBatches reads every whole batch of node i's replica of topic-part in [start, upTo). It is
+// brokertest.LogBatches, which package broker's own tests cannot import (brokertest imports
+// broker).
 func (c *rcluster) readBatches(i int, topic string, part int32, upTo batch.Offset) ([]batch.Batch, error) {
 	p := c.broker(i).partition(topic, part)
 	if p == nil {

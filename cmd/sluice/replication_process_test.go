@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/segment"
 )
 
 // replProc is one `sluice serve` process of the replication test, started by the test itself
@@ -334,5 +339,48 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 		total, ends, len(acked), failed, dups, lost)
 	if lost > 0 {
 		fail("%d acknowledged records lost: %s", lost, strings.Join(examples, "; "))
+	}
+
+	// Every replica holds the same batches below the high watermark: with the ISR full when
+	// it was read, each replica's log reaches it. Compared on the logs themselves, the
+	// brokers stopped (SIGTERM, by pid: a clean stop).
+	for _, pr := range procs {
+		_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, pr := range procs {
+		select {
+		case <-pr.done:
+		case <-time.After(20 * time.Second):
+			pr.kill()
+		}
+	}
+	for _, tp := range tps {
+		hw := batch.Offset(ends[tp].Offset)
+		var want []batch.Batch
+		for i, n := range nodes {
+			l, err := segment.Open(filepath.Join(n.dataDir, fmt.Sprintf("%s-%d", topic, tp.Partition)), segment.Options{})
+			if err != nil {
+				fail("node %d's log of %s-%d: %v", i, topic, tp.Partition, err)
+			}
+			got, err := brokertest.LogBatches(l, hw)
+			_ = l.Close()
+			if err != nil {
+				fail("node %d's log of %s-%d up to the high watermark %d: %v", i, topic, tp.Partition, hw, err)
+			}
+			if i == 0 {
+				want = got
+				continue
+			}
+			if len(got) != len(want) {
+				fail("%s-%d: node %d has %d batches below the high watermark %d, node 0 has %d", topic, tp.Partition, i, len(got), hw, len(want))
+			}
+			for k := range got {
+				if g, w := got[k], want[k]; !bytes.Equal(g, w) {
+					fail("%s-%d batch %d differs: node %d has base %d epoch %d crc %08x, node 0 base %d epoch %d crc %08x",
+						topic, tp.Partition, k, i, g.BaseOffset(), g.PartitionLeaderEpoch(), g.CRC(), w.BaseOffset(), w.PartitionLeaderEpoch(), w.CRC())
+				}
+			}
+		}
+		t.Logf("%s-%d: the three replicas hold the same %d batches below the high watermark %d", topic, tp.Partition, len(want), hw)
 	}
 }
