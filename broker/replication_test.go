@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/faultnet"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -196,4 +197,37 @@ func TestReplicationMinISRRefusesWhenAlone(t *testing.T) {
 	if slices.Contains(vals, "refused") || !slices.Contains(vals, "before") || !slices.Contains(vals, "after") {
 		t.Fatalf("the log holds %v: want before and after, and never the refused record", vals)
 	}
+}
+
+// TestReplicationOneWayLoss: the leader's answers to one follower are lost (its fetches still
+// arrive, so the leader hears from it, but from an offset that no longer moves). The leader
+// drops it from the ISR after replica.lag.time.max.ms, acks=all goes on with the other two
+// (min.insync.replicas=2), and once the link heals it catches up and rejoins the ISR; nothing
+// acknowledged is lost.
+func TestReplicationOneWayLoss(t *testing.T) {
+	c := newRCluster(t, nil)
+	const topic = "oneway"
+	c.createTopic(topic, 1, nil)
+	p := c.startProducer(topic, 1, "o")
+	c.waitAcks(p, 100, 15*time.Second, "before the loss")
+	pm := c.meta(c.live()[0], topic, 0)
+	var f int32 = -1
+	for _, r := range pm.Replicas {
+		if r != pm.Leader {
+			f = r
+			break
+		}
+	}
+	c.net.Set(dataPlane+pm.Leader, dataPlane+f, faultnet.Rule{Drop: true})
+	waitFor(t, 15*time.Second, fmt.Sprintf("follower %d out of the ISR while it hears nothing from the leader %d", f, pm.Leader), func() bool {
+		return !slices.Contains(c.meta(c.live()[0], topic, 0).ISR, f)
+	})
+	c.waitAcks(p, 100, 15*time.Second, fmt.Sprintf("with follower %d out of the ISR", f))
+	c.net.Heal()
+	waitFor(t, 20*time.Second, fmt.Sprintf("follower %d back in the ISR", f), func() bool {
+		return slices.Contains(c.meta(c.live()[0], topic, 0).ISR, f)
+	})
+	c.waitAcks(p, 50, 15*time.Second, "after the heal")
+	p.finish()
+	c.verify(topic, 1, p.l, nil)
 }
