@@ -187,6 +187,36 @@ func (c *rcluster) kill(i int) {
 	}
 }
 
+// loseTail makes node i (down) lose the last n bytes of the newest segment file of each of
+// topic's partitions, as a disk that lost what it had acknowledged would (the cut falls
+// anywhere, mid-batch included), and its recovery points, so that its next start scans
+// every segment. Replication must make up for it: every acknowledged record is on another
+// replica of the ISR.
+func (c *rcluster) loseTail(i int, topic string, partitions int32, n int64) {
+	c.t.Helper()
+	if c.broker(i) != nil {
+		c.t.Fatalf("loseTail %d: still up", i)
+	}
+	for part := range partitions {
+		dir := filepath.Join(c.cfgs[i].DataDir, fmt.Sprintf("%s-%d", topic, part))
+		logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+		if err != nil || len(logs) == 0 {
+			c.t.Fatalf("node %d's segments of %s-%d: %v %v", i, topic, part, logs, err)
+		}
+		slices.Sort(logs) // zero-padded base offsets: the newest last
+		fi, err := os.Stat(logs[len(logs)-1])
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.Truncate(logs[len(logs)-1], max(fi.Size()-n, 0)); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, "recovery-point")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.t.Fatal(err)
+		}
+	}
+}
+
 // restart starts node i again on its data directory and addresses.
 func (c *rcluster) restart(i int) {
 	c.t.Helper()

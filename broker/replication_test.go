@@ -74,6 +74,30 @@ func TestReplicationLeaderKilled(t *testing.T) {
 	c.verify(topic, parts, p.l, nil)
 }
 
+// TestReplicationLeaderKilledLosingItsTail: as TestReplicationLeaderKilled, but the killed
+// leader also loses the last 1000 bytes of each partition's newest segment (and its recovery
+// points) before it restarts: its recovery truncates the torn batch, and it fetches back from
+// the new leader what it lost. Nothing acknowledged is lost: each acknowledged record is on
+// another replica of the ISR too.
+func TestReplicationLeaderKilledLosingItsTail(t *testing.T) {
+	c := newRCluster(t, nil)
+	const topic, parts = "tail", 2
+	c.createTopic(topic, parts, nil)
+	p := c.startProducer(topic, parts, "t")
+	c.waitAcks(p, 200, 15*time.Second, "before the kill")
+
+	pm := c.meta(c.live()[0], topic, 0)
+	victim := int(pm.Leader)
+	c.kill(victim)
+	c.loseTail(victim, topic, parts, 1000)
+	c.waitNewLeader(topic, 0, pm.Leader, pm.LeaderEpoch, 15*time.Second)
+	c.waitAcks(p, 100, 20*time.Second, fmt.Sprintf("after the kill of leader %d", victim))
+	c.restart(victim)
+	c.waitAcks(p, 100, 15*time.Second, fmt.Sprintf("after the restart of %d", victim))
+	p.finish()
+	c.verify(topic, parts, p.l, nil)
+}
+
 // TestReplicationZombieLeaderFenced: the leader of a partition is isolated from every other
 // node and from the producer, past broker.session.timeout.ms: a zombie whose goroutines keep
 // running. Records written to it with acks=1 right after the cut (through a side connection)
