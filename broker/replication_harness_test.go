@@ -208,7 +208,10 @@ func (c *rcluster) loseTail(i int, topic string, partitions int32, n int64) {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		if err := os.Truncate(logs[len(logs)-1], max(fi.Size()-n, 0)); err != nil {
+		if fi.Size() <= n {
+			c.t.Fatalf("node %d's newest segment of %s-%d holds %d bytes: none to keep after losing %d", i, topic, part, fi.Size(), n)
+		}
+		if err := os.Truncate(logs[len(logs)-1], fi.Size()-n); err != nil {
 			c.t.Fatal(err)
 		}
 		if err := os.Remove(filepath.Join(dir, "recovery-point")); err != nil && !errors.Is(err, os.ErrNotExist) {
