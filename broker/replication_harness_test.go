@@ -640,7 +640,7 @@ func (c *rcluster) startProducer(topic string, partitions int32, tag string) *pr
 	p, err := client.NewProducer(ctx, client.ProducerConfig{
 		Config: client.Config{Brokers: c.bootstrap(), Dial: c.net.Dialer(producerNode), RequestTimeout: 2 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MetadataMaxAge: time.Second},
-		Acks: client.AcksAll, DeliveryTimeout: 15 * time.Second, Linger: time.Millisecond, MaxInFlight: 1,
+		Acks: client.AcksAll, DeliveryTimeout: 15 * time.Second, Linger: time.Millisecond, MaxInFlight: 1, MaxBlock: 5 * time.Second,
 		RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: 300 * time.Millisecond,
 	})
 	if err != nil {

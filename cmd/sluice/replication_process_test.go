@@ -201,7 +201,7 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // retries are expected here
 	p, err := client.NewProducer(ctx, client.ProducerConfig{
 		Config: client.Config{Brokers: addrs, RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Second, Logger: quiet},
-		Acks:   client.AcksAll, DeliveryTimeout: 20 * time.Second, Linger: time.Millisecond, MaxInFlight: 1,
+		Acks:   client.AcksAll, DeliveryTimeout: 20 * time.Second, Linger: time.Millisecond, MaxInFlight: 1, MaxBlock: 5 * time.Second,
 		RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: 500 * time.Millisecond,
 	})
 	if err != nil {
