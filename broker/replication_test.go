@@ -101,7 +101,7 @@ func TestReplicationLeaderKilledLosingItsTail(t *testing.T) {
 // TestReplicationZombieLeaderFenced: the leader of a partition is isolated from every other
 // node and from the producer, past broker.session.timeout.ms: a zombie whose goroutines keep
 // running. Records written to it with acks=1 right after the cut (through a side connection)
-// are appended there only. The others elect a new leader from the ISR and the producer goes on
+// are appended there only; one written with acks=all is not acknowledged. The others elect a new leader from the ISR and the producer goes on
 // through it. When the network heals, the zombie finds itself fenced, follows the new leader,
 // truncates the records only it had, and catches up: they are in no replica's log, and nothing
 // acknowledged with acks=all is lost.
@@ -125,6 +125,14 @@ func TestReplicationZombieLeaderFenced(t *testing.T) {
 	if len(forbidden) == 0 {
 		t.Errorf("the isolated leader %d accepted no acks=1 record right after the cut: the test cannot show their truncation", zombie)
 	}
+	// acks=all on the zombie: whatever it answers, never success (no follower can fetch it),
+	// and whether it appended it or not, it reached no other replica.
+	if r := c.sideProduce(zombie, topic, 0, wire.AcksAll, "zombie-acks-all", 3*time.Second); r.ErrorCode == wire.NoError {
+		t.Errorf("the isolated leader %d acknowledged an acks=all record at offset %d", zombie, r.BaseOffset)
+	} else {
+		t.Logf("acks=all on the isolated leader: %v", r.ErrorCode)
+	}
+	forbidden["zombie-acks-all"] = true
 	c.waitNewLeader(topic, 0, pm.Leader, pm.LeaderEpoch, 15*time.Second)
 	c.waitAcks(p, 100, 20*time.Second, fmt.Sprintf("through the new leader while %d is isolated", zombie))
 	if got := c.meta(zombie, topic, 0); got.Leader != pm.Leader || got.LeaderEpoch != pm.LeaderEpoch {
