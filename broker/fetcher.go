@@ -70,8 +70,11 @@ import (
 // owns its connection and the fetch state of the partitions it holds. A fetcher left with no
 // partitions removes itself from the map (under mu) and exits; close stops the others and waits.
 type replicaFetchers struct {
-	b      *Broker
-	cfg    fetcherConfig
+	b   *Broker
+	cfg fetcherConfig
+	// endpoint is the PLAINTEXT host:port of a broker (b.leaderEndpoint: its registration in
+	// the metadata).
+	endpoint func(id int32) (string, error)
 	ctx    context.Context // cancelled by close: fetchers stop, connections close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -142,7 +145,7 @@ func newReplicaFetchers(b *Broker) *replicaFetchers {
 	// A response holds at most maxBytes of records, except that its first batch is sent whole
 	// however large (KIP-74): one batch of message.max.bytes, plus the metadata around them.
 	fc.maxFrame = int(max(fc.maxBytes, fc.partitionBytes)) + fc.messageMaxBytes + 1<<20
-	rf := &replicaFetchers{b: b, cfg: fc}
+	rf := &replicaFetchers{b: b, cfg: fc, endpoint: b.leaderEndpoint}
 	rf.ctx, rf.cancel = context.WithCancel(b.ctx)
 	rf.mu.fetchers = map[fetcherKey]*replicaFetcher{}
 	rf.mu.where = map[*partition]*followed{}
@@ -405,6 +408,9 @@ func (f *replicaFetcher) plan(parts []snap, now time.Time) time.Duration {
 		}
 		p := fl.p
 		l := p.log()
+		if p.rep == nil || l == nil {
+			continue
+		}
 		if fl.syncTo > 0 {
 			if l.SyncedOffset() < fl.syncTo && now.Sub(fl.syncSince) < f.rf.cfg.syncWaitMax {
 				wait = max(wait, time.Millisecond) // woken by the fsync's callback, or the bound
@@ -469,17 +475,25 @@ func (f *replicaFetcher) connect() error {
 	if f.conn != nil {
 		return nil
 	}
-	br, ok := f.rf.b.ctrl.Metadata().Broker(f.key.leader)
-	if !ok || br.Port == 0 {
-		return fmt.Errorf("%w: broker %d has no PLAINTEXT endpoint in the metadata", errReplicaConn, f.key.leader)
+	addr, err := f.rf.endpoint(f.key.leader)
+	if err != nil {
+		return err
 	}
-	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
 	c, err := dialReplica(f.rf.ctx, f.rf.cfg.dial, addr, f.rf.cfg.self, f.rf.cfg.maxFrame, f.rf.cfg.maxWait+f.rf.cfg.timeoutMargin)
 	if err != nil {
 		return err
 	}
 	f.conn, f.addr = c, addr
 	return nil
+}
+
+// leaderEndpoint is broker id's PLAINTEXT advertised endpoint, from its registration.
+func (b *Broker) leaderEndpoint(id int32) (string, error) {
+	br, ok := b.ctrl.Metadata().Broker(id)
+	if !ok || br.Port == 0 {
+		return "", fmt.Errorf("%w: broker %d has no PLAINTEXT endpoint in the metadata", errReplicaConn, id)
+	}
+	return net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port))), nil
 }
 
 // connError drops the connection and backs off.

@@ -59,8 +59,8 @@ func (f *replicaFetcher) queryEpochs(parts []roundPart) error {
 }
 
 // epochAnswered hands one partition's answer to rep (the leader's answer may be for an older
-// epoch than the one asked: KIP-279, rep then asks again for it) and makes the truncation it
-// leads to.
+// epoch than the one asked: KIP-279, rep then asks again for the latest local epoch below it)
+// and makes the truncation it leads to.
 func (f *replicaFetcher) epochAnswered(rp roundPart, r wire.OffsetForLeaderEpochPartitionResult) {
 	if r.ErrorCode != wire.NoError {
 		f.partitionError(rp, r.ErrorCode)
@@ -74,6 +74,8 @@ func (f *replicaFetcher) epochAnswered(rp roundPart, r wire.OffsetForLeaderEpoch
 	}
 	f.rf.b.logger.Debug("replica epoch answered", f.attrs("partition", p.tp.String(), "asked", rp.plan.Epoch,
 		"epoch", r.LeaderEpoch, "end_offset", r.EndOffset, "local_end", p.log().EndOffset())...)
-	p.rep.EpochAnswered(rp.plan.LeaderEpoch, r.LeaderEpoch, batch.Offset(r.EndOffset))
+	// The answer's epoch and end, and the epoch asked (rep ignores an answer to another
+	// query; one sent at another leader epoch is dropped above).
+	p.rep.EpochAnswered(r.LeaderEpoch, rp.plan.Epoch, batch.Offset(r.EndOffset))
 	f.settleLocked(rp.fl)
 }
