@@ -198,6 +198,7 @@ func (rf *replicaFetchers) followAt(p *partition, leader int32) {
 	f := rf.mu.fetchers[key]
 	if f == nil {
 		f = &replicaFetcher{rf: rf, key: key, wake: make(chan struct{}, 1), parts: map[*partition]*followed{}}
+		f.ctx, f.cancel = context.WithCancel(rf.ctx)
 		rf.mu.fetchers[key] = f
 		rf.wg.Add(1)
 		go f.run()
@@ -225,7 +226,13 @@ func (rf *replicaFetchers) removeLocked(p *partition) {
 	}
 	delete(rf.mu.where, p)
 	delete(fl.f.parts, p)
-	fl.f.kick() // one left with no partitions exits
+	if f := fl.f; len(f.parts) == 0 {
+		// Nothing left to fetch: the fetcher stops now, its dial or fetch in flight dropped
+		// (follow starts a new one for this leader if it is needed again).
+		delete(rf.mu.fetchers, f.key)
+		f.cancel()
+	}
+	fl.f.kick()
 }
 
 // registered reports whether fl is still how p is followed: a response for a partition
@@ -286,6 +293,10 @@ type followed struct {
 type replicaFetcher struct {
 	rf    *replicaFetchers
 	key   fetcherKey
+	// ctx ends when the fetchers close or this one has no partitions left (its round trip in
+	// flight then returns at once).
+	ctx    context.Context
+	cancel context.CancelFunc
 	wake  chan struct{}                // buffered 1: follow, unfollow and fsyncs wake the loop
 	parts map[*partition]*followed     // guarded by rf.mu
 	conn  *replicaConn                 // the goroutine's
@@ -318,9 +329,10 @@ func (f *replicaFetcher) attrs(kv ...any) []any {
 func (f *replicaFetcher) run() {
 	rf := f.rf
 	defer rf.wg.Done()
+	defer f.cancel()
 	defer func() { f.conn.close() }()
 	for {
-		if rf.ctx.Err() != nil {
+		if f.ctx.Err() != nil {
 			return
 		}
 		snapshot, ok := f.snapshot()
@@ -464,7 +476,7 @@ func (f *replicaFetcher) idle(d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-f.rf.ctx.Done():
+	case <-f.ctx.Done():
 	case <-f.wake:
 	case <-t.C:
 	}
@@ -479,7 +491,7 @@ func (f *replicaFetcher) connect() error {
 	if err != nil {
 		return err
 	}
-	c, err := dialReplica(f.rf.ctx, f.rf.cfg.dial, addr, f.rf.cfg.self, f.rf.cfg.maxFrame, f.rf.cfg.maxWait+f.rf.cfg.timeoutMargin)
+	c, err := dialReplica(f.ctx, f.rf.cfg.dial, addr, f.rf.cfg.self, f.rf.cfg.maxFrame, f.rf.cfg.maxWait+f.rf.cfg.timeoutMargin)
 	if err != nil {
 		return err
 	}
@@ -500,14 +512,14 @@ func (b *Broker) leaderEndpoint(id int32) (string, error) {
 func (f *replicaFetcher) connError(err error) {
 	f.conn.close()
 	f.conn = nil
-	if f.rf.ctx.Err() != nil {
+	if f.ctx.Err() != nil {
 		return
 	}
 	f.rf.b.logger.Warn("replica fetcher", f.attrs("addr", f.addr, "err", err, "retry in", f.rf.cfg.backoff)...)
 	t := time.NewTimer(f.rf.cfg.backoff)
 	defer t.Stop()
 	select {
-	case <-f.rf.ctx.Done():
+	case <-f.ctx.Done():
 	case <-t.C:
 	}
 }
