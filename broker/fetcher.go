@@ -75,10 +75,10 @@ type replicaFetchers struct {
 	// endpoint is the PLAINTEXT host:port of a broker (b.leaderEndpoint: its registration in
 	// the metadata).
 	endpoint func(id int32) (string, error)
-	ctx    context.Context // cancelled by close: fetchers stop, connections close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     struct {
+	ctx      context.Context // cancelled by close: fetchers stop, connections close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       struct {
 		sync.Mutex
 		closed   bool
 		fetchers map[fetcherKey]*replicaFetcher
@@ -291,20 +291,20 @@ type followed struct {
 
 // replicaFetcher is one fetcher goroutine and its connection.
 type replicaFetcher struct {
-	rf    *replicaFetchers
-	key   fetcherKey
+	rf  *replicaFetchers
+	key fetcherKey
 	// ctx ends when the fetchers close or this one has no partitions left (its round trip in
 	// flight then returns at once).
 	ctx    context.Context
 	cancel context.CancelFunc
-	wake  chan struct{}                // buffered 1: follow, unfollow and fsyncs wake the loop
-	parts map[*partition]*followed     // guarded by rf.mu
-	conn  *replicaConn                 // the goroutine's
-	addr  string                       // the leader's endpoint conn is to
-	round []roundPart                  // the partitions of this round, reused
-	fetch wire.FetchRequest            // reused
-	resp  wire.FetchResponse           // reused
-	index map[topicPartition]roundPart // the round's fetched partitions by name, reused
+	wake   chan struct{}                // buffered 1: follow, unfollow and fsyncs wake the loop
+	parts  map[*partition]*followed     // guarded by rf.mu
+	conn   *replicaConn                 // the goroutine's
+	addr   string                       // the leader's endpoint conn is to
+	round  []roundPart                  // the partitions of this round, reused
+	fetch  wire.FetchRequest            // reused
+	resp   wire.FetchResponse           // reused
+	index  map[topicPartition]roundPart // the round's fetched partitions by name, reused
 }
 
 // roundPart is one partition's request in a round.
