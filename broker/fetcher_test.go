@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -137,11 +138,7 @@ func (fl *fakeLeader) serve(c net.Conn) {
 func (fl *fakeLeader) answer(h wire.RequestHeader, body []byte) wire.Encoder {
 	switch h.APIKey {
 	case wire.APIVersions:
-		apis := wire.SupportedAPIs()
-		if _, _, ok := epochQueryMessages(&wire.OffsetForLeaderEpochRequest{}, &wire.OffsetForLeaderEpochResponse{}); ok {
-			apis = append(apis, wire.APIVersionRange{APIKey: wire.OffsetForLeaderEpoch})
-		}
-		return &wire.APIVersionsResponse{APIKeys: apis}
+		return &wire.APIVersionsResponse{APIKeys: wire.SupportedAPIs()}
 	case wire.Fetch:
 		req := wire.FetchRequest{Version: h.APIVersion}
 		if err := req.ReadFrom(body); err != nil {
@@ -168,10 +165,9 @@ func (fl *fakeLeader) answer(h wire.RequestHeader, body []byte) wire.Encoder {
 		}
 		return resp
 	case wire.OffsetForLeaderEpoch:
-		var req wire.OffsetForLeaderEpochRequest
-		var resp wire.OffsetForLeaderEpochResponse
-		rq, rs, ok := epochQueryMessages(&req, &resp)
-		if !ok || rq.ReadFrom(body) != nil {
+		req := wire.OffsetForLeaderEpochRequest{Version: h.APIVersion}
+		resp := &wire.OffsetForLeaderEpochResponse{Version: h.APIVersion}
+		if req.ReadFrom(body) != nil {
 			return nil
 		}
 		for _, t := range req.Topics {
@@ -184,7 +180,7 @@ func (fl *fakeLeader) answer(h wire.RequestHeader, body []byte) wire.Encoder {
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		return rs
+		return resp
 	}
 	return nil
 }
@@ -320,6 +316,9 @@ func newFollowerHarness(t *testing.T, leader *fakeLeader, tweak func(*Config)) *
 	t.Helper()
 	cfg := testConfig(t, t.TempDir())
 	cfg.NodeID = fakeFollowerID
+	if os.Getenv("FETCHER_DEBUG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	cfg.ReplicaFetchBackoff = 10 * time.Millisecond
 	cfg.ReplicaFetchWait = 200 * time.Millisecond
 	if tweak != nil {
@@ -598,5 +597,55 @@ func TestFollowOnlyLiveLeaders(t *testing.T) {
 	h.rf.follow(parts[1])
 	if n, f := h.rf.fetching(); n != 0 || f != 0 {
 		t.Fatalf("follow after close: %d partitions on %d fetchers", n, f)
+	}
+}
+
+// TestFollowerTruncatesDivergentLogToEpochEnd: a follower whose log went on at an epoch the
+// new leader never had (epoch 4, offsets 3 to 5, its checkpointed high watermark at 5) asks
+// the leader where its latest epoch ends (OffsetForLeaderEpoch), hears that the leader's log
+// has epoch 3 ending at 3 (KIP-279: an older epoch than asked), truncates to 3 (not to its
+// high watermark, which would keep records 3 and 4 that the leader does not have), and then
+// copies the leader's epoch 5 from 3: its log ends byte-identical to the leader's, with the
+// leader's epoch cache.
+func TestFollowerTruncatesDivergentLogToEpochEnd(t *testing.T) {
+	leader := newFakeLeader(t, 6)
+	tp := topicPartition{"t", 0}
+	l := leader.addLog(tp)
+	common := [][]byte{records(t, "c1", "c2"), records(t, "c3")} // the same bytes on both
+	appendBytes := func(l *segment.Log) {
+		for _, b := range common {
+			if _, err := l.Append(append([]byte(nil), b...), 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendBytes(l)
+	appendAt(t, l, 5, []string{"l4", "l5"}, []string{"l6", "l7", "l8"})
+	leader.epochs = []replication.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 3}}
+
+	h := newFollowerHarness(t, leader, nil)
+	fl, err := segment.Open(t.TempDir(), segment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fl.Close() })
+	appendBytes(fl)
+	appendAt(t, fl, 4, []string{"z4", "z5", "z6"})
+	p := &partition{tp: tp}
+	p.current.Store(fl)
+	p.cfg.Store(&cluster.TopicConfig{WriteCaching: true})
+	p.rep = replication.New(replication.Config{ReplicaID: fakeFollowerID, LagTimeMax: time.Minute, MinInsync: 1, WriteCaching: true},
+		replication.LogState{EndOffset: fl.EndOffset(), DurableOffset: fl.EndOffset(), HighWatermark: 5,
+			Epochs: []replication.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 4, StartOffset: 3}}})
+	h.become(p, fakeLeaderID, 6)
+	h.rf.follow(p)
+	waitFor(t, 10*time.Second, "the follower to truncate and catch up", func() bool {
+		return p.log().EndOffset() == l.EndOffset() && bytes.Equal(logBytes(t, p.log()), logBytes(t, l))
+	})
+	p.repMu.Lock()
+	epochs := p.rep.Epochs()
+	p.repMu.Unlock()
+	if !equalEpochs(epochs, leader.epochs) {
+		t.Errorf("follower's epoch cache %v, want the leader's %v", epochs, leader.epochs)
 	}
 }

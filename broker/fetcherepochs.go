@@ -27,15 +27,14 @@ func (f *replicaFetcher) queryEpochs(parts []roundPart) error {
 		})
 	}
 	var resp wire.OffsetForLeaderEpochResponse
-	wreq, wresp, ok := epochQueryMessages(&req, &resp)
-	if !f.conn.epochQueries || !ok {
+	if !f.conn.epochQueries {
 		f.rf.b.logger.Warn("replica fetcher: the leader does not answer OffsetForLeaderEpoch", f.attrs("addr", f.addr)...)
 		for _, rp := range parts {
 			f.backoff(rp.fl)
 		}
 		return nil
 	}
-	if err := f.conn.roundTrip(wreq, wresp, f.rf.cfg.timeoutMargin); err != nil {
+	if err := f.conn.roundTrip(&req, &resp, f.rf.cfg.timeoutMargin); err != nil {
 		return err
 	}
 	answered := make(map[topicPartition]bool, len(parts))

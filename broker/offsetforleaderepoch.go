@@ -24,20 +24,13 @@ import (
 )
 
 func (b *Broker) handleOffsetForLeaderEpoch(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
-	var req wire.OffsetForLeaderEpochRequest
-	var resp wire.OffsetForLeaderEpochResponse
-	rq, _, ok := epochQueryMessages(&req, &resp)
-	if !ok {
-		c.Close()
-		return nil
-	}
-	if err := rq.ReadFrom(body); err != nil {
+	req := wire.OffsetForLeaderEpochRequest{Version: h.APIVersion}
+	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	req.Version = h.APIVersion
+	var resp wire.OffsetForLeaderEpochResponse
 	b.offsetsForLeaderEpoch(&req, &resp)
-	_, rs, _ := epochQueryMessages(&req, &resp)
-	return respond(c, h, rs)
+	return respond(c, h, &resp)
 }
 
 // offsetsForLeaderEpoch answers req into resp.
