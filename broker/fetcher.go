@@ -424,8 +424,8 @@ func (f *replicaFetcher) plan(parts []snap, now time.Time) time.Duration {
 			continue
 		}
 		if fl.syncTo > 0 {
-			if l.SyncedOffset() < fl.syncTo && now.Sub(fl.syncSince) < f.rf.cfg.syncWaitMax {
-				wait = max(wait, time.Millisecond) // woken by the fsync's callback, or the bound
+			if left := f.rf.cfg.syncWaitMax - now.Sub(fl.syncSince); l.SyncedOffset() < fl.syncTo && left > 0 {
+				wait = max(wait, left) // woken by the fsync's callback, or at the bound
 				continue
 			}
 			fl.syncTo = 0
@@ -452,12 +452,9 @@ func (f *replicaFetcher) plan(parts []snap, now time.Time) time.Duration {
 		}
 		f.round = append(f.round, roundPart{fl: fl, plan: plan})
 	}
-	if wait > 0 && len(f.round) > 0 {
-		// Some partitions wait for their fsync: the fetch waits with them (bounded), so that
-		// it carries their durable offsets.
-		return f.rf.cfg.syncWaitMax / 10
-	}
-	return 0
+	// Some partitions wait for their fsync: the fetch waits with them (bounded), so that it
+	// carries their durable offsets.
+	return wait
 }
 
 // idle waits for a wake-up, a backoff to end, or d (0: the nearest backoff, or a wake-up).
