@@ -50,6 +50,9 @@ type Broker struct {
 	hwLoaded  map[topicPartition]batch.Offset
 	hwWritten map[topicPartition]batch.Offset
 	epochQ    epochWrites // leader-epoch checkpoints to write (epochwriter.go)
+	// sessions are the fetch sessions of the followers (and consumers) fetching from this
+	// broker (fetchsession.go).
+	sessions fetchSessions
 
 	mu struct {
 		sync.RWMutex

@@ -305,6 +305,7 @@ type replicaFetcher struct {
 	fetch  wire.FetchRequest            // reused
 	resp   wire.FetchResponse           // reused
 	index  map[topicPartition]roundPart // the round's fetched partitions by name, reused
+	sess   fetcherSession               // the fetch session with the leader (Fetch v2)
 }
 
 // roundPart is one partition's request in a round.
@@ -509,6 +510,7 @@ func (b *Broker) leaderEndpoint(id int32) (string, error) {
 func (f *replicaFetcher) connError(err error) {
 	f.conn.close()
 	f.conn = nil
+	f.sess.reset() // whether the leader took the last fetch is unknown: a new session
 	if f.ctx.Err() != nil {
 		return
 	}

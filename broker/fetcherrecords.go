@@ -37,9 +37,17 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 		MaxBytes:       cfg.maxBytes,
 		IsolationLevel: wire.ReadUncommitted,
 		SessionID:      0,
-		SessionEpoch:   -1, // no fetch session: a full fetch
+		SessionEpoch:   -1, // no fetch session: a full fetch (v0 and v1)
 		Topics:         req.Topics[:0],
 		Forgotten:      req.Forgotten[:0],
+	}
+	sessions := req.Version >= 2
+	incremental := sessions && f.sess.id != 0
+	switch {
+	case incremental:
+		req.SessionID, req.SessionEpoch = f.sess.id, f.sess.epoch
+	case sessions:
+		req.SessionEpoch = 0 // a full fetch that asks for a session
 	}
 	if f.index == nil {
 		f.index = map[topicPartition]roundPart{}
@@ -47,30 +55,60 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 	clear(f.index)
 	for _, rp := range parts {
 		tp := rp.fl.p.tp
-		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.topic {
-			req.Topics = append(req.Topics, wire.FetchRequestTopic{Topic: tp.topic, Partitions: nil})
-		}
-		t := &req.Topics[len(req.Topics)-1]
-		t.Partitions = append(t.Partitions, wire.FetchRequestPartition{
+		f.index[tp] = rp
+		entry := wire.FetchRequestPartition{
 			Partition:          tp.partition,
 			CurrentLeaderEpoch: rp.plan.LeaderEpoch,
 			FetchOffset:        int64(rp.plan.Offset),
 			LogStartOffset:     int64(rp.plan.LogStartOffset),
 			PartitionMaxBytes:  cfg.partitionBytes,
 			DurableOffset:      int64(rp.plan.DurableOffset),
-		})
-		f.index[tp] = rp
+		}
+		if incremental {
+			if prev, ok := f.sess.sent[tp]; ok && prev == entry {
+				continue // the leader's session has it as it is
+			}
+		}
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.topic {
+			req.Topics = append(req.Topics, wire.FetchRequestTopic{Topic: tp.topic, Partitions: nil})
+		}
+		t := &req.Topics[len(req.Topics)-1]
+		t.Partitions = append(t.Partitions, entry)
+	}
+	if incremental {
+		for tp := range f.sess.sent {
+			if _, ok := f.index[tp]; ok {
+				continue
+			}
+			// Not in this round (parked, backing off, moved, unfollowed): the session drops it.
+			if n := len(req.Forgotten); n == 0 || req.Forgotten[n-1].Topic != tp.topic {
+				req.Forgotten = append(req.Forgotten, wire.FetchForgottenTopic{Topic: tp.topic})
+			}
+			ft := &req.Forgotten[len(req.Forgotten)-1]
+			ft.Partitions = append(ft.Partitions, tp.partition)
+		}
 	}
 	f.resp.Version = req.Version
 	if err := f.conn.roundTrip(req, &f.resp, cfg.maxWait+cfg.timeoutMargin); err != nil {
 		return err
 	}
-	if f.resp.ErrorCode != wire.NoError {
+	switch f.resp.ErrorCode {
+	case wire.NoError:
+	case wire.ErrFetchSessionIDNotFound, wire.ErrInvalidFetchSessionEpoch:
+		// Evicted, or the leader restarted: the next round starts a new session.
+		f.rf.b.logger.Info("replica fetch session reset", f.attrs("session", f.sess.id, "err", f.resp.ErrorCode)...)
+		f.sess.reset()
+		return nil
+	default:
 		f.rf.b.logger.Warn("replica fetch refused", f.attrs("err", f.resp.ErrorCode)...)
+		f.sess.reset()
 		for _, rp := range parts {
 			f.backoff(rp.fl)
 		}
 		return nil
+	}
+	if sessions {
+		f.sess.answered(req, f.resp.SessionID)
 	}
 	for ti := range f.resp.Topics {
 		t := &f.resp.Topics[ti]
@@ -87,10 +125,53 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 			}
 		}
 	}
-	for _, rp := range f.index {
-		f.backoff(rp.fl) // asked for and not answered
-	}
+	if !incremental {
+		for _, rp := range f.index {
+			f.backoff(rp.fl) // asked for and not answered
+		}
+	} // an incremental response leaves out the partitions without news
 	return nil
+}
+
+// fetcherSession is a fetcher's side of its fetch session with the leader (fetchsession.go
+// has the leader's): the session's id and next epoch, and each partition's fields as last
+// sent, so that a round sends only what changed. Owned by the fetcher goroutine.
+type fetcherSession struct {
+	id    int32 // 0: none
+	epoch int32
+	sent  map[topicPartition]wire.FetchRequestPartition
+}
+
+func (s *fetcherSession) reset() {
+	s.id, s.epoch = 0, 0
+	clear(s.sent)
+}
+
+// answered records a successful response to req, whose answer named session id.
+func (s *fetcherSession) answered(req *wire.FetchRequest, id int32) {
+	if req.SessionEpoch == 0 { // a new session (or none, if the leader's cache had no room)
+		s.reset()
+		if id == 0 {
+			return
+		}
+		s.id, s.epoch = id, 0
+	}
+	if s.sent == nil {
+		s.sent = map[topicPartition]wire.FetchRequestPartition{}
+	}
+	for _, t := range req.Forgotten {
+		for _, p := range t.Partitions {
+			delete(s.sent, topicPartition{t.Topic, p})
+		}
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			s.sent[topicPartition{t.Topic, p.Partition}] = p
+		}
+	}
+	if s.epoch++; s.epoch <= 0 {
+		s.epoch = 1 // Kafka's epochs wrap to 1
+	}
 }
 
 // fetched acts on one partition's answer. Only an error of the connection is returned.
