@@ -54,6 +54,11 @@ type fakeLeader struct {
 	fetchOffsets chan int64
 	// epochs is the leader's epoch cache, for OffsetForLeaderEpoch answers.
 	epochs []replication.EpochEntry
+	// sessions is the leader's fetch session cache (the broker's own): Fetch v2 requests go
+	// through it as they do in handleFetch.
+	sessions fetchSessions
+	// requestBytes gets the size of every Fetch request body (buffered; not blocking).
+	requestBytes chan int
 }
 
 func newFakeLeader(t *testing.T, epoch int32) *fakeLeader {
@@ -62,7 +67,7 @@ func newFakeLeader(t *testing.T, epoch int32) *fakeLeader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := &fakeLeader{t: t, ln: ln, epoch: epoch, fetchOffsets: make(chan int64, 4096)}
+	fl := &fakeLeader{t: t, ln: ln, epoch: epoch, fetchOffsets: make(chan int64, 4096), requestBytes: make(chan int, 4096)}
 	fl.mu.logs = map[topicPartition]*segment.Log{}
 	fl.wg.Add(1)
 	go fl.accept()
@@ -144,7 +149,24 @@ func (fl *fakeLeader) answer(h wire.RequestHeader, body []byte) wire.Encoder {
 		if err := req.ReadFrom(body); err != nil {
 			return nil
 		}
-		return fl.fetch(&req)
+		select {
+		case fl.requestBytes <- len(body):
+		default:
+		}
+		incremental := req.SessionID != 0 && req.SessionEpoch > 0
+		sess, err := fl.sessions.begin(&req)
+		if err != nil {
+			return &wire.FetchResponse{Version: req.Version, ErrorCode: errorCode(err)}
+		}
+		resp := fl.fetch(&req)
+		lens := make([]int32, 0, resp.NumPartitions())
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				lens = append(lens, int32(len(p.Records)))
+			}
+		}
+		fl.sessions.answer(sess, incremental, resp, lens, make([]segment.Slice, len(lens)))
+		return resp
 	case wire.ListOffsets:
 		var req wire.ListOffsetsRequest
 		if err := req.ReadFrom(body); err != nil {
@@ -192,7 +214,7 @@ func (fl *fakeLeader) log(tp topicPartition) *segment.Log {
 }
 
 // fetch answers once some partition has records past its fetch offset, or max wait passed.
-func (fl *fakeLeader) fetch(req *wire.FetchRequest) wire.Encoder {
+func (fl *fakeLeader) fetch(req *wire.FetchRequest) *wire.FetchResponse {
 	fl.fetches.Add(1)
 	deadline := time.NewTimer(time.Duration(req.MaxWaitMs) * time.Millisecond)
 	defer deadline.Stop()
@@ -647,5 +669,74 @@ func TestFollowerTruncatesDivergentLogToEpochEnd(t *testing.T) {
 	p.repMu.Unlock()
 	if !equalEpochs(epochs, leader.epochs) {
 		t.Errorf("follower's epoch cache %v, want the leader's %v", epochs, leader.epochs)
+	}
+}
+
+// TestFollowerFetchSession: a follower of many partitions on a leader with fetch sessions
+// (Fetch v2) opens one session and, once caught up, sends requests that list no partition at
+// all (nothing changed) and gets answers that list none; an append to one partition comes back
+// in an incremental answer naming that partition alone, and the follower copies it. A leader
+// that lost the session (evicted, restarted) answers FETCH_SESSION_ID_NOT_FOUND: the follower
+// starts a new session with a full fetch and goes on.
+func TestFollowerFetchSession(t *testing.T) {
+	leader := newFakeLeader(t, 5)
+	const n = 20
+	var logs []*segment.Log
+	var parts []*partition
+	h := newFollowerHarness(t, leader, func(c *Config) { c.ReplicaFetchWait = 20 * time.Millisecond })
+	for i := range int32(n) {
+		tp := topicPartition{"t", i}
+		l := leader.addLog(tp)
+		appendAt(t, l, 5, []string{"v"})
+		logs = append(logs, l)
+		p := h.partition(tp, 5, true)
+		parts = append(parts, p)
+		h.rf.follow(p)
+	}
+	caughtUp := func() bool {
+		for i, p := range parts {
+			if p.log().EndOffset() != logs[i].EndOffset() || hw(p) != logs[i].EndOffset() {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 10*time.Second, "the follower catching up", caughtUp)
+	if got := leader.sessions.len(); got != 1 {
+		t.Fatalf("leader holds %d fetch sessions, want 1", got)
+	}
+	// Idle rounds: the request lists nothing (its fixed fields, an empty topic array and an
+	// empty forgotten array: well under one partition's entry per partition).
+	idle := func() {
+		t.Helper()
+		for {
+			select {
+			case size := <-leader.requestBytes:
+				if size < 64 {
+					return
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no idle incremental fetch")
+			}
+		}
+	}
+	idle()
+	appendAt(t, logs[7], 5, []string{"w1", "w2"})
+	waitFor(t, 10*time.Second, "the follower copying the append", caughtUp)
+	idle()
+	leader.sessions.mu.Lock()
+	for id := range leader.sessions.byID {
+		leader.sessions.removeLocked(id)
+	}
+	leader.sessions.mu.Unlock()
+	appendAt(t, logs[13], 5, []string{"x"})
+	waitFor(t, 10*time.Second, "the follower going on after the session was lost", caughtUp)
+	if got := leader.sessions.len(); got != 1 {
+		t.Fatalf("leader holds %d fetch sessions after the loss, want 1 (the new one)", got)
+	}
+	for i, p := range parts {
+		if !bytes.Equal(logBytes(t, p.log()), logBytes(t, logs[i])) {
+			t.Errorf("%s: follower's log differs from the leader's", p.tp)
+		}
 	}
 }

@@ -47,7 +47,9 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 	case incremental:
 		req.SessionID, req.SessionEpoch = f.sess.id, f.sess.epoch
 	case sessions:
-		req.SessionEpoch = 0 // a full fetch that asks for a session
+		// A full fetch that asks for a session, closing the one given up if any (Kafka's
+		// close-and-create), so that the leader's cache does not keep it to the eviction.
+		req.SessionID, req.SessionEpoch = f.sess.closing, 0
 	}
 	if f.index == nil {
 		f.index = map[topicPartition]roundPart{}
@@ -137,12 +139,16 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 // has the leader's): the session's id and next epoch, and each partition's fields as last
 // sent, so that a round sends only what changed. Owned by the fetcher goroutine.
 type fetcherSession struct {
-	id    int32 // 0: none
-	epoch int32
-	sent  map[topicPartition]wire.FetchRequestPartition
+	id      int32 // 0: none
+	epoch   int32
+	closing int32 // a session given up, for the next full fetch to close
+	sent    map[topicPartition]wire.FetchRequestPartition
 }
 
 func (s *fetcherSession) reset() {
+	if s.id != 0 {
+		s.closing = s.id
+	}
 	s.id, s.epoch = 0, 0
 	clear(s.sent)
 }
@@ -151,6 +157,7 @@ func (s *fetcherSession) reset() {
 func (s *fetcherSession) answered(req *wire.FetchRequest, id int32) {
 	if req.SessionEpoch == 0 { // a new session (or none, if the leader's cache had no room)
 		s.reset()
+		s.closing = 0
 		if id == 0 {
 			return
 		}

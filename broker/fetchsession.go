@@ -155,7 +155,9 @@ func (fs *fetchSessions) newLocked() *fetchSession {
 	for id == 0 || fs.byID[id] != nil {
 		id = rand.Int32() // 0 is "no session"; ids are positive
 	}
-	s := &fetchSession{id: id, epoch: 1, parts: map[topicPartition]*sessionPartition{}}
+	// Epoch 0 is the full fetch that made it; answering it moves the session to 1, the epoch
+	// of its first incremental fetch.
+	s := &fetchSession{id: id, epoch: 0, parts: map[topicPartition]*sessionPartition{}}
 	s.elem = fs.lru.PushFront(s)
 	fs.byID[id] = s
 	return s
