@@ -316,10 +316,14 @@ func (fl *fakeLeader) read(l *segment.Log, off batch.Offset, maxBytes int) []byt
 	return out
 }
 
-// logBytes is a (single-segment) log's file, as it is on disk.
+// logBytes is a single-segment log's file, as it is on disk.
 func logBytes(t *testing.T, l *segment.Log) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(l.Dir(), "00000000000000000000.log"))
+	files, err := filepath.Glob(filepath.Join(l.Dir(), "*.log"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("log segments %v (%v), want one", files, err)
+	}
+	b, err := os.ReadFile(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -738,5 +742,28 @@ func TestFollowerFetchSession(t *testing.T) {
 		if !bytes.Equal(logBytes(t, p.log()), logBytes(t, logs[i])) {
 			t.Errorf("%s: follower's log differs from the leader's", p.tp)
 		}
+	}
+}
+
+// TestFollowerBehindLeaderStartRestartsThere: a follower whose log ends below the leader's log
+// start (the leader's retention deleted what it lacks) is answered OFFSET_OUT_OF_RANGE, asks
+// the leader's bounds (ListOffsets as a replica), restarts its log empty at the leader's start
+// (a full truncation) and copies the leader from there.
+func TestFollowerBehindLeaderStartRestartsThere(t *testing.T) {
+	leader := newFakeLeader(t, 5)
+	tp := topicPartition{"t", 0}
+	l := leader.addLog(tp)
+	if err := l.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	appendAt(t, l, 5, []string{"s1", "s2"}, []string{"s3"})
+	h := newFollowerHarness(t, leader, nil)
+	p := h.partition(tp, 5, true)
+	h.rf.follow(p)
+	waitFor(t, 10*time.Second, "the follower restarting at the leader's start", func() bool {
+		return p.log().StartOffset() == 100 && p.log().EndOffset() == l.EndOffset()
+	})
+	if !bytes.Equal(logBytes(t, p.log()), logBytes(t, l)) {
+		t.Error("follower's log differs from the leader's")
 	}
 }
