@@ -295,17 +295,19 @@ type replicaFetcher struct {
 	key fetcherKey
 	// ctx ends when the fetchers close or this one has no partitions left (its round trip in
 	// flight then returns at once).
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{}                // buffered 1: follow, unfollow and fsyncs wake the loop
-	parts  map[*partition]*followed     // guarded by rf.mu
-	conn   *replicaConn                 // the goroutine's
-	addr   string                       // the leader's endpoint conn is to
-	round  []roundPart                  // the partitions of this round, reused
-	fetch  wire.FetchRequest            // reused
-	resp   wire.FetchResponse           // reused
-	index  map[topicPartition]roundPart // the round's fetched partitions by name, reused
-	sess   fetcherSession               // the fetch session with the leader (Fetch v2)
+	ctx              context.Context
+	cancel           context.CancelFunc
+	wake             chan struct{}                // buffered 1: follow, unfollow and fsyncs wake the loop
+	parts            map[*partition]*followed     // guarded by rf.mu
+	conn             *replicaConn                 // the goroutine's
+	addr             string                       // the leader's endpoint conn is to
+	round            []roundPart                  // the partitions of this round, reused
+	queries, fetches []roundPart                  // the round's two requests' partitions, reused
+	snaps            []snap                       // the partitions the round considers, reused
+	fetch            wire.FetchRequest            // reused
+	resp             wire.FetchResponse           // reused
+	index            map[topicPartition]roundPart // the round's fetched partitions by name, reused
+	sess             fetcherSession               // the fetch session with the leader (Fetch v2)
 }
 
 // roundPart is one partition's request in a round.
@@ -346,7 +348,7 @@ func (f *replicaFetcher) run() {
 			f.idle(wait)
 			continue
 		}
-		var queries, fetches []roundPart
+		queries, fetches := f.queries[:0], f.fetches[:0]
 		for _, rp := range f.round {
 			if rp.plan.Kind == replication.FetchEpochQuery {
 				queries = append(queries, rp)
@@ -354,6 +356,7 @@ func (f *replicaFetcher) run() {
 				fetches = append(fetches, rp)
 			}
 		}
+		f.queries, f.fetches = queries, fetches
 		if len(queries) == 0 && len(fetches) == 0 {
 			f.idle(0)
 			continue
@@ -389,10 +392,11 @@ func (f *replicaFetcher) snapshot() ([]snap, bool) {
 		}
 		return nil, false
 	}
-	out := make([]snap, 0, len(f.parts))
+	out := f.snaps[:0]
 	for _, fl := range f.parts {
 		out = append(out, snap{fl, fl.gen})
 	}
+	f.snaps = out
 	return out, true
 }
 
