@@ -112,6 +112,7 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 	if sessions {
 		f.sess.answered(req, f.resp.SessionID)
 	}
+	var outOfRange []roundPart
 	for ti := range f.resp.Topics {
 		t := &f.resp.Topics[ti]
 		for pi := range t.Partitions {
@@ -122,9 +123,18 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 				continue // not asked for: ignored
 			}
 			delete(f.index, tp)
-			if err := f.fetched(rp, res); err != nil {
-				return err
+			if res.ErrorCode == wire.ErrOffsetOutOfRange {
+				// After the loop: asking the leader's bounds reads into the buffer the other
+				// partitions' records are still in.
+				outOfRange = append(outOfRange, rp)
+				continue
 			}
+			f.fetched(rp, res)
+		}
+	}
+	for _, rp := range outOfRange {
+		if err := f.outOfRange(rp); err != nil {
+			return err
 		}
 	}
 	if !incremental {
@@ -181,15 +191,11 @@ func (s *fetcherSession) answered(req *wire.FetchRequest, id int32) {
 	}
 }
 
-// fetched acts on one partition's answer. Only an error of the connection is returned.
-func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition) error {
-	switch res.ErrorCode {
-	case wire.NoError:
-	case wire.ErrOffsetOutOfRange:
-		return f.outOfRange(rp)
-	default:
+// fetched acts on one partition's answer (OFFSET_OUT_OF_RANGE aside: outOfRange).
+func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition) {
+	if res.ErrorCode != wire.NoError {
 		f.partitionError(rp, res.ErrorCode)
-		return nil
+		return
 	}
 	fl := rp.fl
 	p := fl.p
@@ -198,17 +204,17 @@ func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition)
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
 	if !f.current(rp) {
-		return nil
+		return
 	}
 	l := p.log()
 	if len(records) > 0 {
 		if l.EndOffset() != rp.plan.Offset {
-			return nil // the log moved since the request (a truncation): the next round asks again
+			return // the log moved since the request (a truncation): the next round asks again
 		}
 		info, err := l.AppendAsFollower(records)
 		if err != nil {
 			f.refused(rp, records, err)
-			return nil
+			return
 		}
 		p.rep.Appended(info.LastOffset+1, f.newEpochs(fl, records), now)
 		if c := p.cfg.Load(); c != nil && !c.WriteCaching {
@@ -218,7 +224,6 @@ func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition)
 	}
 	p.rep.FetchAnswered(rp.plan.LeaderEpoch, batch.Offset(res.HighWatermark), batch.Offset(res.LogStartOffset), now)
 	f.settleLocked(fl)
-	return nil
 }
 
 // current reports whether rp's answer still applies: the partition is still followed as it was
