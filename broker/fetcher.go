@@ -23,6 +23,12 @@ package broker
 //     durable offset and could then park on the leader for a whole max wait while acks=all
 //     producers wait on it.
 //
+// Fetch sessions (KIP-227, Fetch v2; fetchsession.go has the leader's side): a fetcher opens a
+// session with its first full fetch, then sends only the partitions whose fetch fields changed
+// and forgets those it stops fetching (parked, backing off, moved, unfollowed); the leader
+// answers only the partitions with news. A session the leader lost (FETCH_SESSION_ID_NOT_FOUND,
+// INVALID_FETCH_SESSION_EPOCH) or a connection error starts a new one with a full fetch.
+//
 // Errors: a connection error closes the connection and the fetcher tries again after
 // replica.fetch.backoff.ms. FENCED_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER park the partition
 // until the reconciler calls follow again (a new leader or epoch); UNKNOWN_LEADER_EPOCH and
