@@ -50,6 +50,9 @@ type Broker struct {
 	hwLoaded  map[topicPartition]batch.Offset
 	hwWritten map[topicPartition]batch.Offset
 	epochQ    epochWrites // leader-epoch checkpoints to write (epochwriter.go)
+	// sessions are the fetch sessions of the followers (and consumers) fetching from this
+	// broker (fetchsession.go).
+	sessions fetchSessions
 
 	mu struct {
 		sync.RWMutex
@@ -87,6 +90,9 @@ func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if cfg.NodeIDSet {
 		cfg.NodeID = nodeID // 0 is a node id when set; withDefaults reads it as unset
+	}
+	if err := cfg.checkReplicaFetch(); err != nil { // ReadProperties checks it too; a Config built in code is checked here
+		return nil, fmt.Errorf("broker: config: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -133,8 +139,10 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, b.startupError(err)
 	}
 	b.ctrl = ctrl
+	b.fetchers = newReplicaFetchers(b) // after ctrl (they read endpoints from its metadata), before any reconcile
 	fail := func(err error) (*Broker, error) {
 		b.cancel()
+		b.fetchers.close()
 		if b.member != nil {
 			b.member.Close()
 		}
@@ -559,6 +567,8 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleFetch(ctx, c, h, body)
 	case wire.ListOffsets:
 		return b.handleListOffsets(c, h, body)
+	case wire.OffsetForLeaderEpoch:
+		return b.handleOffsetForLeaderEpoch(c, h, body)
 	case wire.Metadata:
 		return b.handleMetadata(c, h, body)
 	case wire.CreateTopics:

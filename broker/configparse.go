@@ -160,12 +160,16 @@ func closest(s string, candidates []string) (string, bool) {
 }
 
 // checkCluster is the checks that need the whole file: the voters against the node's id and
-// roles and its controller listener, the heartbeat against the session timeout. given is the
+// roles and its controller listener, the heartbeat against the session timeout, the replica
+// fetch wait against the replica lag time (checkReplicaFetch). given is the
 // properties the file set, by registry name, with their values.
 func (c *Config) checkCluster(given map[string]string) error {
 	if c.HeartbeatInterval >= c.SessionTimeout && c.SessionTimeout > 0 {
 		return fmt.Errorf("broker.session.timeout.ms %d must exceed broker.heartbeat.interval.ms %d: a broker would be fenced between two heartbeats",
 			c.SessionTimeout.Milliseconds(), c.HeartbeatInterval.Milliseconds())
+	}
+	if err := c.checkReplicaFetch(); err != nil {
+		return err
 	}
 	if _, ok := given["listeners"]; ok && c.Roles.Broker() && c.Listen == "" {
 		return fmt.Errorf("listeners has no PLAINTEXT listener: process.roles %s serves clients and other brokers on it", c.Roles)

@@ -90,6 +90,10 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrNotEnoughReplicasAfterAppend
 	case errors.Is(err, ErrRequestTimedOut):
 		return wire.ErrRequestTimedOut
+	case errors.Is(err, errFetchSessionNotFound):
+		return wire.ErrFetchSessionIDNotFound
+	case errors.Is(err, errFetchSessionEpoch):
+		return wire.ErrInvalidFetchSessionEpoch
 	case errors.Is(err, ErrNotCoordinator):
 		return wire.ErrNotCoordinator
 	case errors.Is(err, ErrCoordinatorNotAvailable):

@@ -65,6 +65,10 @@ type fetch struct {
 	timer  *time.Timer
 	refs   atomic.Int32
 	onDone func() // f.responseDone, bound once
+	// Fetch sessions (fetchsession.go): the session the fetch answers through (nil: none),
+	// and whether its response lists only the partitions with news.
+	session     *fetchSession
+	incremental bool
 }
 
 var fetchPool = sync.Pool{New: func() any { return &fetch{wake: make(chan struct{}, 1)} }}
@@ -100,6 +104,13 @@ func (b *Broker) handleFetch(ctx context.Context, c *server.Conn, h wire.Request
 		f.recycle()
 		return respond(c, h, &wire.FetchSharedResponse{FetchResponse: wire.FetchResponse{Version: h.APIVersion, ErrorCode: wire.ErrInvalidRequest}})
 	}
+	// Fetch sessions (fetchsession.go): an incremental fetch reads its whole session.
+	incremental := f.req.SessionID != 0 && f.req.SessionEpoch > 0
+	if f.session, err = b.sessions.begin(&f.req.FetchRequest); err != nil {
+		f.recycle()
+		return respond(c, h, &wire.FetchResponse{Version: h.APIVersion, ErrorCode: errorCode(err)})
+	}
+	f.incremental = incremental
 	if f.onDone == nil { // new from the pool (binding it in New would make an initialization cycle)
 		f.onDone = f.responseDone
 	}
@@ -201,7 +212,7 @@ func (f *fetch) recycle() {
 	clear(f.parked)
 	clear(f.spans) // their paths
 	f.spans = f.spans[:0]
-	f.b, f.pend = nil, nil
+	f.b, f.pend, f.session = nil, nil, nil
 	f.slices, f.lens, f.cuts, f.parked = f.slices[:0], f.lens[:0], f.cuts[:0], f.parked[:0]
 	if cap(f.slices) > maxPooledFetchPartitions || keptPartitions(f) > maxPooledFetchPartitions {
 		return
@@ -319,6 +330,7 @@ func (f *fetch) try(final bool) bool {
 		f.release()
 		return false
 	}
+	f.lens, f.slices = f.b.sessions.answer(f.session, f.incremental, &f.resp, f.lens, f.slices) // fetch sessions (fetchsession.go)
 	f.b.setFetchEndpoints(&f.resp, hinted)
 	var buf []byte
 	var cuts []int

@@ -97,6 +97,8 @@ const (
 	ErrReassignmentInProgress       ErrorCode = 60
 	ErrNonEmptyGroup                ErrorCode = 68
 	ErrGroupIDNotFound              ErrorCode = 69
+	ErrFetchSessionIDNotFound       ErrorCode = 70
+	ErrInvalidFetchSessionEpoch     ErrorCode = 71
 	ErrTopicDeletionDisabled        ErrorCode = 73
 	ErrFencedLeaderEpoch            ErrorCode = 74
 	ErrUnknownLeaderEpoch           ErrorCode = 75
@@ -187,6 +189,8 @@ var errorTable = []errorInfo{
 	{ErrReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, "a partition reassignment is in progress"},
 	{ErrNonEmptyGroup, "NON_EMPTY_GROUP", false, "the group still has members"},
 	{ErrGroupIDNotFound, "GROUP_ID_NOT_FOUND", false, "the group does not exist"},
+	{ErrFetchSessionIDNotFound, "FETCH_SESSION_ID_NOT_FOUND", true, "the broker has no fetch session with the request's id (evicted, or the broker restarted)"},
+	{ErrInvalidFetchSessionEpoch, "INVALID_FETCH_SESSION_EPOCH", true, "the request's fetch session epoch is not the one the session expects next"},
 	{ErrTopicDeletionDisabled, "TOPIC_DELETION_DISABLED", false, "topic deletion is disabled on this cluster"},
 	{ErrFencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "the request's leader epoch is older than the broker's"},
 	{ErrUnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "the request's leader epoch is newer than the broker's"},
