@@ -19,6 +19,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
@@ -158,8 +159,16 @@ func (b *Broker) proposeISR(p *partition, prop replication.ISRProposal) {
 				"leader_epoch", req.LeaderEpoch, "partition_epoch", req.PartitionEpoch, "err", err)
 		}
 		p.repMu.Lock()
-		p.rep.ProposalFailed(time.Now())
-		b.applyReady(p, p.rep.Ready())
+		// Only the outstanding proposal's failure counts: this one may have been settled
+		// meanwhile (a committed change at a newer partition epoch, a new leadership, a
+		// reopened log's new replica) and another proposed, whose members already count
+		// toward the high watermark; clearing that one would let it commit with a member
+		// the high watermark no longer waited for.
+		now := time.Now()
+		if st := p.rep.Status(now); st.LeaderEpoch == req.LeaderEpoch && st.PartitionEpoch == req.PartitionEpoch && slices.Equal(st.PendingISR, req.ISR) {
+			p.rep.ProposalFailed(now)
+			b.applyReady(p, p.rep.Ready())
+		}
 		p.repMu.Unlock()
 	}()
 }
