@@ -46,7 +46,7 @@ type Broker struct {
 	// issue #23 stream D2).
 	fetchers *replicaFetchers
 	// hwLoaded is the high-watermark checkpoint as read at Open (read-only after), and
-	// hwWritten what hwCheckpointLoop (then Close) last wrote (hwcheckpoint.go).
+	// hwWritten what the periodic checkpoint (then Close) last wrote (hwcheckpoint.go).
 	hwLoaded  map[topicPartition]batch.Offset
 	hwWritten map[topicPartition]batch.Offset
 	epochQ    epochWrites // leader-epoch checkpoints to write (epochwriter.go)
@@ -202,8 +202,11 @@ func Open(cfg Config) (*Broker, error) {
 	updates, stop := ctrl.Subscribe()
 	b.wg.Add(8)
 	go b.epochWriterLoop()
-	go b.tickLoop()
-	go b.hwCheckpointLoop()
+	// Every led partition's replica ticks (followers behind for longer than
+	// replica.lag.time.max.ms are proposed out of the ISR), and the high watermarks that moved
+	// are checkpointed.
+	go b.every(tickInterval(b.cfg.ReplicaLagTimeMax), func() { b.tickReplicas(time.Now()) })
+	go b.every(b.cfg.HighWatermarkCheckpoint, b.writeHWCheckpoint)
 	go func() {
 		defer b.wg.Done()
 		defer close(b.opened)
@@ -641,4 +644,19 @@ func (b *Broker) handleAPIVersions(c *server.Conn, h wire.RequestHeader) *server
 		resp.ErrorCode = wire.ErrUnsupportedVersion
 	}
 	return respond(c, h, resp)
+}
+
+// every runs fn every d until the broker closes; it is one of b.wg's goroutines.
+func (b *Broker) every(d time.Duration, fn func()) {
+	defer b.wg.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }

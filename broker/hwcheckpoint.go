@@ -11,7 +11,6 @@ package broker
 import (
 	"maps"
 	"path/filepath"
-	"time"
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/segment"
@@ -37,25 +36,10 @@ func (b *Broker) checkpointedHW(tp topicPartition) (batch.Offset, bool) {
 	return hw, ok
 }
 
-// hwCheckpointLoop writes the high-watermark checkpoint every HighWatermarkCheckpoint when a
-// high watermark moved.
-func (b *Broker) hwCheckpointLoop() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.HighWatermarkCheckpoint)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-t.C:
-			b.writeHWCheckpoint()
-		}
-	}
-}
-
 // writeHWCheckpoint writes every hosted partition's high watermark, if any changed since the
 // last write. Partitions assigned here whose log is not open keep the entry read at Open. Only
-// hwCheckpointLoop and Close (after the loop has stopped) call it.
+// Open's periodic goroutine (every HighWatermarkCheckpoint) and Close, after that goroutine has
+// stopped, call it.
 func (b *Broker) writeHWCheckpoint() {
 	hws := map[topicPartition]batch.Offset{}
 	b.mu.RLock()

@@ -267,22 +267,6 @@ func tickInterval(lag time.Duration) time.Duration {
 	return min(max(lag/2, 10*time.Millisecond), time.Second)
 }
 
-// tickLoop ticks every led partition's replica every tickInterval: followers that fell behind
-// for longer than replica.lag.time.max.ms are proposed out of the ISR.
-func (b *Broker) tickLoop() {
-	defer b.wg.Done()
-	t := time.NewTicker(tickInterval(b.cfg.ReplicaLagTimeMax))
-	defer t.Stop()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-t.C:
-			b.tickReplicas(time.Now())
-		}
-	}
-}
-
 func (b *Broker) tickReplicas(now time.Time) {
 	self := b.cfg.NodeID
 	for _, p := range b.partitionList() {
