@@ -36,6 +36,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/segment"
 	"math"
 	"sort"
 	"sync"
@@ -208,6 +209,10 @@ func (s *offsetStore) replay(partition int32, tomb map[groupPartition]struct{}) 
 		}
 		buf, err = sl.AppendTo(buf[:0])
 		sl.Release()
+		if errors.Is(err, segment.ErrTruncated) {
+			end = min(end, p.highWatermarkBound())
+			continue // a truncation cut the segment under the read: read again what is left
+		}
 		if err != nil {
 			return err
 		}
