@@ -60,7 +60,10 @@ func (e *consumeEnv) produce(topic string, partition int32, ts int64, values ...
 		e.t.Fatal(err)
 	}
 	var resp wire.ProduceResponse
-	req := &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: partition, Records: bt}}}}}
+	// acks=all: answered once the record is under the high watermark, so that what the test
+	// reads next (ListOffsets latest, a consumer) sees it; an acks=1 answer comes before the
+	// fsync that commits the record.
+	req := &wire.ProduceRequest{Acks: wire.AcksAll, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{{Topic: topic, Partitions: []wire.ProduceRequestPartition{{Partition: partition, Records: bt}}}}}
 	if err := e.conn.Call(e.ctx, req, &resp); err != nil || resp.Topics[0].Partitions[0].ErrorCode != wire.NoError {
 		e.t.Fatalf("produce: %v %v", err, resp.Topics)
 	}
