@@ -87,7 +87,7 @@ func TestOldLogReplays(t *testing.T) {
 // TestSnapshotNewFields: the lifecycle, the epochs and the cluster id
 // survive a snapshot round trip.
 func TestSnapshotNewFields(t *testing.T) {
-	s := &scenario{t: t, md: emptyMetadata(), incarnations: map[int32]int{}}
+	s := &scenarioState{t: t, md: emptyMetadata(), incarnations: map[int32]int{}}
 	for _, cmd := range []string{
 		"register 0 1 2", "unfence 0 1", "create t assignment=0:1:2", "alter-partition t 0 leader=0 isr=0",
 		"shutdown 1", "init-cluster c1",

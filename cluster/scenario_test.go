@@ -3,9 +3,7 @@ package cluster
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
+	"github.com/sluicemq/sluice/internal/scenario"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,80 +32,14 @@ import (
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/scenarios with the actual output")
 
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/scenarios/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runScenario(t, file) })
-	}
-}
-
-type scenarioBlock struct {
-	comments []string
-	cmd      string
-	want     []string
-}
-
-func parseScenario(t *testing.T, text string) []scenarioBlock {
-	var blocks []scenarioBlock
-	var comments []string
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		switch {
-		case strings.TrimSpace(l) == "":
-			continue
-		case strings.HasPrefix(l, "#"):
-			comments = append(comments, l)
-			continue
-		}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("line %d: %q is not followed by ----", i+1, l)
-		}
-		b := scenarioBlock{comments: comments, cmd: l}
-		comments = nil
-		for i += 2; i < len(lines) && lines[i] != ""; i++ {
-			b.want = append(b.want, lines[i])
-		}
-		blocks = append(blocks, b)
-	}
-	return blocks
-}
-
-func runScenario(t *testing.T, file string) {
-	text, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := parseScenario(t, string(text))
-	s := &scenario{t: t, md: emptyMetadata(), incarnations: map[int32]int{}}
-	var out strings.Builder
-	for i, b := range blocks {
-		got := s.run(b.cmd)
-		if !*rewrite && !slices.Equal(got, b.want) {
-			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", file, b.cmd, strings.Join(got, "\n"), strings.Join(b.want, "\n"))
-		}
-		if i > 0 {
-			out.WriteString("\n")
-		}
-		for _, c := range b.comments {
-			out.WriteString(c + "\n")
-		}
-		out.WriteString(b.cmd + "\n----\n")
-		for _, l := range got {
-			out.WriteString(l + "\n")
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scenario.Run(t, "testdata/scenarios/*.txt", *rewrite, func(t *testing.T, file string) func(string) []string {
+		s := &scenarioState{t: t, md: emptyMetadata(), incarnations: map[int32]int{}}
+		return s.run
+	})
 }
 
 // scenario is the state a script drives.
-type scenario struct {
+type scenarioState struct {
 	t            *testing.T
 	md           *Metadata
 	index        uint64
@@ -117,7 +49,7 @@ type scenario struct {
 
 // apply runs c at the next index through the log encoding, as raft would,
 // and checks what Apply promises whatever the command.
-func (s *scenario) apply(c command) applyResult {
+func (s *scenarioState) apply(c command) applyResult {
 	b, err := encodeCommand(c)
 	if err != nil {
 		s.t.Fatal(err)
@@ -189,7 +121,7 @@ func describeBroker(b BrokerInfo) string {
 	return fmt.Sprintf("Broker: %d\tState: %s\tEpoch: %d", b.ID, b.State(), b.Epoch)
 }
 
-func (s *scenario) run(line string) []string {
+func (s *scenarioState) run(line string) []string {
 	f := strings.Fields(line)
 	args, opts := scenarioArgs(f[1:])
 	switch f[0] {
@@ -334,7 +266,7 @@ func scenarioArgs(fields []string) (args []string, opts map[string]string) {
 
 func has(opts map[string]string, k string) bool { _, ok := opts[k]; return ok }
 
-func (s *scenario) int32(v string) int32 {
+func (s *scenarioState) int32(v string) int32 {
 	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil {
 		s.t.Fatalf("scenario: %q is not a number", v)

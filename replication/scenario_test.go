@@ -3,9 +3,7 @@ package replication
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
+	"github.com/sluicemq/sluice/internal/scenario"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,77 +53,13 @@ import (
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/scenarios with the actual output")
 
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/scenarios/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runScenario(t, file) })
-	}
-}
-
-type scenarioBlock struct {
-	comments []string
-	cmd      string
-	want     []string
-}
-
-func parseScenario(t *testing.T, text string) []scenarioBlock {
-	var blocks []scenarioBlock
-	var comments []string
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		switch {
-		case strings.TrimSpace(l) == "":
-			continue
-		case strings.HasPrefix(l, "#"):
-			comments = append(comments, l)
-			continue
+	scenario.Run(t, "testdata/scenarios/*.txt", *rewrite, func(t *testing.T, file string) func(string) []string {
+		s := &scenarioState{t: t, file: file, nodes: map[int32]*node{}}
+		return func(cmd string) []string {
+			s.line = cmd
+			return s.run(cmd)
 		}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("line %d: %q is not followed by ----", i+1, l)
-		}
-		b := scenarioBlock{comments: comments, cmd: l}
-		comments = nil
-		for i += 2; i < len(lines) && lines[i] != ""; i++ {
-			b.want = append(b.want, lines[i])
-		}
-		blocks = append(blocks, b)
-	}
-	return blocks
-}
-
-func runScenario(t *testing.T, file string) {
-	text, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := parseScenario(t, string(text))
-	s := &scenario{t: t, file: file, nodes: map[int32]*node{}}
-	var out strings.Builder
-	for i, b := range blocks {
-		s.line = b.cmd
-		got := s.run(b.cmd)
-		if !*rewrite && !slices.Equal(got, b.want) {
-			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", file, b.cmd, strings.Join(got, "\n"), strings.Join(b.want, "\n"))
-		}
-		if i > 0 {
-			out.WriteString("\n")
-		}
-		for _, c := range b.comments {
-			out.WriteString(c + "\n")
-		}
-		out.WriteString(b.cmd + "\n----\n")
-		for _, l := range got {
-			out.WriteString(l + "\n")
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 // node is one replica and its simulated log.
@@ -144,7 +78,7 @@ type node struct {
 
 func (n *node) end() batch.Offset { return n.start + batch.Offset(len(n.log)) }
 
-type scenario struct {
+type scenarioState struct {
 	t     *testing.T
 	file  string
 	line  string
@@ -156,11 +90,11 @@ type scenario struct {
 
 var scenarioBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func (s *scenario) fatalf(format string, args ...any) {
+func (s *scenarioState) fatalf(format string, args ...any) {
 	s.t.Fatalf("%s: %s: %s", s.file, s.line, fmt.Sprintf(format, args...))
 }
 
-func (s *scenario) run(line string) []string {
+func (s *scenarioState) run(line string) []string {
 	f := strings.Fields(line)
 	opts := map[string]string{}
 	for _, a := range f[1:] {
@@ -349,7 +283,7 @@ func (s *scenario) run(line string) []string {
 	return s.after(n, out)
 }
 
-func (s *scenario) newNode(id int32, opts map[string]string, num func(string, int64) int64) *node {
+func (s *scenarioState) newNode(id int32, opts map[string]string, num func(string, int64) int64) *node {
 	n := &node{id: id, start: batch.Offset(num("start", 0))}
 	var epochs []EpochEntry
 	if v := opts["log"]; v != "" {
@@ -381,7 +315,7 @@ func (s *scenario) newNode(id int32, opts map[string]string, num func(string, in
 }
 
 // leaderOf is the node a follower's plan names.
-func (s *scenario) leaderOf(n *node, plan FetchPlan) *node {
+func (s *scenarioState) leaderOf(n *node, plan FetchPlan) *node {
 	l := s.nodes[plan.Leader]
 	if l == nil {
 		s.fatalf("replica %d follows %d, which the script has not created", n.id, plan.Leader)
@@ -390,7 +324,7 @@ func (s *scenario) leaderOf(n *node, plan FetchPlan) *node {
 }
 
 // after takes n's Ready, checks the invariants, and prints what the step did.
-func (s *scenario) after(n *node, out []string) []string {
+func (s *scenarioState) after(n *node, out []string) []string {
 	rd := n.r.Ready()
 	if rd.Truncate != nil {
 		tr := *rd.Truncate
@@ -410,7 +344,7 @@ func (s *scenario) after(n *node, out []string) []string {
 // checkInvariants checks, after every step, what the package doc promises: the high watermark
 // never moves back while the replica leads at one epoch and stays within the log; the epoch
 // cache is ascending; a wait is released once.
-func (s *scenario) checkInvariants(n *node, rd Ready) {
+func (s *scenarioState) checkInvariants(n *node, rd Ready) {
 	r := n.r
 	hw := r.HighWatermark()
 	if hw < r.logStart || hw > r.logEnd {
