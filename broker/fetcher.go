@@ -205,6 +205,7 @@ func (rf *replicaFetchers) followAt(p *partition, leader int32) {
 	if f == nil {
 		f = &replicaFetcher{rf: rf, key: key, wake: make(chan struct{}, 1), parts: map[*partition]*followed{}}
 		f.ctx, f.cancel = context.WithCancel(rf.ctx)
+		f.kickOnSync = func(error) { f.kick() }
 		rf.mu.fetchers[key] = f
 		rf.wg.Add(1)
 		go f.run()
@@ -304,6 +305,7 @@ type replicaFetcher struct {
 	ctx              context.Context
 	cancel           context.CancelFunc
 	wake             chan struct{}                // buffered 1: follow, unfollow and fsyncs wake the loop
+	kickOnSync       func(error)                  // f.kick as a group-commit callback, bound once
 	parts            map[*partition]*followed     // guarded by rf.mu
 	conn             *replicaConn                 // the goroutine's
 	addr             string                       // the leader's endpoint conn is to

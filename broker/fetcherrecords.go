@@ -219,7 +219,7 @@ func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition)
 		p.rep.Appended(info.LastOffset+1, f.newEpochs(fl, records), now)
 		if c := p.cfg.Load(); c != nil && !c.WriteCaching {
 			fl.syncTo, fl.syncSince = info.LastOffset+1, now
-			l.OnSynced(info.LastOffset, func(error) { f.kick() })
+			l.OnSynced(info.LastOffset, f.kickOnSync) // bound once: no allocation per append
 		}
 	}
 	p.rep.FetchAnswered(rp.plan.LeaderEpoch, batch.Offset(res.HighWatermark), batch.Offset(res.LogStartOffset), now)
