@@ -158,19 +158,23 @@ func (b *Broker) proposeISR(p *partition, prop replication.ISRProposal) {
 			b.logger.Info("ISR change refused or unanswered", "partition", p.tp.String(), "isr", req.ISR,
 				"leader_epoch", req.LeaderEpoch, "partition_epoch", req.PartitionEpoch, "err", err)
 		}
-		p.repMu.Lock()
-		// Only the outstanding proposal's failure counts: this one may have been settled
-		// meanwhile (a committed change at a newer partition epoch, a new leadership, a
-		// reopened log's new replica) and another proposed, whose members already count
-		// toward the high watermark; clearing that one would let it commit with a member
-		// the high watermark no longer waited for.
-		now := time.Now()
-		if st := p.rep.Status(now); st.LeaderEpoch == req.LeaderEpoch && st.PartitionEpoch == req.PartitionEpoch && slices.Equal(st.PendingISR, req.ISR) {
-			p.rep.ProposalFailed(now)
-			b.applyReady(p, p.rep.Ready())
-		}
-		p.repMu.Unlock()
+		b.proposalFailed(p, req)
 	}()
+}
+
+// proposalFailed reports req refused or unanswered to p's replica, if it is still the outstanding
+// proposal: it may have been settled meanwhile (a committed change at a newer partition epoch, a
+// new leadership, a reopened log's new replica) and another proposed, whose members already
+// count toward the high watermark; clearing that one would let it commit with a member the high
+// watermark no longer waited for.
+func (b *Broker) proposalFailed(p *partition, req cluster.AlterPartitionRequest) {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	now := time.Now()
+	if st := p.rep.Status(now); st.LeaderEpoch == req.LeaderEpoch && st.PartitionEpoch == req.PartitionEpoch && slices.Equal(st.PendingISR, req.ISR) {
+		p.rep.ProposalFailed(now)
+		b.applyReady(p, p.rep.Ready())
+	}
 }
 
 // replicaAppended reports an append as leader to p's replica (its end read under repMu, so
