@@ -1,0 +1,128 @@
+package chaos
+
+import "time"
+
+// The checker. Check reads a whole history and the run's final state and counts each anomaly
+// by Jepsen's name. Definitions (a partition is a topic-partition; the final read is the events
+// of Reader FinalReader, which read every partition from its log start to its high watermark):
+//
+//   - lost: a send acknowledged (OK) whose value is not in its partition's final read. Each is
+//     listed with the offset it was acknowledged at and what the final read has there.
+//   - duplicated: one sent value at two or more offsets of the final read (counted once per
+//     extra copy). Without idempotence, retries may duplicate (Kafka's at-least-once): they are
+//     then reported but are an anomaly only with CheckOptions.Idempotent.
+//   - inconsistent: two different values seen at one (partition, offset) across every read and
+//     every acknowledged offset (an acknowledgement says offset o holds value v).
+//   - non-monotonic: in a partition's final read, one writer's values out of its send order
+//     (first occurrences only; a duplicate of an earlier value is a duplicate, not a reorder).
+//     An anomaly only where ordering is promised (CheckOptions.Ordered: idempotence, or at most
+//     one request in flight).
+//   - unexpected: a value read that no writer ever sent (with any outcome), or that does not
+//     parse as a Value.
+//   - skip / backward: within one reader's pass over one partition, an offset more than one
+//     past the previous (a skip: offsets are dense, there are no transactions or compaction
+//     yet) or not past it (backward).
+//   - commit regression: a committed offset read back (EvCommitted) below one the same group
+//     committed with OK for that partition earlier, or a committed offset that went down.
+//   - divergent: a replica whose log differs from its leader's below the high watermark
+//     (FinalState.Divergences, found by CompareReplicas).
+//   - incomplete: a partition whose final read is missing or ended below its high watermark;
+//     the run cannot vouch for it, which is an anomaly too.
+//
+// Availability: the outages are the gaps between consecutive acknowledgements (by completion
+// time, over all writers) longer than CheckOptions.OutageThreshold, each attributed to the
+// fault in force at the gap's start (the latest EvFault before it whose heal came after it, or
+// "none"). Result.Longest is the longest; Result.LongestByFault the longest per fault kind.
+
+// CheckOptions says what the run promised.
+type CheckOptions struct {
+	Idempotent      bool          // duplicates are anomalies
+	Ordered         bool          // one writer's values keep their order in a partition
+	OutageThreshold time.Duration // gaps shorter than this are not outages (0: 1 s)
+}
+
+// FinalState is what the end of a run found, beside the history's final read.
+type FinalState struct {
+	// HighWatermarks is each partition's HW (the end of its final read must reach it).
+	HighWatermarks map[TopicPartition]int64
+	// LogStarts is each partition's log start offset (the final read begins there).
+	LogStarts map[TopicPartition]int64
+	// Divergences are replica logs that differ from the leader's below the HW.
+	Divergences []Divergence
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Divergence is one replica's log differing from its leader's.
+type Divergence struct {
+	TopicPartition
+	Broker int32
+	Leader int32
+	Offset int64  // the first offset where they differ
+	Detail string // what differs (a missing batch, another CRC, ...)
+}
+
+// Anomaly is one finding, with what the report says about it.
+type Anomaly struct {
+	Kind string // "lost", "duplicated", "inconsistent", "non-monotonic", "unexpected", "skip", "backward", "commit-regression", "divergent", "incomplete"
+	TopicPartition
+	Offset int64
+	Value  string
+	Detail string
+}
+
+// Outage is a time with no acknowledged write.
+type Outage struct {
+	Start, End time.Duration // since the run's start
+	Fault      string        // the fault kind in force at Start, or "none"
+	FaultID    int
+}
+
+// Duration is the outage's length.
+func (o Outage) Duration() time.Duration { return o.End - o.Start }
+
+// Result is the checker's findings.
+type Result struct {
+	Sends          int // send events
+	Acknowledged   int // of them OK
+	Failed         int // of them Failed (indeterminate)
+	FailedFound    int // failed sends whose value is in the final read anyway
+	Reads          int // records read, the final read included
+	Faults         int // EvFault events
+	Lost           int
+	Duplicated     int
+	Inconsistent   int
+	NonMonotonic   int
+	Unexpected     int
+	Skips          int
+	Backward       int
+	CommitRegress  int
+	Divergent      int
+	Incomplete     int
+	Anomalies      []Anomaly // every finding, at most CheckOptions' cap per kind (see Check)
+	Longest        Outage
+	LongestByFault map[string]Outage
+	Outages        []Outage // every outage, in time order
+	Options        CheckOptions
+}
+
+// Count is the number of findings that make the run fail: every kind above, duplicates and
+// reorders only where the options promise their absence.
+func (r *Result) Count() int { panic("chaos: Check is stream D's") }
+
+// Verdict is the one-line summary, e.g. "42 faults in 10m0s: 61,234 acknowledged, 0 lost,
+// 0 duplicated, 0 inconsistent, 0 divergent; longest outage 3.1 s (kill-leader)", with the
+// other kinds appended when not zero.
+func (r *Result) Verdict(elapsed time.Duration) string { panic("chaos: Check is stream D's") }
+
+// Check reads the history (events in file order) and the final state and returns the
+// findings. It keeps per partition an offset → value map of everything read, so its memory is
+// proportional to the distinct records, not to the reads. It lists at most 1,000 anomalies of
+// each kind (the counts are exact).
+func Check(history func(fn func(Event) error) error, final FinalState, opts CheckOptions) (*Result, error) {
+	panic("chaos: Check is stream D's")
+}

@@ -1,0 +1,38 @@
+package chaos
+
+import "time"
+
+// Summary is a run's summary.json: its settings, what happened and the checker's findings.
+type Summary struct {
+	Version   string        `json:"version"`
+	Verdict   string        `json:"verdict"`
+	Passed    bool          `json:"passed"`
+	Seed      uint64        `json:"seed"`
+	Brokers   int           `json:"brokers"`
+	Faults    []string      `json:"faults"`   // the kinds enabled
+	Interval  time.Duration `json:"interval"` // between fault starts
+	Duration  time.Duration `json:"duration"` // of the fault phase asked
+	Elapsed   time.Duration `json:"elapsed"`  // of the whole run
+	Workload  Workload      `json:"workload"`
+	Injected  []FaultRecord `json:"injected"` // every fault, in order
+	Result    *Result       `json:"result"`
+	Command   string        `json:"command"` // the command line that replays the run
+	StartedAt time.Time     `json:"started_at"`
+}
+
+// FaultRecord is one fault of a run, as summary.json and the timeline show it.
+type FaultRecord struct {
+	ID      int           `json:"id"`
+	Kind    string        `json:"kind"`
+	Targets []int32       `json:"targets"`
+	Start   time.Duration `json:"start"` // since the run's start
+	End     time.Duration `json:"end"`   // healed
+	Detail  string        `json:"detail"`
+}
+
+// WriteReport writes a run's directory beside its history.jsonl (already there): summary.json,
+// checks/<kind>.txt listing each anomaly of that kind, and timeline.html (acknowledged writes
+// per second and produce latency p50/p99 over time, from the history's sends, each fault drawn
+// as a labelled band from injection to heal; the acks=all latency distribution; the run's
+// settings, the Sluice version and the machine at the top), through package report.
+func WriteReport(dir string, s Summary) error { panic("chaos: stream C") }
