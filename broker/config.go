@@ -32,8 +32,11 @@ type Config struct {
 	ControllerListen       string          // listeners' CONTROLLER://host:port: none ("" for a lone node)
 	ControllerListenerName string          // controller.listener.names (the first): CONTROLLER
 	AdvertisedListen       string          // advertised.listeners' PLAINTEXT host:port: Listen's
-	HeartbeatInterval      time.Duration   // broker.heartbeat.interval.ms: 2 s
-	SessionTimeout         time.Duration   // broker.session.timeout.ms: 9 s
+	// AdvertisedControllerListen is advertised.listeners' CONTROLLER host:port: the address the
+	// voters name this node at when something (a proxy) sits in front of ControllerListen.
+	AdvertisedControllerListen string
+	HeartbeatInterval          time.Duration // broker.heartbeat.interval.ms: 2 s
+	SessionTimeout             time.Duration // broker.session.timeout.ms: 9 s
 	// DisableControlledShutdown is controlled.shutdown.enable=false: Close then stops without
 	// first asking the controller to move this broker's leaderships away.
 	DisableControlledShutdown bool

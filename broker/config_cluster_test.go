@@ -75,6 +75,11 @@ func TestClusterProperties(t *testing.T) {
 		{"node.id=3\nprocess.roles=broker\n" + voters3 + "listeners=PLAINTEXT://127.0.0.1:9392\nadvertised.listeners=PLAINTEXT://broker3.example:9392\n", func(c *Config) {
 			c.NodeID, c.NodeIDSet, c.Roles, c.Voters, c.Listen, c.AdvertisedListen = 3, true, RoleBroker, three, "127.0.0.1:9392", "broker3.example:9392"
 		}},
+		// Both listeners behind a proxy: the voters name the advertised CONTROLLER address.
+		{"node.id=1\n" + voters3 + "listeners=PLAINTEXT://127.0.0.1:19192,CONTROLLER://127.0.0.1:19193\nadvertised.listeners=PLAINTEXT://127.0.0.1:9192,CONTROLLER://127.0.0.1:9193\n", func(c *Config) {
+			c.NodeID, c.NodeIDSet, c.Voters, c.Listen, c.ControllerListen = 1, true, three, "127.0.0.1:19192", "127.0.0.1:19193"
+			c.AdvertisedListen, c.AdvertisedControllerListen = "127.0.0.1:9192", "127.0.0.1:9193"
+		}},
 		// A controller-only node: no client listener.
 		{"node.id=2\nprocess.roles=controller\n" + voters3 + "listeners=CONTROLLER://127.0.0.1:9293\n", func(c *Config) {
 			c.NodeID, c.NodeIDSet, c.Roles, c.Voters, c.Listen, c.ControllerListen = 2, true, RoleController, three, "", "127.0.0.1:9293"

@@ -123,14 +123,15 @@ func setListeners(c *Config, p prop) error {
 }
 
 // setAdvertisedListeners is advertised.listeners: the PLAINTEXT entry is AdvertisedListen;
-// the controller's is checked and accepted (voters already name the controllers' addresses).
+// the controller's is AdvertisedControllerListen, which this node's voter entry may name instead
+// of the CONTROLLER listener's bind address.
 // An advertised address needs a host: clients connect to it.
 func setAdvertisedListeners(c *Config, p prop) error {
 	ls, err := parseListeners(p, false)
 	if err != nil {
 		return err
 	}
-	adv := ""
+	adv, advCtrl := "", ""
 	for _, l := range ls {
 		switch l.name {
 		case plaintext:
@@ -139,11 +140,15 @@ func setAdvertisedListeners(c *Config, p prop) error {
 			}
 			adv = l.addr
 		case c.controllerListenerName():
+			if host, _, _ := net.SplitHostPort(l.addr); host == "0.0.0.0" || host == "::" {
+				return fmt.Errorf("%s: %s://%s: an advertised host must be one other nodes can connect to, not every interface", p.key, l.name, l.addr)
+			}
+			advCtrl = l.addr
 		default:
 			return unknownListener(c, p, l)
 		}
 	}
-	c.AdvertisedListen = adv
+	c.AdvertisedListen, c.AdvertisedControllerListen = adv, advCtrl
 	return nil
 }
 

@@ -122,6 +122,9 @@ func (b *Broker) openController() (*cluster.Controller, error) {
 	if cfg.Voters != nil {
 		ccfg.Voters = cfg.Voters
 		ccfg.NonVoter = !cfg.Roles.Controller()
+		if cfg.ControllerListen != "" {
+			ccfg.Advertised = cfg.AdvertisedControllerListen
+		}
 		addr := cfg.ControllerListen
 		if addr == "" {
 			if !ccfg.NonVoter {

@@ -38,8 +38,10 @@ type Config struct {
 	// Listener is the CONTROLLER listener: raft and the controller RPCs (rpc.go), told apart by a
 	// tag byte (mux.go). Required with Voters; the controller owns it from Open on.
 	Listener net.Listener
-	// Advertised is the address other nodes reach Listener at: the voter's for a voter; for a
-	// non-voter, "" means the listener's own address.
+	// Advertised is the address other nodes reach Listener at: for a non-voter, "" means the
+	// listener's own address; for a voter, its voter entry must name either the listener or
+	// Advertised (advertised.listeners' CONTROLLER entry: a proxy or NAT in between, as
+	// `sluice chaos` puts its fault proxy there).
 	Advertised string
 	// Dial dials other nodes' CONTROLLER listeners. nil: a net.Dialer.
 	Dial DialFunc

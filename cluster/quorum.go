@@ -45,7 +45,13 @@ func checkVoters(cfg Config) (string, error) {
 		}
 		return cfg.Listener.Addr().String(), nil
 	}
+	if cfg.Advertised != "" && cfg.Advertised == self.Addr() {
+		return self.Addr(), nil
+	}
 	if !listensOn(cfg.Listener.Addr(), *self) {
+		if cfg.Advertised != "" {
+			return "", fmt.Errorf("cluster: controller.quorum.voters names node %d at %s, but its CONTROLLER listener is %s and it advertises %s", cfg.NodeID, self.Addr(), cfg.Listener.Addr(), cfg.Advertised)
+		}
 		return "", fmt.Errorf("cluster: controller.quorum.voters names node %d at %s, but its CONTROLLER listener is %s", cfg.NodeID, self.Addr(), cfg.Listener.Addr())
 	}
 	return self.Addr(), nil

@@ -374,6 +374,11 @@ func TestQuorumVotersRefused(t *testing.T) {
 	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "but its CONTROLLER listener is") {
 		t.Fatalf("voter address not the listener's: %v", err)
 	}
+	cfg.Listener = tc.listen(0)
+	cfg.Advertised = "127.0.0.1:1" // a proxy's address, not the voter entry's
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "and it advertises 127.0.0.1:1") {
+		t.Fatalf("voter address neither the listener's nor the advertised one: %v", err)
+	}
 	cfg = tc.config(0, tc.listen(0))
 	cfg.NonVoter = true
 	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "names it as a voter") {
