@@ -65,7 +65,8 @@ type Cluster struct {
 	Proxy *faultproxy.Proxy
 	nodes []*Node
 
-	mu sync.Mutex
+	mu        sync.Mutex
+	closeOnce sync.Once
 }
 
 // Harness properties: a short broker session so that a dead leader is replaced within seconds
@@ -447,7 +448,7 @@ func (c *Cluster) Close() error {
 		}()
 	}
 	wg.Wait()
-	errs = append(errs, c.Proxy.Close())
+	c.closeOnce.Do(func() { errs = append(errs, c.Proxy.Close()) })
 	return errors.Join(errs...)
 }
 
@@ -474,4 +475,25 @@ func logTail(path string, n int) string {
 func sortedIDs(ids []int32) []int32 {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
+}
+
+// Crashed lists the brokers whose process exited while the harness thought it running or
+// paused, and marks them stopped.
+func (c *Cluster) Crashed() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int32
+	for _, n := range c.nodes {
+		if n.state == stopped {
+			continue
+		}
+		select {
+		case <-n.exited:
+			n.state = stopped
+			c.Proxy.SetPID(n.ID, 0)
+			out = append(out, n.ID)
+		default:
+		}
+	}
+	return out
 }

@@ -1,0 +1,392 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/net/wire"
+)
+
+// Options are one run's settings (`sluice chaos run`'s flags).
+type Options struct {
+	Exe        string        // the sluice binary the brokers run
+	Dir        string        // the run's directory: history.jsonl, summary.json, timeline.html, checks/, cluster/
+	Brokers    int           // 3
+	Duration   time.Duration // of the fault phase: 5 min
+	Interval   time.Duration // between fault starts: 5 s
+	Faults     []FaultKind   // FaultKinds
+	Seed       uint64
+	Workload   Workload
+	Torn       bool     // power cuts may tear the last page kept
+	Properties []string // extra server properties for every broker
+	// Settle is how long the workload runs on once every fault is healed and every partition
+	// is fully in sync again, before the final read: 5 s.
+	Settle   time.Duration
+	Progress io.Writer // a line per fault and every 10 s; nil: none
+	Command  string    // the command line, for the summary
+	Version  string
+}
+
+// sessionTimeout is the brokers' broker.session.timeout.ms (harnessProperties).
+const sessionTimeout = 3 * time.Second
+
+// Run runs the cluster, the workload and the faults, checks the history and writes the run's
+// directory. The returned Summary says whether it passed; an error means the run could not be
+// carried out (a cluster that never started, an interrupt), its history so far kept. Every
+// process Run started is stopped before it returns.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	if o.Brokers == 0 {
+		o.Brokers = 3
+	}
+	if o.Interval <= 0 {
+		o.Interval = 5 * time.Second
+	}
+	if o.Duration <= 0 {
+		o.Duration = 5 * time.Minute
+	}
+	if o.Settle <= 0 {
+		o.Settle = 5 * time.Second
+	}
+	if len(o.Faults) == 0 {
+		o.Faults = FaultKinds
+	}
+	w, err := o.Workload.WithDefaults(o.Brokers, o.Duration)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	r := &runner{o: o, w: w, out: o.Progress}
+	if r.out == nil {
+		r.out = io.Discard
+	}
+	return r.run(ctx)
+}
+
+// runner is one run in progress; its goroutine owns every field.
+type runner struct {
+	o        Options
+	w        Workload
+	out      io.Writer
+	c        *Cluster
+	rec      *Recorder
+	start    time.Time
+	injected []FaultRecord
+	failures []string
+}
+
+func (r *runner) logf(format string, args ...any) {
+	el := time.Since(r.start)
+	if r.start.IsZero() {
+		el = 0
+	}
+	fmt.Fprintf(r.out, "[%7.1fs] %s\n", el.Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (r *runner) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.failures = append(r.failures, msg)
+	r.logf("FAILURE: %s", msg)
+	if r.rec != nil {
+		r.rec.Record(Event{Type: EvInfo, Detail: "failure: " + msg})
+	}
+}
+
+func (r *runner) run(ctx context.Context) (*Summary, error) {
+	o := r.o
+	needLayer := slices.ContainsFunc(o.Faults, FaultKind.needsFileLayer)
+	r.start = time.Now()
+	startedAt := r.start
+	r.logf("starting %d brokers in %s", o.Brokers, filepath.Join(o.Dir, "cluster"))
+	c, err := StartCluster(ctx, ClusterConfig{
+		Exe: o.Exe, Dir: filepath.Join(o.Dir, "cluster"), Brokers: o.Brokers,
+		Properties: o.Properties, PowerLoss: needLayer,
+	}, 90*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r.c = c
+	defer c.Close()
+	if err := CreateTopics(ctx, c.Bootstrap(), r.w); err != nil {
+		return nil, fmt.Errorf("chaos: creating the topics: %w", err)
+	}
+	hf, err := os.Create(filepath.Join(o.Dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer hf.Close()
+	r.start = time.Now()
+	r.rec = NewRecorder(hf, r.start)
+	r.logf("topics %s ready (%d partitions each, RF %d, min.insync.replicas %d); %d writers at %d records/s, %d readers",
+		strings.Join(r.w.TopicNames(), ","), r.w.Partitions, r.w.ReplicationFactor, r.w.MinInsyncReplicas, r.w.Writers, r.w.Rate, r.w.Readers)
+	workers, err := StartWorkers(ctx, c.Bootstrap(), r.w, r.rec)
+	if err != nil {
+		return nil, err
+	}
+	stopWorkers := func() {
+		if workers == nil {
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if err := workers.Stop(sctx); err != nil {
+			r.fail("stopping the workload: %v", err)
+		}
+		workers = nil
+	}
+	defer stopWorkers()
+
+	plan := Plan(o.Seed, o.Faults, o.Duration, o.Interval, sessionTimeout+2*time.Second)
+	r.logf("%d faults planned over %v, one every %v (seed %d)", len(plan), o.Duration, o.Interval, o.Seed)
+	if err := r.faultPhase(ctx, plan, workers); err != nil {
+		r.interrupted(err)
+		return nil, err
+	}
+	r.logf("every fault healed: waiting for every partition to be fully in sync")
+	if err := r.settle(ctx, 120*time.Second); err != nil {
+		r.fail("the cluster did not settle after the faults: %v", err)
+	}
+	select {
+	case <-ctx.Done():
+		r.interrupted(ctx.Err())
+		return nil, ctx.Err()
+	case <-time.After(o.Settle):
+	}
+	stopWorkers()
+	r.logf("workload stopped; reading every partition from its leader")
+	final, err := FinalRead(ctx, c.Bootstrap(), r.w, r.rec, 90*time.Second)
+	if err != nil {
+		r.fail("final read: %v", err)
+	}
+	md, mdErr := c.Metadata(ctx, r.w.TopicNames())
+	if err := r.rec.Flush(); err != nil {
+		return nil, err
+	}
+	if err := hf.Close(); err != nil {
+		return nil, err
+	}
+	r.logf("stopping the brokers (SIGTERM) to compare their logs")
+	for _, id := range c.Up() {
+		if took, err := c.Term(id, termTimeout); err != nil {
+			r.fail("final stop: %v", err)
+		} else {
+			r.logf("broker %d stopped in %.1f s", id, took.Seconds())
+		}
+	}
+	if mdErr != nil {
+		r.fail("metadata for the replica comparison: %v", mdErr)
+	} else {
+		leaders, isr := partitionRolesOf(md)
+		div, err := CompareReplicas(c.DataDirs(), r.w.TopicNames(), leaders, isr, final.HighWatermarks)
+		if err != nil {
+			r.fail("comparing replicas: %v", err)
+		}
+		final.Divergences = div
+	}
+	histPath := filepath.Join(o.Dir, "history.jsonl")
+	res, err := Check(func(fn func(Event) error) error {
+		f, err := os.Open(histPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return ReadHistory(f, fn)
+	}, final, CheckOptions{Ordered: r.w.MaxInFlight == 1})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: checking the history: %w", err)
+	}
+	elapsed := time.Since(startedAt)
+	s := &Summary{
+		Version: o.Version, Seed: o.Seed, Brokers: o.Brokers, Faults: kindNames(o.Faults),
+		Interval: o.Interval, Duration: o.Duration, Elapsed: elapsed, Workload: r.w,
+		Injected: r.injected, Result: res, Failures: r.failures, Command: o.Command, StartedAt: startedAt,
+	}
+	s.Passed = res.Count() == 0 && len(r.failures) == 0
+	s.Verdict = res.Verdict(time.Duration(len(plan)) * o.Interval)
+	if len(r.failures) > 0 {
+		s.Verdict += fmt.Sprintf("; %d harness failures (%s)", len(r.failures), r.failures[0])
+	}
+	if err := WriteReport(o.Dir, *s); err != nil {
+		return s, fmt.Errorf("chaos: writing the report: %w", err)
+	}
+	return s, nil
+}
+
+func kindNames(ks []FaultKind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}
+
+// interrupted records why the run stopped early; the deferred stops end the processes.
+func (r *runner) interrupted(err error) {
+	r.logf("interrupted: %v; the history so far is in %s", err, filepath.Join(r.o.Dir, "history.jsonl"))
+	r.rec.Record(Event{Type: EvInfo, Detail: "interrupted: " + err.Error()})
+	_ = r.rec.Flush()
+}
+
+// faultPhase runs the schedule: each fault at its time (or at once, if the one before ran
+// late), held, healed, then the cluster given time to have every broker back.
+func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Workers) error {
+	in := &injector{c: r.c, topics: r.w.TopicNames(), torn: r.o.Torn}
+	phase := time.Now()
+	lastStats := time.Now()
+	for _, p := range plan {
+		if err := waitUntil(ctx, phase.Add(p.At)); err != nil {
+			return err
+		}
+		r.checkCrashed()
+		rng := targetRand(r.o.Seed, p.ID)
+		at := time.Since(r.start)
+		f, err := in.inject(ctx, p, rng)
+		if err != nil {
+			r.fail("fault %d (%s): %v", p.ID, p.Kind, err)
+			r.restoreAll(ctx)
+			continue
+		}
+		r.rec.Record(Event{Type: EvFault, ID: p.ID, Fault: string(p.Kind), Targets: f.targets, Detail: f.detail})
+		r.logf("fault %d %s: %s", p.ID, p.Kind, f.detail)
+		for _, msg := range f.failures {
+			r.fail("fault %d (%s): %s", p.ID, p.Kind, msg)
+		}
+		if err := waitUntil(ctx, time.Now().Add(p.Hold)); err != nil {
+			_, _ = f.heal(context.Background())
+			return err
+		}
+		how, err := f.heal(ctx)
+		end := time.Since(r.start)
+		r.rec.Record(Event{Type: EvHeal, ID: p.ID, Fault: string(p.Kind), Targets: f.targets, Detail: how})
+		r.injected = append(r.injected, FaultRecord{ID: p.ID, Kind: string(p.Kind), Targets: f.targets, Start: at, End: end, Detail: f.detail})
+		if err != nil {
+			r.fail("healing fault %d (%s): %v", p.ID, p.Kind, err)
+			r.restoreAll(ctx)
+		}
+		r.logf("heal %d: %s", p.ID, how)
+		if err := r.c.WaitReady(ctx, 60*time.Second); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.fail("after fault %d (%s): %v", p.ID, p.Kind, err)
+			r.restoreAll(ctx)
+		}
+		if time.Since(lastStats) >= 10*time.Second {
+			st := workers.Stats()
+			r.logf("%d sent, %d acknowledged, %d failed, %d read", st.Sent, st.Acknowledged, st.Failed, st.Read)
+			lastStats = time.Now()
+		}
+	}
+	return ctx.Err()
+}
+
+// checkCrashed reports brokers that exited on their own and starts them again.
+func (r *runner) checkCrashed() {
+	for _, id := range r.c.Crashed() {
+		n := r.c.nodes[id]
+		r.fail("broker %d exited on its own; its log (%s) ends:\n%s", id, n.LogFile, logTail(n.LogFile, 10))
+		if err := r.c.Start(id); err != nil {
+			r.fail("restarting broker %d: %v", id, err)
+		}
+	}
+}
+
+// restoreAll undoes whatever a failed fault left: the network healed, paused brokers
+// continued, stopped ones started, full disks emptied.
+func (r *runner) restoreAll(ctx context.Context) {
+	r.c.Proxy.Heal()
+	for _, n := range r.c.Nodes() {
+		_ = os.Remove(n.JournalFile + ".disk-full")
+		r.c.mu.Lock()
+		st := n.state
+		r.c.mu.Unlock()
+		switch st {
+		case paused:
+			_ = r.c.Resume(n.ID)
+		case stopped:
+			if err := r.c.Start(n.ID); err != nil {
+				r.fail("restarting broker %d: %v", n.ID, err)
+			}
+		}
+	}
+	if err := r.c.WaitReady(ctx, 60*time.Second); err != nil && ctx.Err() == nil {
+		r.fail("the cluster did not come back: %v", err)
+	}
+}
+
+// settle heals everything and waits until every partition has a leader and its whole
+// replica set in sync.
+func (r *runner) settle(ctx context.Context, timeout time.Duration) error {
+	r.restoreAll(ctx)
+	deadline := time.Now().Add(timeout)
+	for {
+		r.checkCrashed()
+		md, err := r.c.Metadata(ctx, r.w.TopicNames())
+		if err == nil {
+			err = inSync(md)
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		if err := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+// inSync is nil when every partition of md has a leader and every replica in its ISR.
+func inSync(md *wire.MetadataResponse) error {
+	for _, t := range md.Topics {
+		if t.ErrorCode != 0 {
+			return fmt.Errorf("topic %s: error %d", t.Topic, t.ErrorCode)
+		}
+		for _, p := range t.Partitions {
+			if p.Leader < 0 || len(p.ISR) < len(p.Replicas) {
+				return fmt.Errorf("%s-%d: leader %d, ISR %v of replicas %v", t.Topic, p.Partition, p.Leader, p.ISR, p.Replicas)
+			}
+		}
+	}
+	return nil
+}
+
+// partitionRolesOf is each partition's leader and ISR.
+func partitionRolesOf(md *wire.MetadataResponse) (map[TopicPartition]int32, map[TopicPartition][]int32) {
+	leaders, isr := map[TopicPartition]int32{}, map[TopicPartition][]int32{}
+	for _, t := range md.Topics {
+		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Topic, p.Partition}
+			leaders[tp], isr[tp] = p.Leader, p.ISR
+		}
+	}
+	return leaders, isr
+}
+
+// waitUntil waits for t or ctx.
+func waitUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// ErrNotLinux is the error of a run elsewhere than Linux.
+var ErrNotLinux = errors.New("chaos: sluice chaos needs Linux (/proc to tell brokers' connections apart, signals, the power-loss file layer)")
