@@ -196,4 +196,3 @@ func buildVersion() string {
 	writeVersion(&b, bi)
 	return strings.Join(strings.Fields(strings.ReplaceAll(b.String(), "\n", "; ")), " ")
 }
-
