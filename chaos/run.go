@@ -191,15 +191,11 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 		}
 		final.Divergences = div
 	}
-	histPath := filepath.Join(o.Dir, "history.jsonl")
-	res, err := Check(func(fn func(Event) error) error {
-		f, err := os.Open(histPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return ReadHistory(f, fn)
-	}, final, CheckOptions{Ordered: r.w.MaxInFlight == 1})
+	phase := time.Duration(len(plan)) * o.Interval
+	if err := writeFinal(o.Dir, final, CheckOptions{Ordered: r.w.MaxInFlight == 1}, phase); err != nil {
+		return nil, err
+	}
+	res, verdict, err := CheckDir(o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: checking the history: %w", err)
 	}
@@ -210,7 +206,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 		Injected: r.injected, Result: res, Failures: r.failures, Command: o.Command, StartedAt: startedAt,
 	}
 	s.Passed = res.Count() == 0 && len(r.failures) == 0
-	s.Verdict = res.Verdict(time.Duration(len(plan)) * o.Interval)
+	s.Verdict = verdict
 	if len(r.failures) > 0 {
 		s.Verdict += fmt.Sprintf("; %d harness failures (%s)", len(r.failures), r.failures[0])
 	}

@@ -24,8 +24,37 @@ func chaosCmd() *cobra.Command {
 		Use:   "chaos",
 		Short: "Inject faults into a local cluster and check that nothing acknowledged is lost",
 	}
-	cmd.AddCommand(chaosRunCmd())
+	cmd.AddCommand(chaosRunCmd(), chaosCheckCmd())
 	return cmd
+}
+
+func chaosCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check DIR",
+		Short: "Check a chaos run's history again and print its verdict",
+		Long: `Read DIR/history.jsonl and DIR/final.json (a chaos run's directory), run the checker again with
+the options the run used, print the verdict and each anomaly found (at most 20 of each kind);
+the exit status is 1 when there is any.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, verdict, err := chaos.CheckDir(args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			shown := map[string]int{}
+			for _, a := range res.Anomalies {
+				if shown[a.Kind]++; shown[a.Kind] <= 20 {
+					fmt.Fprintf(out, "%s %s-%d offset %d value %q: %s\n", a.Kind, a.Topic, a.Partition, a.Offset, a.Value, a.Detail)
+				}
+			}
+			fmt.Fprintln(out, verdict)
+			if res.Count() > 0 {
+				return errChaosFailed
+			}
+			return nil
+		},
+	}
 }
 
 // chaosRunOptions are `chaos run`'s flags, as given.
