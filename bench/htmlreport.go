@@ -2,265 +2,262 @@ package bench
 
 import (
 	"fmt"
-	"html/template"
 	"io"
 	"math"
+	"strconv"
 	"strings"
-	"time"
+
+	"github.com/sluicemq/sluice/report"
 )
 
-// The HTML report: one self-contained page (no scripts, no external files) with the summary
-// of each run and two charts drawn as inline SVG from the runs' timelines: throughput over
-// time, and latency over time (p99 solid, p50 dashed, on a log scale, since a stall is often
-// a thousand times the median). Warm-up intervals are shaded.
+// The HTML report: package report draws it; this file maps results onto its page. The page has
+// the runs' settings and the machine at the top, the table of runs, throughput over time,
+// latency over time (p99 solid, p50 dashed, on a log scale, since a stall is often a thousand
+// times the median) beside each run's latency spectrum, the warm-up shaded as a band.
 
-// Chart geometry, in SVG user units.
-const (
-	chartW, chartH                       = 760, 260
-	padLeft, padRight, padTop, padBottom = 64, 16, 12, 36
-	plotW, plotH                         = chartW - padLeft - padRight, chartH - padTop - padBottom
-)
-
-// latencyFloorMs is the smallest latency the log scale shows (1 µs).
-const latencyFloorMs = 0.001
-
-var seriesColors = [...]string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
-
-type reportPage struct {
-	Title      string
-	Generated  string
-	Results    []reportRow
-	Throughput template.HTML
-	Latency    template.HTML
+// ReportHeader is what the report says beyond the results: its title ("" for the default),
+// the Sluice version and the machine (report.DetectMachine of the data directory).
+type ReportHeader struct {
+	Title   string
+	Version string
+	Machine report.Machine
 }
 
-type reportRow struct {
-	Color string
-	Result
-}
+// warmupColor is the warm-up band's: grey, not a colour a fault would take.
+const warmupColor = "#999"
 
 // WriteHTMLReport writes a self-contained HTML page for results (one run, or the rows of a
-// comparison). title may be empty.
-func WriteHTMLReport(w io.Writer, title string, results []Result) error {
-	if title == "" {
-		title = "sluice bench report"
+// comparison).
+func WriteHTMLReport(w io.Writer, h ReportHeader, results []Result) error {
+	if h.Title == "" {
+		h.Title = "sluice bench report"
 	}
-	page := reportPage{Title: title, Generated: time.Now().UTC().Format(time.RFC3339)}
-	for i, r := range results {
-		page.Results = append(page.Results, reportRow{Color: seriesColors[i%len(seriesColors)], Result: r})
+	page := report.Page{
+		Title: h.Title, Version: h.Version, Machine: h.Machine, Settings: commonSettings(results),
+		Notes: []string{"Figures exclude the warm-up; the charts show it shaded. Latency: produce, from the (scheduled) send to the acknowledgement; " +
+			"e2e, from the scheduled send to receipt. Send lag: how late after the scheduled time the harness itself sent (open-loop runs)."},
 	}
-	page.Throughput = throughputChart(results)
-	page.Latency = latencyChart(results)
-	return reportTemplate.Execute(w, page)
+	page.Sections = append(page.Sections, report.Section{Table: resultsTable(results)})
+	bands := warmupBands(results)
+	page.Sections = append(page.Sections, report.Section{Heading: "Throughput", Charts: []report.Chart{throughputChart(results, bands)}})
+	page.Sections = append(page.Sections, report.Section{
+		Heading: "Latency per interval: p99 (solid), p50 (dashed); and its distribution over the measured run",
+		Charts:  []report.Chart{latencyChart(results, bands), spectrumChart(results)},
+	})
+	return report.Write(w, page)
 }
 
-// axis maps data values onto the plot.
-type axis struct {
-	min, max float64
-	log      bool
-}
+func seriesColor(i int) string { return report.Palette[i%len(report.Palette)] }
 
-func (a axis) frac(v float64) float64 {
-	if a.log {
-		v = math.Log10(math.Max(v, latencyFloorMs))
-	}
-	if a.max == a.min {
-		return 0
-	}
-	return (v - a.min) / (a.max - a.min)
-}
-
-func (a axis) x(v float64) float64 { return padLeft + a.frac(v)*plotW }
-func (a axis) y(v float64) float64 { return padTop + (1-a.frac(v))*plotH }
-
-// niceStep is a 1, 2 or 5 times a power of ten step giving about n ticks over span.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= raw {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func timeAxis(results []Result) axis {
-	end := 0.0
+// commonSettings are the results' settings, one line per key in the first result's order, the
+// values of several results joined by " / " where they differ.
+func commonSettings(results []Result) []report.Setting {
+	var keys []string
+	values := map[string][]string{}
 	for _, r := range results {
-		if n := len(r.Timeline); n > 0 {
-			end = math.Max(end, r.Timeline[n-1].T)
+		for _, s := range r.Settings {
+			vs, seen := values[s.Key]
+			if !seen {
+				keys = append(keys, s.Key)
+			}
+			if !contains(vs, s.Value) {
+				values[s.Key] = append(vs, s.Value)
+			}
 		}
 	}
-	return axis{min: 0, max: math.Max(end, 1)}
+	out := make([]report.Setting, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, report.Setting{Key: k, Value: strings.Join(values[k], " / ")})
+	}
+	return out
 }
 
-// frame draws the plot's border, the x ticks (seconds) and the y ticks given as values with
-// labels, plus the longest warm-up among results, shaded.
-func frame(b *strings.Builder, xa, ya axis, yTicks []float64, yLabel func(float64) string, yTitle string, results []Result) {
+func contains(vs []string, v string) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// runSettings are the settings of one run that the report's header lists: what a reader needs
+// to tell two pages' numbers apart.
+func runSettings(c Config, d Driver, r Result) []report.Setting {
+	workload := c.Name
+	if workload == "" {
+		workload = "flags"
+	}
+	size := c.Duration.String()
+	if c.Records > 0 {
+		size = strconv.FormatInt(c.Records, 10) + " records"
+	}
+	acks := strconv.Itoa(c.Acks)
+	if c.Acks < 0 {
+		acks = "all"
+	}
+	rate := "flat out"
+	if c.Rate > 0 {
+		rate = fmt.Sprintf("%.0f records/s", c.Rate)
+	}
+	// A unix socket is the only other transport, and a Sluice driver says so in its name
+	// ("sluice-unix"); every peer is reached over TCP.
+	transport := TransportTCP
+	if strings.HasSuffix(d.Name(), "-"+TransportUnix) {
+		transport = TransportUnix
+	}
+	rf, cluster := "1", "1 broker"
+	if cd, ok := driverAs[*clusterDriver](d); ok {
+		rf = strconv.Itoa(max(cd.shape.ReplicationFactor, 1))
+		if cd.shape.ReplicationFactor == 0 {
+			rf = "the broker's default"
+		}
+		cluster = r.Cluster
+	}
+	partitions := strconv.Itoa(c.Partitions)
+	if c.Topics > 1 {
+		partitions = fmt.Sprintf("%d topics × %d", c.Topics, c.Partitions)
+	}
+	return []report.Setting{
+		{Key: "workload", Value: workload},
+		{Key: "mode", Value: r.Mode},
+		{Key: "run", Value: size + ", warm-up " + c.Warmup.String()},
+		{Key: "record size", Value: strconv.Itoa(c.RecordSize) + " B (" + c.Payload + ")"},
+		{Key: "producers", Value: strconv.Itoa(c.Producers)},
+		{Key: "rate", Value: rate},
+		{Key: "acks", Value: acks},
+		{Key: "batch", Value: fmt.Sprintf("batch.size %d, linger.ms %d, compression %s", c.BatchSize, c.LingerMs, c.Compression)},
+		{Key: "partitions", Value: partitions},
+		{Key: "replication factor", Value: rf},
+		{Key: "cluster", Value: cluster},
+		{Key: "transport", Value: transport},
+	}
+}
+
+// resultsTable is the table of runs: one row each.
+func resultsTable(results []Result) *report.Table {
+	cols := []report.Column{{Name: "run"}, {Name: "mode"}, {Name: "records"}, {Name: "seconds"}, {Name: "records/s"}, {Name: "MB/s"}, {Name: "target/s"},
+		{Name: "p50 ms"}, {Name: "p95 ms"}, {Name: "p99 ms"}, {Name: "p99.9 ms"}, {Name: "max ms"},
+		{Name: "send lag p99 ms", Title: "how late the harness sent the records (open-loop), included in the latency"},
+		{Name: "errors"},
+		{Name: "CPU cores", Title: "process CPU time (client, harness and any in-process broker) over the measured time"},
+		{Name: "CPU s per GB"}, {Name: "peak RSS MB"},
+		{Name: "nearest limit", Title: "the machine's limit, probed before the run (--limits), the run came nearest to"}}
+	t := &report.Table{Columns: cols}
+	f0 := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	f2 := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	f3 := func(v float64) string { return fmt.Sprintf("%.3f", v) }
+	for i, r := range results {
+		name := r.Driver
+		if r.Name != "" {
+			name = r.Name + " on " + r.Driver
+		}
+		row := []report.Cell{{Text: name, Swatch: seriesColor(i)}, {Text: r.Mode}, {Text: strconv.FormatInt(r.Records, 10)}, {Text: f2(r.Seconds)},
+			{Text: f0(r.RecordsPerSec)}, {Text: f2(r.MBPerSec)}}
+		target := report.Cell{}
+		if r.TargetRate > 0 {
+			target.Text = f0(r.TargetRate)
+		}
+		if r.Unsent > 0 {
+			target.Text += " (fell behind)"
+			target.Bad, target.Title = true, r.unsentText()
+		}
+		row = append(row, target)
+		if r.Mode == ModeConsume {
+			row = append(row, report.Cell{}, report.Cell{}, report.Cell{}, report.Cell{}, report.Cell{})
+		} else {
+			l := r.LatencyMs
+			maxCell := report.Cell{Text: f3(l.Max)}
+			if r.LatencyClamped > 0 {
+				maxCell = report.Cell{Text: "≥ " + f3(l.Max), Bad: true, Title: fmt.Sprintf("%d records took more than 60 s, counted as 60 s", r.LatencyClamped)}
+			}
+			row = append(row, report.Cell{Text: f3(l.P50)}, report.Cell{Text: f3(l.P95)}, report.Cell{Text: f3(l.P99)}, report.Cell{Text: f3(l.P999)}, maxCell)
+		}
+		lag := report.Cell{}
+		if r.TargetRate > 0 {
+			lag.Text = f3(r.SendLagMs.P99)
+		}
+		errs := report.Cell{Text: strconv.FormatInt(r.Errors, 10)}
+		if r.Errors > 0 {
+			errs.Bad, errs.Title = true, r.FirstError
+		}
+		cores, perGB := report.Cell{}, report.Cell{}
+		if r.CPUSeconds > 0 && r.Seconds > 0 {
+			cores.Text = f2(r.CPUSeconds / r.Seconds)
+		}
+		if r.CPUSeconds > 0 && r.Bytes > 0 {
+			perGB.Text = f2(r.CPUSeconds / (float64(r.Bytes) / 1e9))
+		}
+		nearest := report.Cell{}
+		if b, ok := r.Tightest(); ok {
+			nearest.Text = b.String()
+		}
+		row = append(row, lag, errs, cores, perGB, report.Cell{Text: f2(r.RSSPeakMB)}, nearest)
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// warmupBands is the longest warm-up among results, as a band.
+func warmupBands(results []Result) []report.Band {
 	warm := 0.0
 	for _, r := range results {
 		warm = math.Max(warm, r.WarmupSeconds)
 	}
-	if warm > 0 {
-		fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#eee"/><text x="%.1f" y="%d" font-size="11" fill="#888">warm-up</text>`,
-			xa.x(0), padTop, xa.x(warm)-xa.x(0), plotH, xa.x(0)+4, padTop+12)
+	if warm <= 0 {
+		return nil
 	}
-	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>`, padLeft, padTop, plotW, plotH)
-	step := niceStep(xa.max-xa.min, 8)
-	for t := 0.0; t <= xa.max+step/1e6; t += step {
-		x := xa.x(t)
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" font-size="11" text-anchor="middle">%g</text>`,
-			x, padTop, x, padTop+plotH, x, padTop+plotH+14, math.Round(t*1000)/1000)
-	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" text-anchor="middle">seconds</text>`, padLeft+plotW/2, chartH-4)
-	for _, v := range yTicks {
-		y := ya.y(v)
-		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`,
-			padLeft, y, padLeft+plotW, y, padLeft-4, y+4, template.HTMLEscapeString(yLabel(v)))
-	}
-	fmt.Fprintf(b, `<text x="12" y="%d" font-size="11" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>`,
-		padTop+plotH/2, padTop+plotH/2, template.HTMLEscapeString(yTitle))
+	return []report.Band{{Start: 0, End: warm, Kind: "warm-up", Label: "warm-up", Color: warmupColor}}
 }
 
-// polyline draws one series; points with ok false are gaps, and a lone point is a dot.
-func polyline(b *strings.Builder, xa, ya axis, ivs []Interval, value func(Interval) (float64, bool), color string, dashed bool) {
-	var pts [][2]float64
-	flush := func() {
-		switch {
-		case len(pts) == 1:
-			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, pts[0][0], pts[0][1], color)
-		case len(pts) > 1:
-			dash := ""
-			if dashed {
-				dash = ` stroke-dasharray="4 3"`
-			}
-			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.6"%s points="`, color, dash)
-			for i, p := range pts {
-				if i > 0 {
-					b.WriteByte(' ')
-				}
-				fmt.Fprintf(b, "%.1f,%.1f", p[0], p[1])
-			}
-			b.WriteString(`"/>`)
+func throughputChart(results []Result, bands []report.Band) report.Chart {
+	c := report.TimeChart{Title: "throughput", YLabel: "MB/s", Bands: bands}
+	for i, r := range results {
+		s := report.Series{Name: r.Driver, Color: seriesColor(i)}
+		for _, iv := range r.Timeline {
+			s.Points = append(s.Points, report.Point{T: iv.T, V: iv.MBPerSec})
 		}
-		pts = pts[:0]
+		c.Series = append(c.Series, s)
 	}
-	for _, iv := range ivs {
-		v, ok := value(iv)
-		if !ok {
-			flush()
+	if len(results) == 1 {
+		c.Series[0].Name = "" // the table's swatch names it
+	}
+	return c
+}
+
+func latencyChart(results []Result, bands []report.Band) report.Chart {
+	c := report.TimeChart{Title: "latency per interval", YLabel: "latency ms (log)", LogY: true, Bands: bands}
+	for i, r := range results {
+		p99 := report.Series{Name: r.Driver + " p99", Color: seriesColor(i)}
+		p50 := report.Series{Name: r.Driver + " p50", Color: seriesColor(i), Dashed: true}
+		for _, iv := range r.Timeline {
+			p99.Points = append(p99.Points, report.Point{T: iv.T, V: iv.P99Ms})
+			p50.Points = append(p50.Points, report.Point{T: iv.T, V: iv.P50Ms})
+		}
+		c.Series = append(c.Series, p99, p50)
+	}
+	return c
+}
+
+// spectrumChart is each run's latency distribution over its measured time, from its spectrum
+// (Result.LatencySpectrum) or, for a result without one (read back from an older JSON), from
+// its quantiles.
+func spectrumChart(results []Result) report.Chart {
+	c := report.SpectrumChart{Title: "latency distribution", YLabel: "latency ms"}
+	for i, r := range results {
+		if r.Mode == ModeConsume {
 			continue
 		}
-		pts = append(pts, [2]float64{xa.x(iv.T), ya.y(v)})
+		pts := r.LatencySpectrum
+		if len(pts) == 0 && r.LatencyMs != (Latency{}) {
+			l := r.LatencyMs
+			pts = []report.Quantile{{Percentile: 50, Value: l.P50}, {Percentile: 95, Value: l.P95}, {Percentile: 99, Value: l.P99},
+				{Percentile: 99.9, Value: l.P999}, {Percentile: 100, Value: l.Max}}
+		}
+		c.Series = append(c.Series, report.SpectrumSeries{Name: r.Driver, Color: seriesColor(i), Points: pts})
 	}
-	flush()
+	return c
 }
 
-func throughputChart(results []Result) template.HTML {
-	xa := timeAxis(results)
-	peak := 0.0
-	for _, r := range results {
-		for _, iv := range r.Timeline {
-			peak = math.Max(peak, iv.MBPerSec)
-		}
-	}
-	if peak == 0 {
-		return ""
-	}
-	step := niceStep(peak, 5)
-	ya := axis{min: 0, max: math.Ceil(peak/step) * step}
-	var ticks []float64
-	for v := 0.0; v <= ya.max+step/1e6; v += step {
-		ticks = append(ticks, v)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif">`, chartW, chartH, chartW, chartH)
-	frame(&b, xa, ya, ticks, func(v float64) string { return fmt.Sprintf("%g", v) }, "MB/s", results)
-	for i, r := range results {
-		polyline(&b, xa, ya, r.Timeline, func(iv Interval) (float64, bool) { return iv.MBPerSec, true }, seriesColors[i%len(seriesColors)], false)
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) // built from numbers and escaped labels only
-}
-
-func latencyChart(results []Result) template.HTML {
-	lo, hi := math.Inf(1), 0.0
-	for _, r := range results {
-		for _, iv := range r.Timeline {
-			if iv.P99Ms > 0 {
-				lo, hi = math.Min(lo, math.Max(iv.P50Ms, latencyFloorMs)), math.Max(hi, math.Max(iv.P99Ms, iv.MaxMs))
-			}
-		}
-	}
-	if hi == 0 {
-		return "" // no run of these measured latency
-	}
-	ya := axis{min: math.Floor(math.Log10(lo)), max: math.Ceil(math.Log10(hi)), log: true}
-	if ya.max == ya.min {
-		ya.max++
-	}
-	var ticks []float64
-	for e := ya.min; e <= ya.max; e++ {
-		ticks = append(ticks, math.Pow(10, e))
-	}
-	xa := timeAxis(results)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif">`, chartW, chartH, chartW, chartH)
-	frame(&b, xa, ya, ticks, func(v float64) string { return fmt.Sprintf("%g", v) }, "latency ms (log)", results)
-	for i, r := range results {
-		color := seriesColors[i%len(seriesColors)]
-		polyline(&b, xa, ya, r.Timeline, func(iv Interval) (float64, bool) { return iv.P99Ms, iv.P99Ms > 0 }, color, false)
-		polyline(&b, xa, ya, r.Timeline, func(iv Interval) (float64, bool) { return iv.P50Ms, iv.P50Ms > 0 }, color, true)
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
-}
-
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f0":    func(v float64) string { return fmt.Sprintf("%.0f", v) },
-	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"div":   func(a, b float64) float64 { return a / b },
-	"perGB": func(s float64, bytes int64) float64 { return s / (float64(bytes) / 1e9) },
-	"f3":    func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"nearest": func(r Result) string {
-		b, ok := r.Tightest()
-		if !ok {
-			return ""
-		}
-		return b.String()
-	},
-}).Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
-<style>
-body { font-family: sans-serif; margin: 24px; color: #222; }
-table { border-collapse: collapse; margin-bottom: 24px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-.swatch { display: inline-block; width: 12px; height: 12px; margin-right: 6px; vertical-align: middle; }
-.err { color: #b00; }
-</style></head><body>
-<h1>{{.Title}}</h1>
-<p>Generated {{.Generated}}. Figures exclude the warm-up; the charts show it shaded. Latency:
-produce, from the (scheduled) send to the acknowledgement; e2e, from the scheduled send to receipt.
-Send lag: how late after the scheduled time the harness itself sent (open-loop runs).</p>
-<table>
-<tr><th>run</th><th>mode</th><th>records</th><th>seconds</th><th>records/s</th><th>MB/s</th><th>target/s</th>
-<th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th title="how late the harness sent the records (open-loop), included in the latency">send lag p99 ms</th><th>errors</th><th title="process CPU time (client, harness and any in-process broker) over the measured time">CPU cores</th><th>CPU s per GB</th><th>peak RSS MB</th><th title="the machine's limit, probed before the run (--limits), the run came nearest to">nearest limit</th></tr>
-{{range .Results}}<tr><td><span class="swatch" style="background:{{.Color}}"></span>{{if .Name}}{{.Name}} on {{end}}{{.Driver}}</td>
-<td>{{.Mode}}</td><td>{{.Records}}</td><td>{{f2 .Seconds}}</td><td>{{f0 .RecordsPerSec}}</td><td>{{f2 .MBPerSec}}</td>
-<td{{if .Unsent}} class="err" title="fell behind: {{.Unsent}} records due in the run were never sent; the rate was not sustained"{{end}}>{{if .TargetRate}}{{f0 .TargetRate}}{{end}}{{if .Unsent}} (fell behind){{end}}</td>
-{{if eq .Mode "consume"}}<td></td><td></td><td></td><td></td><td></td>{{else}}<td>{{f3 .LatencyMs.P50}}</td><td>{{f3 .LatencyMs.P95}}</td><td>{{f3 .LatencyMs.P99}}</td><td>{{f3 .LatencyMs.P999}}</td><td{{if .LatencyClamped}} class="err" title="{{.LatencyClamped}} records took more than 60 s, counted as 60 s"{{end}}>{{if .LatencyClamped}}&ge; {{end}}{{f3 .LatencyMs.Max}}</td>{{end}}
-<td>{{if .TargetRate}}{{f3 .SendLagMs.P99}}{{end}}</td>
-<td{{if .Errors}} class="err" title="{{.FirstError}}"{{end}}>{{.Errors}}</td>
-<td>{{if and .CPUSeconds .Seconds}}{{f2 (div .CPUSeconds .Seconds)}}{{end}}</td><td>{{if and .CPUSeconds .Bytes}}{{f2 (perGB .CPUSeconds .Bytes)}}{{end}}</td><td>{{f2 .RSSPeakMB}}</td><td>{{nearest .Result}}</td></tr>
-{{end}}</table>
-{{if .Throughput}}<h2>Throughput</h2>
-{{.Throughput}}{{end}}
-{{if .Latency}}<h2>Latency per interval: p99 (solid), p50 (dashed)</h2>
-{{.Latency}}{{end}}
-</body></html>
-`))
+// Spectrum is h's percentile spectrum in milliseconds (report.Spectrum).
+func (h *Histogram) Spectrum() []report.Quantile { return report.Spectrum(h.h, 1e-3) }

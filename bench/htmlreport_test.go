@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicemq/sluice/report"
 )
 
 func TestHTMLReport(t *testing.T) {
@@ -19,11 +21,16 @@ func TestHTMLReport(t *testing.T) {
 	}
 	results := []Result{
 		{Driver: "sluice-tcp", Mode: ModeProduce, Records: 3000, RecordsPerSec: 1750, MBPerSec: 1.75, Timeline: timeline(1), WarmupSeconds: 1,
-			Seconds: 2, Bytes: 3e9, CPUSeconds: 3, Limits: []Bound{{ProbeTCPStream, 2.5, 0.0007}, {ProbeDiskWrite, 0.5, 0.0035}}},
-		{Driver: `<script>alert("x")</script>`, Mode: ModeProduce, Records: 300, Errors: 2, FirstError: "boom", Timeline: timeline(0.1)},
+			Seconds: 2, Bytes: 3e9, CPUSeconds: 3, Limits: []Bound{{ProbeTCPStream, 2.5, 0.0007}, {ProbeDiskWrite, 0.5, 0.0035}},
+			LatencyMs: Latency{P50: 1, P95: 3, P99: 5, P999: 8, Max: 400},
+			Settings:  []report.Setting{{Key: "record size", Value: "1024 B (random)"}, {Key: "acks", Value: "all"}}},
+		{Driver: `<script>alert("x")</script>`, Mode: ModeProduce, Records: 300, Errors: 2, FirstError: "boom", Timeline: timeline(0.1),
+			LatencyMs: Latency{P50: 1, P95: 2, P99: 3, P999: 4, Max: 5},
+			Settings:  []report.Setting{{Key: "record size", Value: "1024 B (random)"}, {Key: "acks", Value: "1"}}},
 	}
 	var buf bytes.Buffer
-	if err := WriteHTMLReport(&buf, "", results); err != nil {
+	h := ReportHeader{Version: "v1.2.3", Machine: report.Machine{Cores: 2, OS: "linux", Arch: "amd64"}}
+	if err := WriteHTMLReport(&buf, h, results); err != nil {
 		t.Fatal(err)
 	}
 	page := buf.String()
@@ -37,8 +44,8 @@ func TestHTMLReport(t *testing.T) {
 		t.Error("the first run's nearest limit (the disk write) is not in the table")
 	}
 	svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(page, -1)
-	if len(svgs) != 2 {
-		t.Fatalf("%d charts, want throughput and latency", len(svgs))
+	if len(svgs) != 3 {
+		t.Fatalf("%d charts, want throughput, latency and its distribution", len(svgs))
 	}
 	for i, svg := range svgs {
 		// Each chart is well-formed XML on its own (so it also renders when cut out of the page).
@@ -66,6 +73,15 @@ func TestHTMLReport(t *testing.T) {
 	if !strings.Contains(svgs[0], "warm-up") {
 		t.Error("the warm-up is not marked")
 	}
+	// The distribution: one line per run (from the quantiles, the results having no spectrum).
+	if n := strings.Count(svgs[2], "<polyline"); n != 2 {
+		t.Errorf("latency distribution has %d lines, want 2", n)
+	}
+	for _, want := range []string{"<td>v1.2.3</td>", "<th>record size</th><td>1024 B (random)</td>", "<th>acks</th><td>all / 1</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the header lacks %s", want)
+		}
+	}
 	if !strings.Contains(page, `title="boom"`) {
 		t.Error("the first error is not in the table")
 	}
@@ -76,22 +92,10 @@ func TestHTMLReport(t *testing.T) {
 	for i := range tl {
 		tl[i].P50Ms, tl[i].P99Ms, tl[i].MaxMs = 0, 0, 0
 	}
-	if err := WriteHTMLReport(&buf, "consume", []Result{{Driver: "sluice-unix", Mode: ModeConsume, Timeline: tl}}); err != nil {
+	if err := WriteHTMLReport(&buf, ReportHeader{Title: "consume"}, []Result{{Driver: "sluice-unix", Mode: ModeConsume, Timeline: tl}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(buf.String(), "<svg"); n != 1 {
 		t.Errorf("consume report has %d charts, want 1", n)
-	}
-}
-
-func TestNiceStep(t *testing.T) {
-	for _, c := range []struct {
-		span float64
-		n    int
-		want float64
-	}{{10, 5, 2}, {1, 4, 0.5}, {1700, 5, 500}, {3, 8, 0.5}, {0, 5, 1}} {
-		if got := niceStep(c.span, c.n); got != c.want {
-			t.Errorf("niceStep(%v, %d) = %v, want %v", c.span, c.n, got, c.want)
-		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+
+	"github.com/sluicemq/sluice/report"
 )
 
 // Result is the outcome of one run; its JSON form is what `sluice bench --json` prints.
@@ -31,6 +33,9 @@ type Result struct {
 	// LatencyMs: produce, send (scheduled, open-loop) to acknowledgement; e2e, scheduled send
 	// to receipt; consume, zero.
 	LatencyMs Latency `json:"latency_ms"`
+	// LatencySpectrum is LatencyMs's whole distribution, the percentile spectrum in ms
+	// (Histogram.Spectrum), which the HTML report draws; consume, none.
+	LatencySpectrum []report.Quantile `json:"latency_spectrum,omitempty"`
 	// SendLagMs (open-loop runs) is how late the harness itself sent the measured records,
 	// after their due times: part of LatencyMs that the system under test did not cause.
 	SendLagMs Latency `json:"send_lag_ms,omitzero"`
@@ -83,6 +88,9 @@ type Result struct {
 	HeapInuseMB float64      `json:"heap_inuse_mb"`
 	// Timeline is the run, interval by interval (warm-up included and marked).
 	Timeline []Interval `json:"timeline,omitempty"`
+	// Settings are the run's settings (workload, record size, acks, batch, partitions,
+	// replication factor, transport, ...) as the HTML report's header lists them.
+	Settings []report.Setting `json:"settings,omitempty"`
 	// WarmupSeconds is the warm-up's length, from the start of the run (not in the figures).
 	WarmupSeconds float64 `json:"warmup_seconds,omitempty"`
 }

@@ -440,6 +440,7 @@ func merge(all []*stats) (Result, *Histogram) {
 		s.mu.Unlock()
 	}
 	r.LatencyMs = h.Latency()
+	r.LatencySpectrum = h.Spectrum()
 	r.LatencyClamped = h.Clamped()
 	return r, h
 }
@@ -856,6 +857,7 @@ func produce(ctx context.Context, d Driver, c Config) (Result, error) {
 	r.CPUSeconds, r.BrokerCPUSeconds = sc.cpu.seconds(), sc.cpu.brokerSeconds()
 	setBrokerFigures(&r, d)
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeProduce, c.Rate, timeline
+	r.Settings = runSettings(c, d, r)
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(sc.measured(end.Sub(sc.measureStart)).Seconds())
 	return r, err
@@ -1071,6 +1073,7 @@ func Consume(ctx context.Context, d Driver, c Config) (Result, error) {
 	setBrokerFigures(&r, d)
 	r.FileReadBytes = fileReadBytes(consumers)
 	r.Name, r.Driver, r.Mode, r.Timeline = c.Name, d.Name(), ModeConsume, timeline
+	r.Settings = runSettings(c, d, r)
 	secs := 0.0
 	if f := first.Load(); f >= 0 {
 		secs = time.Duration(last.Load() - f).Seconds()
@@ -1280,6 +1283,7 @@ func e2eFlatOut(ctx context.Context, d Driver, c Config) (Result, error) {
 	r.CPUSeconds, r.BrokerCPUSeconds = sc.cpu.seconds(), sc.cpu.brokerSeconds()
 	setBrokerFigures(&r, d)
 	r.Name, r.Driver, r.Mode, r.TargetRate, r.Timeline = c.Name, d.Name(), ModeE2E, c.Rate, timeline
+	r.Settings = runSettings(c, d, r)
 	r.WarmupSeconds = c.Warmup.Seconds()
 	r.finish(sc.measured(time.Duration(lastRecv.Load()) - sc.measureStart.Sub(base)).Seconds())
 	return r, errors.Join(perr, werr, cerr)

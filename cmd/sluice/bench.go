@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicemq/sluice/bench"
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/report"
 )
 
 // externalDrivers are the peer drivers for --driver NAME against a running system at --broker
@@ -486,7 +487,7 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 		if len(results) == 0 {
 			return err
 		}
-		err = errors.Join(err, writeReport(o.report, results))
+		err = errors.Join(err, writeReport(o.report, o.dataDir, results))
 		if o.runs == 1 {
 			r := results[0]
 			return errors.Join(err, writeResult(o.json, stdout, stderr, r, r.WriteSummary))
@@ -591,7 +592,7 @@ func startProfiles(cpuFile, traceFile, memFile string) (stop func() error, err e
 }
 
 // writeReport writes the HTML report of results to file ("" for none).
-func writeReport(file string, results []bench.Result) error {
+func writeReport(file, dataDir string, results []bench.Result) error {
 	if file == "" {
 		return nil
 	}
@@ -599,7 +600,11 @@ func writeReport(file string, results []bench.Result) error {
 	if err != nil {
 		return err
 	}
-	err = bench.WriteHTMLReport(f, "", results)
+	if dataDir == "" {
+		dataDir = os.TempDir() // where the embedded brokers make theirs
+	}
+	h := bench.ReportHeader{Version: sluiceVersion(), Machine: report.DetectMachine(dataDir)}
+	err = bench.WriteHTMLReport(f, h, results)
 	return errors.Join(err, f.Close())
 }
 
@@ -898,7 +903,7 @@ run, each system's topic first filled with --records records (default 100000) by
 					results = append(results, r.Result)
 				}
 			}
-			err := writeReport(o.report, results)
+			err := writeReport(o.report, o.dataDir, results)
 			err = errors.Join(err, writeResult(o.json, stdout, stderr, out, func(w io.Writer) { bench.WriteCompareTable(w, rows) }))
 			if len(failed) > 0 {
 				err = errors.Join(err, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
