@@ -24,7 +24,8 @@ type Summary struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// FaultRecord is one fault of a run, as summary.json and the timeline show it.
+// FaultRecord is one fault of a run, as summary.json and the timeline show it. WriteReport
+// (report.go) writes the run's directory from a Summary.
 type FaultRecord struct {
 	ID      int           `json:"id"`
 	Kind    string        `json:"kind"`
@@ -33,10 +34,3 @@ type FaultRecord struct {
 	End     time.Duration `json:"end"`   // healed
 	Detail  string        `json:"detail"`
 }
-
-// WriteReport writes a run's directory beside its history.jsonl (already there): summary.json,
-// checks/<kind>.txt listing each anomaly of that kind, and timeline.html (acknowledged writes
-// per second and produce latency p50/p99 over time, from the history's sends, each fault drawn
-// as a labelled band from injection to heal; the acks=all latency distribution; the run's
-// settings, the Sluice version and the machine at the top), through package report.
-func WriteReport(dir string, s Summary) error { panic("chaos: stream C") }

@@ -94,7 +94,7 @@ func (c SpectrumChart) svg(width float64) string {
 	for _, s := range c.Series {
 		for _, q := range s.Points {
 			if x := decadesOf(q.Percentile); !math.IsInf(x, 0) {
-				xmax = math.Max(xmax, math.Ceil(x-1e-9))
+				xmax = math.Max(xmax, math.Ceil(x-0.01)) // a point just past a decade is drawn at its end
 			}
 			if !math.IsNaN(q.Value) && !math.IsInf(q.Value, 0) {
 				hi = math.Max(hi, q.Value)
