@@ -16,7 +16,7 @@ import (
 const (
 	rowWidth                  = 1200
 	chartHeight               = 320
-	padLeft, padRight, padBot = 64, 16, 36
+	padLeft, padRight, padBot = 64, 36, 36
 	legendRowH                = 16
 	fontSize                  = 11
 	charWidth                 = 6.5 // about, at fontSize, for laying the legend out
