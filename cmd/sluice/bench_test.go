@@ -105,8 +105,18 @@ func TestBenchE2ESmoke(t *testing.T) {
 	if tl, _ := m["timeline"].([]any); len(tl) == 0 {
 		t.Errorf("no timeline in the JSON result: %v", m["timeline"])
 	}
-	if page, err := os.ReadFile(report); err != nil || bytes.Count(page, []byte("<svg")) != 2 || !bytes.Contains(page, []byte("sluice-unix")) {
+	// Throughput, latency over time and its distribution; the run's settings and the machine.
+	page, err := os.ReadFile(report)
+	if err != nil || bytes.Count(page, []byte("<svg")) != 3 || !bytes.Contains(page, []byte("sluice-unix")) {
 		t.Errorf("HTML report: %d bytes, %v", len(page), err)
+	}
+	for _, want := range []string{"<th>transport</th><td>unix</td>", "<th>record size</th><td>64 B", "<th>mode</th><td>e2e</td>", "<th>cores</th>", "<th>sluice</th><td>sluice "} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("HTML report lacks %s", want)
+		}
+	}
+	if s, _ := m["latency_spectrum"].([]any); len(s) == 0 {
+		t.Errorf("no latency spectrum in the JSON result")
 	}
 	if n := m["records"].(float64); n < 700 || n > 801 {
 		t.Errorf("records %v, want about 800", n)
