@@ -363,6 +363,13 @@ func timelinePage(s Summary, tl *timeline, m report.Machine) report.Page {
 			}},
 		},
 	})
+	if len(s.Failures) > 0 {
+		t := &report.Table{Columns: []report.Column{{Name: "harness failure"}}}
+		for _, f := range s.Failures {
+			t.Rows = append(t.Rows, []report.Cell{{Text: f, Bad: true}})
+		}
+		page.Sections = append(page.Sections, report.Section{Heading: "Harness failures", Text: "Promises the harness saw broken beside the checker's anomalies; any fails the run.", Table: t})
+	}
 	if s.Result != nil {
 		page.Sections = append(page.Sections, report.Section{
 			Heading: "Outages",

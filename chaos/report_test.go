@@ -60,6 +60,7 @@ func testSummary() Summary {
 		Workload: Workload{Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2, Writers: 1, Rate: 100, RecordSize: 100, MaxInFlight: 1, Readers: 2,
 			RereadInterval: Duration(10 * time.Second), DeliveryTimeout: Duration(30 * time.Second)},
 		Command:   "sluice chaos run --seed 42 --faults kill-leader,partition",
+		Failures:  []string{"broker 2 did not come back <after> 30s"},
 		StartedAt: time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC),
 		Result: &Result{
 			Sends: 300, Acknowledged: 250, Failed: 50, Lost: 2, Duplicated: 1, Faults: 2,
@@ -187,6 +188,8 @@ func TestWriteReportTimeline(t *testing.T) {
 			"<td>kill-leader</td><td>0.500</td><td>0.500</td><td>1.000</td><td>1</td><td>1</td>",
 			"<td>partition</td><td>0.300</td>",
 			`<td>lost</td><td class="err">2</td><td>checks/lost.txt</td>`,
+			`<td class="err">broker 2 did not come back &lt;after&gt; 30s</td>`,
+			"<th>replay</th><td>sluice chaos run --seed 42 --faults kill-leader,partition</td>",
 		} {
 			if !strings.Contains(page, want) {
 				t.Errorf("from history %v: the page lacks %s", fromHistory, want)
