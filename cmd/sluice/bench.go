@@ -603,7 +603,7 @@ func writeReport(file, dataDir string, results []bench.Result) error {
 	if dataDir == "" {
 		dataDir = os.TempDir() // where the embedded brokers make theirs
 	}
-	h := bench.ReportHeader{Version: sluiceVersion(), Machine: report.DetectMachine(dataDir)}
+	h := bench.ReportHeader{Version: buildVersion(), Machine: report.DetectMachine(dataDir)}
 	err = bench.WriteHTMLReport(f, h, results)
 	return errors.Join(err, f.Close())
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -54,16 +53,4 @@ func writeVersion(w io.Writer, bi *debug.BuildInfo) {
 		rev += " (" + at + ")"
 	}
 	fmt.Fprintf(w, "commit: %s\n", rev)
-}
-
-// sluiceVersion is writeVersion's text on one line, for the reports' headers: "sluice
-// (devel); go: go1.26.0; commit: 6b16db5... (2026-12-01T10:00:00Z)".
-func sluiceVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "no build information"
-	}
-	var b strings.Builder
-	writeVersion(&b, bi)
-	return strings.Join(strings.Split(strings.TrimSpace(b.String()), "\n"), "; ")
 }
