@@ -1,8 +1,18 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 )
 
 // Workload is what a run drives. Its JSON form is the --workload file (unknown fields are
@@ -27,65 +37,228 @@ type Workload struct {
 	DeliveryTimeout Duration `json:"delivery_timeout"`
 }
 
+// ErrWorkload: a workload file that does not parse, or a workload that cannot run on the
+// cluster (the error names the field and the value).
+var ErrWorkload = errors.New("chaos: invalid workload")
+
+// TopicPrefix names the workload's topics: chaos-0, chaos-1, ...
+const TopicPrefix = "chaos-"
+
 // Duration is a time.Duration that reads and writes as a Go duration string ("30s").
 type Duration time.Duration
 
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string ("30s", "1m30s"); a number or a negative duration is
+// refused, naming the value.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"30s\", not %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // ParseWorkload parses a --workload file: JSON, unknown fields refused, errors naming the
 // field or the byte offset.
-func ParseWorkload(b []byte) (Workload, error) { panic("chaos: stream E") }
+func ParseWorkload(b []byte) (Workload, error) {
+	var w Workload
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Workload{}, fmt.Errorf("%w: %s", ErrWorkload, describeJSONError(err, b))
+	}
+	// One object and nothing after it: a second object would be silently ignored.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Workload{}, fmt.Errorf("%w: unexpected data after the workload object at byte offset %d", ErrWorkload, dec.InputOffset())
+	}
+	return w, nil
+}
+
+// describeJSONError says where a decoding error is: the field (unknown or of the wrong type),
+// or the byte offset of a syntax error.
+func describeJSONError(err error, b []byte) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("syntax error at byte offset %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q: %s is not a %s (byte offset %d)", typ.Field, typ.Value, typ.Type, typ.Offset)
+	case errors.Is(err, io.EOF):
+		return "empty file: a workload is a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("unexpected end of the file at byte offset %d", len(b))
+	}
+	// Unknown fields ("json: unknown field \"x\"") and Duration's own errors name the field
+	// or the value already.
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
 
 // WithDefaults fills the zero fields and checks the rest (brokers is the cluster's size).
 func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, error) {
-	panic("chaos: stream E")
+	if brokers < 1 {
+		return w, fmt.Errorf("%w: a cluster of %d brokers", ErrWorkload, brokers)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"topics", int64(w.Topics)}, {"partitions", int64(w.Partitions)},
+		{"replication_factor", int64(w.ReplicationFactor)}, {"min_insync_replicas", int64(w.MinInsyncReplicas)},
+		{"writers", int64(w.Writers)}, {"rate", int64(w.Rate)}, {"record_size", int64(w.RecordSize)},
+		{"max_in_flight", int64(w.MaxInFlight)}, {"readers", int64(w.Readers)},
+		{"reread_interval", int64(w.RereadInterval)}, {"delivery_timeout", int64(w.DeliveryTimeout)},
+	} {
+		if f.v < 0 {
+			return w, fmt.Errorf("%w: %s %d is negative (zero takes the default)", ErrWorkload, f.name, f.v)
+		}
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&w.Topics, 2)
+	def(&w.Partitions, 4)
+	def(&w.Writers, 4)
+	def(&w.Rate, 400)
+	def(&w.RecordSize, 100)
+	def(&w.MaxInFlight, 1)
+	def(&w.Readers, 2)
+	// The defaults shrink to a small cluster (a replication factor of 3 cannot be had from
+	// one broker); a value given is held to.
+	def(&w.ReplicationFactor, min(3, brokers))
+	def(&w.MinInsyncReplicas, min(2, w.ReplicationFactor))
+	if w.RereadInterval == 0 {
+		w.RereadInterval = Duration(max(runFor/10, 10*time.Second))
+	}
+	if w.DeliveryTimeout == 0 {
+		w.DeliveryTimeout = Duration(30 * time.Second)
+	}
+	switch {
+	case w.ReplicationFactor > brokers:
+		return w, fmt.Errorf("%w: replication_factor %d exceeds the %d brokers", ErrWorkload, w.ReplicationFactor, brokers)
+	case w.ReplicationFactor > 32767:
+		return w, fmt.Errorf("%w: replication_factor %d is too large", ErrWorkload, w.ReplicationFactor)
+	case w.MinInsyncReplicas > w.ReplicationFactor:
+		return w, fmt.Errorf("%w: min_insync_replicas %d exceeds replication_factor %d", ErrWorkload, w.MinInsyncReplicas, w.ReplicationFactor)
+	case w.Partitions > 1<<16:
+		return w, fmt.Errorf("%w: partitions %d is more than a run needs (at most 65536)", ErrWorkload, w.Partitions)
+	case w.Topics > 1000:
+		return w, fmt.Errorf("%w: topics %d is more than a run needs (at most 1000)", ErrWorkload, w.Topics)
+	case w.RecordSize > 1<<20:
+		return w, fmt.Errorf("%w: record_size %d exceeds 1 MiB", ErrWorkload, w.RecordSize)
+	case time.Duration(w.DeliveryTimeout) <= writerLinger:
+		return w, fmt.Errorf("%w: delivery_timeout %v must exceed the writers' linger %v", ErrWorkload, time.Duration(w.DeliveryTimeout), writerLinger)
+	}
+	return w, nil
 }
 
 // TopicNames are the workload's topics.
-func (w Workload) TopicNames() []string { panic("chaos: stream E") }
+func (w Workload) TopicNames() []string {
+	out := make([]string, w.Topics)
+	for i := range out {
+		out[i] = TopicPrefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+// partitions are every partition of the workload, topic by topic.
+func (w Workload) partitions() []client.TopicPartition {
+	out := make([]client.TopicPartition, 0, w.Topics*w.Partitions)
+	for _, t := range w.TopicNames() {
+		for p := range w.Partitions {
+			out = append(out, client.TopicPartition{Topic: t, Partition: int32(p)})
+		}
+	}
+	return out
+}
 
 // CreateTopics creates the workload's topics (replication factor, min.insync.replicas,
 // retention off so that the final read sees every record) and waits until every partition
-// has a leader.
+// has a leader. A topic that exists already is taken as it is (a retried creation whose first
+// answer was lost finds its own topic), provided it has the workload's partitions.
 func CreateTopics(ctx context.Context, bootstrap []string, w Workload) error {
-	panic("chaos: stream E")
+	admin, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: bootstrap, ClientID: "sluice-chaos-admin"}})
+	if err != nil {
+		return fmt.Errorf("chaos: create topics: %w", err)
+	}
+	defer admin.Close()
+	for _, name := range w.TopicNames() {
+		spec := client.TopicSpec{
+			Name: name, Partitions: int32(w.Partitions), ReplicationFactor: int16(w.ReplicationFactor),
+			Configs: map[string]string{
+				"min.insync.replicas": strconv.Itoa(w.MinInsyncReplicas),
+				"retention.ms":        "-1",
+				"retention.bytes":     "-1",
+			},
+		}
+		if err := admin.CreateTopic(ctx, spec); err != nil && !errors.Is(err, wire.ErrTopicAlreadyExists) {
+			return fmt.Errorf("chaos: %w", err)
+		}
+	}
+	return waitForLeaders(ctx, bootstrap, w)
 }
 
-// Workers are the running writers and readers. Stop ends them (the writers first, waiting for
-// every send in flight to have its outcome recorded) and waits for their goroutines.
-type Workers struct{}
-
-// WorkerStats are the workers' counts so far, for progress lines.
-type WorkerStats struct {
-	Sent, Acknowledged, Failed int64
-	Read                       int64
-	LastAck                    time.Time
+// waitForLeaders polls the metadata until every partition of w has a leader, or ctx ends.
+func waitForLeaders(ctx context.Context, bootstrap []string, w Workload) error {
+	cl, err := client.NewClient(ctx, client.Config{Brokers: bootstrap, ClientID: "sluice-chaos-admin"})
+	if err != nil {
+		return fmt.Errorf("chaos: waiting for leaders: %w", err)
+	}
+	defer cl.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing, err := leaderless(ctx, cl, w)
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		if errors.Is(err, ErrWorkload) {
+			return fmt.Errorf("chaos: %w", err) // waiting will not mend it
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("no leader for %s", strings.Join(missing, ", "))
+			}
+			return fmt.Errorf("chaos: waiting for leaders: %w: %w", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
 }
 
-// StartWorkers starts w's writers and readers against the cluster at bootstrap, recording
-// every send and read to rec.
-func StartWorkers(ctx context.Context, bootstrap []string, w Workload, rec *Recorder) (*Workers, error) {
-	panic("chaos: stream E")
-}
-
-// Stats are the counts so far.
-func (ws *Workers) Stats() WorkerStats { panic("chaos: stream E") }
-
-// Stop stops the workers: writers first (each send in flight gets its outcome), then readers.
-func (ws *Workers) Stop(ctx context.Context) error { panic("chaos: stream E") }
-
-// FinalRead reads every partition of w from its leader, from the log start to the high
-// watermark, recording the records as EvRead events of FinalReader, and returns the high
-// watermarks and log starts it read between. It retries a partition (from where it got to)
-// until timeout while the cluster settles.
-func FinalRead(ctx context.Context, bootstrap []string, w Workload, rec *Recorder, timeout time.Duration) (FinalState, error) {
-	panic("chaos: stream E")
-}
-
-// CompareReplicas compares, for every partition of topics, each broker's log (read from the
-// files under its data directory; the brokers are stopped) with the leader's, batch by batch
-// (offsets, leader epoch, CRC) below hw, and lists where they differ. A replica whose log
-// ends below hw is divergent only if it is in isr (a lagging replica outside it may be
-// short, not different).
-func CompareReplicas(dataDirs map[int32]string, topics []string, leaders map[TopicPartition]int32,
-	isr map[TopicPartition][]int32, hw map[TopicPartition]int64) ([]Divergence, error) {
-	panic("chaos: stream E")
+// leaderless names the partitions of w that have no leader in fresh metadata.
+func leaderless(ctx context.Context, cl *client.Client, w Workload) ([]string, error) {
+	if err := cl.RefreshMetadata(ctx); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, name := range w.TopicNames() {
+		tm, err := cl.Topic(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if len(tm.Partitions) != w.Partitions {
+			return nil, fmt.Errorf("%w: topic %s has %d partitions, the workload %d", ErrWorkload, name, len(tm.Partitions), w.Partitions)
+		}
+		for _, p := range tm.Partitions {
+			if p.Leader < 0 {
+				missing = append(missing, client.TopicPartition{Topic: name, Partition: p.Partition}.String())
+			}
+		}
+	}
+	return missing, nil
 }
