@@ -1,0 +1,107 @@
+package chaos
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseWorkload: a workload file's fields are read, durations as Go duration strings;
+// unknown fields are refused naming the field, bad JSON naming its byte offset, a value of
+// the wrong type naming its field, and the zero fields take the defaults.
+func TestParseWorkload(t *testing.T) {
+	w, err := ParseWorkload([]byte(`{"topics": 3, "rate": 50, "reread_interval": "2s", "delivery_timeout": "1m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Topics != 3 || w.Rate != 50 || time.Duration(w.RereadInterval) != 2*time.Second || time.Duration(w.DeliveryTimeout) != time.Minute {
+		t.Fatalf("parsed %+v", w)
+	}
+	d, err := w.WithDefaults(3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Workload{Topics: 3, Partitions: 4, ReplicationFactor: 3, MinInsyncReplicas: 2, Writers: 4, Rate: 50, RecordSize: 100,
+		MaxInFlight: 1, Readers: 2, RereadInterval: Duration(2 * time.Second), DeliveryTimeout: Duration(time.Minute)}
+	if d != want {
+		t.Fatalf("with defaults:\n got %+v\nwant %+v", d, want)
+	}
+	if got := strings.Join(d.TopicNames(), ","); got != "chaos-0,chaos-1,chaos-2" {
+		t.Fatalf("topic names %s", got)
+	}
+
+	for _, tc := range []struct{ name, in, want string }{
+		{"unknown field", `{"topics": 1, "partitons": 2}`, `unknown field "partitons"`},
+		{"bad JSON", `{"topics": 1,, "rate": 2}`, "byte offset 14"},
+		{"wrong type", `{"topics": "two"}`, `field "topics"`},
+		{"duration as a number", `{"reread_interval": 10}`, `a duration is a string such as "30s", not 10`},
+		{"bad duration", `{"delivery_timeout": "ten seconds"}`, `duration "ten seconds"`},
+		{"trailing data", `{"topics": 1} {"topics": 2}`, "after the workload object"},
+		{"empty", ``, "empty file"},
+		{"truncated", `{"topics": 1`, "unexpected end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseWorkload([]byte(tc.in))
+			if !errors.Is(err, ErrWorkload) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ParseWorkload(%s): %v, want an ErrWorkload saying %q", tc.in, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkloadDefaultsAndLimits: the defaults shrink to a small cluster where they must (a
+// replication factor of 3 from one broker), a run's reread interval is a tenth of it (at
+// least 10 s), and values the cluster cannot honour are refused naming them.
+func TestWorkloadDefaultsAndLimits(t *testing.T) {
+	one, err := Workload{}.WithDefaults(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.ReplicationFactor != 1 || one.MinInsyncReplicas != 1 {
+		t.Fatalf("one broker: replication factor %d, min ISR %d", one.ReplicationFactor, one.MinInsyncReplicas)
+	}
+	for runFor, want := range map[time.Duration]time.Duration{0: 10 * time.Second, 30 * time.Second: 10 * time.Second, 10 * time.Minute: time.Minute} {
+		w, err := Workload{}.WithDefaults(3, runFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Duration(w.RereadInterval) != want {
+			t.Errorf("run of %v: reread interval %v, want %v", runFor, time.Duration(w.RereadInterval), want)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		w       Workload
+		brokers int
+		want    string
+	}{
+		{"RF over the brokers", Workload{ReplicationFactor: 5}, 3, "replication_factor 5 exceeds the 3 brokers"},
+		{"min ISR over RF", Workload{ReplicationFactor: 2, MinInsyncReplicas: 3}, 3, "min_insync_replicas 3 exceeds replication_factor 2"},
+		{"min ISR over the default RF", Workload{MinInsyncReplicas: 4}, 3, "min_insync_replicas 4 exceeds replication_factor 3"},
+		{"negative", Workload{Writers: -1}, 3, "writers -1 is negative"},
+		{"no brokers", Workload{}, 0, "a cluster of 0 brokers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.w.WithDefaults(tc.brokers, time.Minute)
+			if !errors.Is(err, ErrWorkload) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%+v on %d brokers: %v, want an ErrWorkload saying %q", tc.w, tc.brokers, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDurationJSON: a Duration writes as the string it reads from.
+func TestDurationJSON(t *testing.T) {
+	b, err := Duration(90 * time.Second).MarshalJSON()
+	if err != nil || string(b) != `"1m30s"` {
+		t.Fatalf("marshal: %s, %v", b, err)
+	}
+	var d Duration
+	if err := d.UnmarshalJSON(b); err != nil || d != Duration(90*time.Second) {
+		t.Fatalf("unmarshal: %v, %v", time.Duration(d), err)
+	}
+	if err := d.UnmarshalJSON([]byte(`"-1s"`)); err == nil {
+		t.Fatal("a negative duration was taken")
+	}
+}
