@@ -180,4 +180,3 @@ func fillReplicaState(ctx context.Context, cl *client.Client, w Workload, rs *Re
 	}
 	return errors.Join(errs...)
 }
-

@@ -182,6 +182,9 @@ func (rd *reader) runPasses(ctx context.Context, interval time.Duration) {
 		}
 		n, _ := readSpans(ctx, rd.pass, spans, rd.rec, rd.id, pass, what)
 		rd.stats.read.Add(n)
+		if ctx.Err() == nil {
+			rd.stats.passes.Add(1)
+		}
 	}
 }
 

@@ -34,13 +34,15 @@ type Workers struct {
 type WorkerStats struct {
 	Sent, Acknowledged, Failed int64
 	Read                       int64
-	LastAck                    time.Time
+	// Passes counts the readers' passes from the log start that read to their end.
+	Passes  int64
+	LastAck time.Time
 }
 
 // workerCounters are the counts the workers' goroutines add to.
 type workerCounters struct {
-	sent, ok, failed, read atomic.Int64
-	lastAck                atomic.Int64 // UnixNano of the latest acknowledgement, 0 before
+	sent, ok, failed, read, passes atomic.Int64
+	lastAck                        atomic.Int64 // UnixNano of the latest acknowledgement, 0 before
 }
 
 func (c *workerCounters) acked(t time.Time) {
@@ -97,7 +99,7 @@ func StartWorkers(ctx context.Context, bootstrap []string, w Workload, rec *Reco
 func (ws *Workers) Stats() WorkerStats {
 	s := WorkerStats{
 		Sent: ws.stats.sent.Load(), Acknowledged: ws.stats.ok.Load(), Failed: ws.stats.failed.Load(),
-		Read: ws.stats.read.Load(),
+		Read: ws.stats.read.Load(), Passes: ws.stats.passes.Load(),
 	}
 	if t := ws.stats.lastAck.Load(); t != 0 {
 		s.LastAck = time.Unix(0, t)

@@ -1,0 +1,226 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/cluster"
+)
+
+// testCluster starts three combined broker+controller nodes in this process over loopback,
+// and returns their client addresses and data directories. The controller ports are picked
+// free a moment before the brokers take them (the quorum's voters must be known up front).
+func testCluster(t *testing.T) ([]*broker.Broker, []string, map[int32]string) {
+	t.Helper()
+	var voters []cluster.Voter
+	var ctrl []string
+	var probes []net.Listener
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes = append(probes, ln)
+		port := ln.Addr().(*net.TCPAddr).Port
+		voters = append(voters, cluster.Voter{ID: int32(i), Host: "127.0.0.1", Port: port})
+		ctrl = append(ctrl, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
+	for _, ln := range probes {
+		_ = ln.Close()
+	}
+	brokers := make([]*broker.Broker, 3)
+	errs := make([]error, 3)
+	dirs := map[int32]string{}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		dir := t.TempDir()
+		dirs[int32(i)] = dir
+		cfg := broker.Config{
+			NodeID: int32(i), NodeIDSet: true, Voters: voters, ControllerListen: ctrl[i],
+			DataDir: dir, Listen: "127.0.0.1:0", UnixPath: "-",
+			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second,
+			OffsetsTopicPartitions: 1, DisableControlledShutdown: true,
+			BallastBytes: -1, ScrubBytesPerSec: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); brokers[i], errs[i] = broker.Open(cfg) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, b := range brokers {
+				if b != nil {
+					_ = b.Close(context.Background())
+				}
+			}
+			t.Fatalf("broker %d: %v", i, err)
+		}
+	}
+	var addrs []string
+	for _, b := range brokers {
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		addrs = append(addrs, b.Addr().String())
+	}
+	return brokers, addrs, dirs
+}
+
+// TestWorkloadOnACluster: the whole workload against three in-process brokers, RF 3, min ISR
+// 2. The topics are created with every partition led; writers and readers run until a few
+// hundred values are acknowledged and every reader has made a pass; Stop leaves every send
+// recorded with its outcome; the final read from the leaders covers every partition densely
+// from its log start to its high watermark, holds every acknowledged value at the offset it
+// was acknowledged at, and agrees with every value any reader read; and after the brokers
+// stop, their replica files agree below the high watermark.
+func TestWorkloadOnACluster(t *testing.T) {
+	brokers, bootstrap, dirs := testCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := Workload{Topics: 2, Partitions: 2, Writers: 2, Rate: 300, Readers: 2, RecordSize: 40,
+		RereadInterval: Duration(300 * time.Millisecond), DeliveryTimeout: Duration(10 * time.Second)}.WithDefaults(3, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateTopics(ctx, bootstrap, w); err != nil {
+		t.Fatal(err)
+	}
+	// Again: a creation retried after a lost answer finds its topics and goes on.
+	if err := CreateTopics(ctx, bootstrap, w); err != nil {
+		t.Fatalf("creating the topics again: %v", err)
+	}
+	var hist bytes.Buffer
+	rec := NewRecorder(&hist, time.Now())
+	ws, err := StartWorkers(ctx, bootstrap, w, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s := ws.Stats(); s.Acknowledged < 300 || s.Passes < int64(2*w.Readers); s = ws.Stats() {
+		if time.Now().After(deadline) {
+			_ = ws.Stop(ctx)
+			t.Fatalf("timed out waiting for acknowledgements and passes: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+	}
+	if err := ws.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stats := ws.Stats()
+	final, replicas, err := FinalReadReplicas(ctx, bootstrap, w, rec, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	type key struct {
+		tp     TopicPartition
+		offset int64
+	}
+	acked := map[key]string{}
+	finalAt := map[key]string{}
+	var others []Event
+	sends, failed := 0, 0
+	passes := map[int]int{}
+	err = ReadHistory(bytes.NewReader(hist.Bytes()), func(e Event) error {
+		tp := TopicPartition{e.Topic, e.Partition}
+		switch e.Type {
+		case EvSend:
+			sends++
+			if e.Outcome == Failed {
+				failed++
+				if e.Offset != -1 {
+					t.Errorf("failed send %+v has an offset", e)
+				}
+				return nil
+			}
+			if e.Outcome != OK || e.Start <= 0 || e.Start > e.T {
+				t.Errorf("send event %+v", e)
+			}
+			k := key{tp, e.Offset}
+			if v, dup := acked[k]; dup {
+				t.Errorf("%v acknowledged for %s and %s", k, v, Value{e.Writer, e.Seq})
+			}
+			acked[k] = Value{e.Writer, e.Seq}.String()
+		case EvRead:
+			if len(e.Offsets) != len(e.Values) || len(e.Offsets) == 0 {
+				t.Errorf("read event %+v", e)
+			}
+			if e.Reader == FinalReader {
+				for i, o := range e.Offsets {
+					finalAt[key{tp, o}] = e.Values[i]
+				}
+			} else {
+				if e.Reader < 1 || e.Reader > w.Readers {
+					t.Errorf("read event of reader %d", e.Reader)
+				}
+				passes[e.Pass]++
+				others = append(others, e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(sends) != stats.Sent || int64(sends-failed) != stats.Acknowledged || sends == 0 {
+		t.Fatalf("%d send events (%d failed) for stats %+v", sends, failed, stats)
+	}
+	if passes[0] == 0 || passes[1] == 0 {
+		t.Fatalf("reads by pass: %v, want the tail's (0) and a pass's (1)", passes)
+	}
+	// The final read: every partition, densely, from its log start to its HW.
+	if len(final.HighWatermarks) != w.Topics*w.Partitions || len(final.LogStarts) != len(final.HighWatermarks) {
+		t.Fatalf("final state of %d/%d partitions", len(final.HighWatermarks), len(final.LogStarts))
+	}
+	total := 0
+	for tp, hw := range final.HighWatermarks {
+		for o := final.LogStarts[tp]; o < hw; o++ {
+			if _, ok := finalAt[key{tp, o}]; !ok {
+				t.Fatalf("the final read of %v lacks offset %d (log start %d, HW %d)", tp, o, final.LogStarts[tp], hw)
+			}
+			total++
+		}
+	}
+	if total != len(finalAt) {
+		t.Fatalf("the final read has %d records, the partitions %d", len(finalAt), total)
+	}
+	for k, v := range acked {
+		if got, ok := finalAt[k]; !ok || got != v {
+			t.Errorf("acknowledged %s at %v; the final read has %q there", v, k, got)
+		}
+	}
+	for _, e := range others {
+		for i, o := range e.Offsets {
+			if got := finalAt[key{TopicPartition{e.Topic, e.Partition}, o}]; got != e.Values[i] {
+				t.Errorf("reader %d pass %d read %s at %s-%d %d; the final read has %q", e.Reader, e.Pass, e.Values[i], e.Topic, e.Partition, o, got)
+			}
+		}
+	}
+	for tp := range final.HighWatermarks {
+		if l := replicas.Leaders[tp]; l < 0 || l > 2 || len(replicas.ISR[tp]) < w.MinInsyncReplicas || len(replicas.Replicas[tp]) != 3 {
+			t.Errorf("%v: leader %d, replicas %v, ISR %v", tp, l, replicas.Replicas[tp], replicas.ISR[tp])
+		}
+	}
+
+	// The replicas' files, once the brokers have stopped.
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = b.Close(context.Background()) }()
+	}
+	wg.Wait()
+	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas.Leaders, replicas.ISR, final.HighWatermarks)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("replicas: %+v, %v", ds, err)
+	}
+}
