@@ -175,8 +175,9 @@ func TestWorkloadOnACluster(t *testing.T) {
 	if int64(sends) != stats.Sent || int64(sends-failed) != stats.Acknowledged || sends == 0 {
 		t.Fatalf("%d send events (%d failed) for stats %+v", sends, failed, stats)
 	}
-	if passes[0] == 0 || passes[1] == 0 {
-		t.Fatalf("reads by pass: %v, want the tail's (0) and a pass's (1)", passes)
+	// A pass that began before the first acknowledgement read nothing: a later one did.
+	if passes[0] == 0 || len(passes) < 2 {
+		t.Fatalf("read events by pass: %v, want the tail's (0) and a pass's (1, 2, ...)", passes)
 	}
 	// The final read: every partition, densely, from its log start to its HW.
 	if len(final.HighWatermarks) != w.Topics*w.Partitions || len(final.LogStarts) != len(final.HighWatermarks) {
