@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -116,8 +115,8 @@ func (wr *writer) drain(ctx context.Context) error {
 func (wr *writer) send(ctx context.Context, tp client.TopicPartition, seq int64) {
 	v := Value{Writer: wr.id, Seq: seq}
 	wr.value = append(wr.value[:0], v.String()...)
-	if pad := wr.w.RecordSize - len(wr.value); pad > 0 {
-		wr.value = append(wr.value, strings.Repeat(" ", pad)...)
+	for len(wr.value) < wr.w.RecordSize {
+		wr.value = append(wr.value, ' ')
 	}
 	r := client.Record{Topic: tp.Topic, Value: wr.value}.OnPartition(tp.Partition)
 	start := wr.rec.Now()
