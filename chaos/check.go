@@ -1,6 +1,10 @@
 package chaos
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // The checker. Check reads a whole history and the run's final state and counts each anomaly
 // by Jepsen's name. Definitions (a partition is a topic-partition; the final read is the events
@@ -112,17 +116,39 @@ type Result struct {
 
 // Count is the number of findings that make the run fail: every kind above, duplicates and
 // reorders only where the options promise their absence.
-func (r *Result) Count() int { panic("chaos: Check is stream D's") }
+func (r *Result) Count() int {
+	n := r.Lost + r.Inconsistent + r.Unexpected + r.Skips + r.Backward + r.CommitRegress + r.Divergent + r.Incomplete
+	if r.Options.Idempotent {
+		n += r.Duplicated
+	}
+	if r.Options.Ordered {
+		n += r.NonMonotonic
+	}
+	return n
+}
 
 // Verdict is the one-line summary, e.g. "42 faults in 10m0s: 61,234 acknowledged, 0 lost,
 // 0 duplicated, 0 inconsistent, 0 divergent; longest outage 3.1 s (kill-leader)", with the
 // other kinds appended when not zero.
-func (r *Result) Verdict(elapsed time.Duration) string { panic("chaos: Check is stream D's") }
+//
+// Duplicates without Idempotent read "12 duplicated (retries without idempotence)", reorders
+// without Ordered "3 non-monotonic (ordering not promised)": counted, not failing the run.
+func (r *Result) Verdict(elapsed time.Duration) string { return verdict(r, elapsed) }
 
 // Check reads the history (events in file order) and the final state and returns the
 // findings. It keeps per partition an offset → value map of everything read, so its memory is
 // proportional to the distinct records, not to the reads. It lists at most 1,000 anomalies of
 // each kind (the counts are exact).
+//
+// An event that cannot be checked (a read whose offsets and values differ in number) is an
+// error wrapping ErrBadEvent; so is any error of history.
 func Check(history func(fn func(Event) error) error, final FinalState, opts CheckOptions) (*Result, error) {
-	panic("chaos: Check is stream D's")
+	c := newChecker(final, opts)
+	if err := history(func(e Event) error { return c.event(&e) }); err != nil {
+		return nil, fmt.Errorf("chaos: check: %w", err)
+	}
+	return c.finish(), nil
 }
+
+// ErrBadEvent is a history event the checker cannot make sense of.
+var ErrBadEvent = errors.New("chaos: malformed history event")
