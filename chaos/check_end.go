@@ -91,11 +91,11 @@ func (c *checker) walkFinal(order []int32) {
 				return // a copy of a value already seen in this partition, or no writer's
 			}
 			v.walkTP = p + 1
-			w := c.writers.get(int64(v.writer)) - 1
+			w := v.widx
 			if last[w] > v.seq {
 				r.NonMonotonic++
 				c.add(Anomaly{Kind: "non-monotonic", TopicPartition: ps.tp, Offset: off, Value: c.text(sl.final),
-					Detail: fmt.Sprintf("after %s at offset %d", Value{v.writer, last[w]}, lastOff[w])})
+					Detail: fmt.Sprintf("after %s at offset %d", Value{c.writerIDs[w], last[w]}, lastOff[w])})
 			} else {
 				last[w], lastOff[w] = v.seq, off
 			}

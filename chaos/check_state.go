@@ -17,11 +17,12 @@ type checker struct {
 	final FinalState
 	res   *Result
 
-	values  []valueInfo // values[0] unused: id 0 is "none"
-	writers denseMap[int32]
-	seqs    []denseMap[int32] // per writer index: seq → value id
-	raw     map[string]int32  // values that do not parse → id
-	rawText map[int32]string  // and back
+	values    []valueInfo // values[0] unused: id 0 is "none"
+	writers   denseMap[int32]
+	seqs      []denseMap[int32] // per writer index: seq → value id
+	writerIDs []int             // per writer index: the writer's id
+	raw       map[string]int32  // values that do not parse → id
+	rawText   map[int32]string  // and back
 
 	parts    []*partState
 	partIdx  map[TopicPartition]int32
@@ -38,16 +39,16 @@ type checker struct {
 	listed map[string]int // anomalies listed per kind (the cap)
 }
 
-// valueInfo is what the history says of one value.
+// valueInfo is what the history says of one value (64 bytes: the int64s first).
 type valueInfo struct {
-	writer    int
 	seq       int64
 	ackOffset int64 // the first OK send's offset
+	readOff   int64
+	finalOff  int64
+	widx      int32 // the writer's index in checker.writerIDs, -1 for a value that does not parse
 	sendTP    int32 // the first send's partition index, -1 if never sent
 	readTP    int32 // where it was first read (-1: never), for the unexpected listing
-	readOff   int64
 	finalTP   int32 // first copy in the final read (set at the end; -1: none)
-	finalOff  int64
 	walkTP    int32 // the partition the end's walk last saw it in (index + 1)
 	copies    int32 // copies in the final read (the end's walk)
 	flags     uint8
@@ -152,11 +153,12 @@ func (c *checker) valueID(writer int, seq int64) int32 {
 	wp := c.writers.ptr(int64(writer))
 	if *wp == 0 {
 		c.seqs = append(c.seqs, denseMap[int32]{})
+		c.writerIDs = append(c.writerIDs, writer)
 		*wp = int32(len(c.seqs))
 	}
 	sp := c.seqs[*wp-1].ptr(seq)
 	if *sp == 0 {
-		*sp = c.newValue(valueInfo{writer: writer, seq: seq})
+		*sp = c.newValue(valueInfo{widx: *wp - 1, seq: seq})
 	}
 	return *sp
 }
@@ -169,14 +171,14 @@ func (c *checker) rawID(s string) int32 {
 	if c.raw == nil {
 		c.raw, c.rawText = map[string]int32{}, map[int32]string{}
 	}
-	id := c.newValue(valueInfo{writer: -1, flags: vRaw})
+	id := c.newValue(valueInfo{widx: -1, flags: vRaw})
 	c.raw[s], c.rawText[id] = id, s
 	return id
 }
 
 func (c *checker) newValue(v valueInfo) int32 {
 	v.ackOffset, v.sendTP, v.readTP, v.finalTP = -1, -1, -1, -1
-	c.values = append(c.values, v)
+	c.values = append(grow(c.values, 1), v)
 	return int32(len(c.values) - 1)
 }
 
@@ -197,7 +199,7 @@ func (c *checker) text(id int32) string {
 	if v.flags&vRaw != 0 {
 		return strconv.Quote(c.rawText[id])
 	}
-	return Value{v.writer, v.seq}.String()
+	return Value{c.writerIDs[v.widx], v.seq}.String()
 }
 
 // parseValueString is ParseValue on a string, without allocating for the usual form (two runs
@@ -278,7 +280,7 @@ func (c *checker) send(e *Event) {
 	switch e.Outcome {
 	case OK:
 		c.res.Acknowledged++
-		c.acks = append(c.acks, e.T)
+		c.acks = append(grow(c.acks, 1), e.T)
 		if v.flags&vSentOK == 0 {
 			v.flags |= vSentOK
 			v.sendTP = p // the partition an acknowledgement names is the one to find it in

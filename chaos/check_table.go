@@ -57,7 +57,7 @@ func (m *denseMap[T]) ptr(k int64) *T {
 		}
 		if need := i + 1; need <= 8*m.calls+denseSlack {
 			old := len(m.dense)
-			m.dense = slices.Grow(m.dense, int(need)-old)[:need]
+			m.dense = grow(m.dense, int(need)-old)[:need]
 			clear(m.dense[old:])
 			return &m.dense[i]
 		}
@@ -95,4 +95,13 @@ func (m *denseMap[T]) each(fn func(k int64, v T)) {
 			fn(keys[j], sv)
 		}
 	}
+}
+
+// grow is slices.Grow doubling the capacity: append's growth by a quarter past a few hundred
+// elements would allocate five times the final size of a slice built one element at a time.
+func grow[T any](s []T, n int) []T {
+	if len(s)+n <= cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(n, cap(s)))
 }
