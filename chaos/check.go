@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -145,7 +144,7 @@ func (r *Result) Verdict(elapsed time.Duration) string { return verdict(r, elaps
 func Check(history func(fn func(Event) error) error, final FinalState, opts CheckOptions) (*Result, error) {
 	c := newChecker(final, opts)
 	if err := history(func(e Event) error { return c.event(&e) }); err != nil {
-		return nil, fmt.Errorf("chaos: check: %w", err)
+		return nil, err // ReadHistory's and the checker's errors say what they are
 	}
 	return c.finish(), nil
 }

@@ -327,11 +327,11 @@ func (c *checker) read(e *Event) error {
 			switch {
 			case off > pst.last && uint64(off-pst.last) > 1: // off-last as unsigned cannot overflow
 				c.res.Skips++
-				c.add(Anomaly{Kind: "skip", TopicPartition: ps.tp, Offset: off, Value: e.Values[i],
+				c.add(Anomaly{Kind: "skip", TopicPartition: ps.tp, Offset: off, Value: c.text(id),
 					Detail: fmt.Sprintf("reader %d pass %d read offset %d after %d (skipped %d)", e.Reader, e.Pass, off, pst.last, off-pst.last-1)})
 			case off <= pst.last:
 				c.res.Backward++
-				c.add(Anomaly{Kind: "backward", TopicPartition: ps.tp, Offset: off, Value: e.Values[i],
+				c.add(Anomaly{Kind: "backward", TopicPartition: ps.tp, Offset: off, Value: c.text(id),
 					Detail: fmt.Sprintf("reader %d pass %d read offset %d after %d", e.Reader, e.Pass, off, pst.last)})
 			}
 		}
