@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -304,8 +306,13 @@ func TestCheckListCap(t *testing.T) {
 
 func TestCheckBadRead(t *testing.T) {
 	ev := []Event{{Type: EvRead, Topic: "t", Offsets: []int64{0, 1}, Values: []string{"0:0"}}}
-	if _, err := Check(slice(ev), FinalState{}, CheckOptions{}); err == nil {
-		t.Fatal("a read with 2 offsets and 1 value checked without error")
+	if _, err := Check(slice(ev), FinalState{}, CheckOptions{}); !errors.Is(err, ErrBadEvent) {
+		t.Fatalf("a read with 2 offsets and 1 value: %v, want ErrBadEvent", err)
+	}
+	history := "{\"type\":\"fault\",\"id\":1}\n{not json\n"
+	_, err := Check(func(fn func(Event) error) error { return ReadHistory(strings.NewReader(history), fn) }, FinalState{}, CheckOptions{})
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("a history with a broken line 2: %v", err)
 	}
 }
 
