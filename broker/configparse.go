@@ -205,7 +205,11 @@ func (c *Config) checkCluster(given map[string]string) error {
 			c.controllerListenerName(), c.NodeID, me.Addr())
 	}
 	// The host may differ (0.0.0.0 or an empty host listens where the voters' name points);
-	// the port cannot.
+	// the port cannot, unless the voters name the advertised CONTROLLER address (a proxy in
+	// front of the listener).
+	if c.AdvertisedControllerListen != "" && c.AdvertisedControllerListen == me.Addr() {
+		return nil
+	}
 	if _, port, _ := splitHostPort(c.ControllerListen); port != me.Port {
 		return fmt.Errorf("listeners' %s://%s and controller.quorum.voters' %s disagree on node %d's port",
 			c.controllerListenerName(), c.ControllerListen, me, c.NodeID)

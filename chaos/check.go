@@ -32,10 +32,13 @@ import (
 //   - incomplete: a partition whose final read is missing or ended below its high watermark;
 //     the run cannot vouch for it, which is an anomaly too.
 //
-// Availability: the outages are the gaps between consecutive acknowledgements (by completion
-// time, over all writers) longer than CheckOptions.OutageThreshold, each attributed to the
-// fault in force at the gap's start (the latest EvFault before it whose heal came after it, or
-// "none"). Result.Longest is the longest; Result.LongestByFault the longest per fault kind.
+// Availability: the outages are, per partition, the gaps between consecutive acknowledgements
+// of its writes (by completion time) longer than CheckOptions.OutageThreshold, each attributed
+// to the fault that explains it: the latest EvFault injected before the gap ended (the gap
+// begins at the last acknowledgement before the fault; one that ends after the heal is the
+// fault's recovery), or "none". Result.Longest is the longest, Result.LongestByFault the
+// longest per fault kind, Result.LongestAll the longest time with no write acknowledged on any
+// partition.
 
 // CheckOptions says what the run promised.
 type CheckOptions struct {
@@ -78,10 +81,11 @@ type Anomaly struct {
 	Detail string
 }
 
-// Outage is a time with no acknowledged write.
+// Outage is a time with no acknowledged write to a partition (TopicPartition zero: to any).
 type Outage struct {
+	TopicPartition
 	Start, End time.Duration // since the run's start
-	Fault      string        // the fault kind in force at Start, or "none"
+	Fault      string        // the fault kind that explains it, or "none"
 	FaultID    int
 }
 
@@ -109,7 +113,8 @@ type Result struct {
 	Anomalies      []Anomaly // every finding, at most CheckOptions' cap per kind (see Check)
 	Longest        Outage
 	LongestByFault map[string]Outage
-	Outages        []Outage // every outage, in time order
+	Outages        []Outage // every partition's outages, in time order
+	LongestAll     Outage   // the longest time with no write acknowledged anywhere
 	Options        CheckOptions
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -168,34 +169,55 @@ func (c *checker) incomplete() {
 	}
 }
 
-// outages are the gaps between consecutive acknowledgements longer than the threshold, each
-// with the fault in force at its start: the latest injected at or before it and healed after
-// it (or never).
+// outages are, per partition, the gaps between consecutive acknowledgements longer than the
+// threshold, each with the fault that explains it: the latest injected before the gap ended
+// (a gap begins at the last acknowledgement before the fault, so the fault comes inside it; a
+// gap that ends after the heal is the fault's recovery). LongestAll is the same over every
+// partition at once: no write acknowledged anywhere.
 func (c *checker) outages() {
 	r := c.res
-	slices.Sort(c.acks)
 	thr := int64(c.opts.OutageThreshold)
-	for i := 1; i < len(c.acks); i++ {
-		start, end := c.acks[i-1], c.acks[i]
-		if end-start <= thr {
-			continue
-		}
-		o := Outage{Start: time.Duration(start), End: time.Duration(end), Fault: "none"}
+	attribute := func(o *Outage) {
+		o.Fault = "none"
 		best := -1
 		for j, f := range c.faults {
-			if f.start <= start && f.end > start && (best < 0 || f.start >= c.faults[best].start) {
+			if f.start < int64(o.End) && (best < 0 || f.start >= c.faults[best].start) {
 				best = j
 			}
 		}
 		if best >= 0 {
 			o.Fault, o.FaultID = c.faults[best].kind, c.faults[best].id
 		}
-		r.Outages = append(r.Outages, o)
-		if o.Duration() > r.Longest.Duration() {
-			r.Longest = o
-		}
-		if prev, ok := r.LongestByFault[o.Fault]; !ok || o.Duration() > prev.Duration() {
-			r.LongestByFault[o.Fault] = o
+	}
+	gaps := func(acks []int64, tp TopicPartition, fn func(Outage)) {
+		slices.Sort(acks)
+		for i := 1; i < len(acks); i++ {
+			start, end := acks[i-1], acks[i]
+			if end-start <= thr {
+				continue
+			}
+			o := Outage{TopicPartition: tp, Start: time.Duration(start), End: time.Duration(end)}
+			attribute(&o)
+			fn(o)
 		}
 	}
+	for _, ps := range c.parts {
+		gaps(ps.acks, ps.tp, func(o Outage) {
+			r.Outages = append(r.Outages, o)
+			if o.Duration() > r.Longest.Duration() {
+				r.Longest = o
+			}
+			if prev, ok := r.LongestByFault[o.Fault]; !ok || o.Duration() > prev.Duration() {
+				r.LongestByFault[o.Fault] = o
+			}
+		})
+	}
+	slices.SortFunc(r.Outages, func(a, b Outage) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	gaps(c.acks, TopicPartition{}, func(o Outage) {
+		if o.Duration() > r.LongestAll.Duration() {
+			r.LongestAll = o
+		}
+	})
 }

@@ -70,6 +70,7 @@ type partState struct {
 	finalRecords int
 	finalMin     int64
 	finalMax     int64
+	acks         []int64 // completion times of the OK sends to this partition
 }
 
 type slot struct {
@@ -281,6 +282,7 @@ func (c *checker) send(e *Event) {
 	case OK:
 		c.res.Acknowledged++
 		c.acks = append(grow(c.acks, 1), e.T)
+		c.parts[p].acks = append(grow(c.parts[p].acks, 1), e.T)
 		if v.flags&vSentOK == 0 {
 			v.flags |= vSentOK
 			v.sendTP = p // the partition an acknowledgement names is the one to find it in

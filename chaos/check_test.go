@@ -335,18 +335,36 @@ func TestCheckOutages(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := func(a, b float64, kind string, id int) Outage {
-		return Outage{Start: time.Duration(s(a)), End: time.Duration(s(b)), Fault: kind, FaultID: id}
+		return Outage{TopicPartition: p0, Start: time.Duration(s(a)), End: time.Duration(s(b)), Fault: kind, FaultID: id}
 	}
-	want := []Outage{o(0.5, 4.5, "kill-leader", 1), o(4.6, 6.6, "none", 0), o(6.6, 9.6, "pause", 2), o(10.6, 12.1, "none", 0)}
+	// Each gap goes to the latest fault injected before it ended: the pause injected at the
+	// very end of the 4.6-6.6 gap did not explain it, the kill-leader before did.
+	want := []Outage{o(0.5, 4.5, "kill-leader", 1), o(4.6, 6.6, "kill-leader", 1), o(6.6, 9.6, "pause", 2), o(10.6, 12.1, "kill-leader", 4)}
 	if !reflect.DeepEqual(r.Outages, want) {
 		t.Errorf("outages\n%+v\nwant\n%+v", r.Outages, want)
 	}
 	if r.Longest != want[0] {
 		t.Errorf("longest %+v, want %+v", r.Longest, want[0])
 	}
-	byFault := map[string]Outage{"kill-leader": want[0], "none": want[1], "pause": want[2]}
+	byFault := map[string]Outage{"kill-leader": want[0], "pause": want[2]}
 	if !reflect.DeepEqual(r.LongestByFault, byFault) {
 		t.Errorf("by fault %+v, want %+v", r.LongestByFault, byFault)
+	}
+	wantAll := want[0]
+	wantAll.TopicPartition = TopicPartition{}
+	if r.LongestAll != wantAll {
+		t.Errorf("longest with no write anywhere %+v, want %+v", r.LongestAll, wantAll)
+	}
+
+	// Per partition: a gap of one partition while another is written is its outage, not the
+	// whole cluster's; a gap before any fault is "none".
+	ack1 := func(x float64) Event { e := ok(p1, 0, s(x), s(x)); e.T = s(x); return e }
+	r, err = Check(slice([]Event{ack(0), ack1(0), ack1(1), ack1(2), ack(2.5), ack1(3)}), FinalState{}, CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Outages) != 1 || r.Outages[0] != o(0, 2.5, "none", 0) || r.LongestAll != (Outage{}) {
+		t.Errorf("one partition's gap: outages %+v, longest with no write anywhere %+v", r.Outages, r.LongestAll)
 	}
 
 	// A threshold of 3 s keeps the two longer gaps only.

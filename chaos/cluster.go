@@ -77,7 +77,6 @@ var harnessProperties = []string{
 	"broker.session.timeout.ms=3000",
 	"replica.lag.time.max.ms=10000",
 	"unclean.leader.election.enable=false",
-	"write.caching=false",
 	"auto.create.topics.enable=false",
 	"storage.ballast.bytes=-1",
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,6 +119,12 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	if err := CreateTopics(ctx, c.Bootstrap(), r.w); err != nil {
 		return nil, fmt.Errorf("chaos: creating the topics: %w", err)
 	}
+	cf, err := os.Create(filepath.Join(o.Dir, "clients.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer cf.Close()
+	r.w.Logger = slog.New(slog.NewTextHandler(cf, nil))
 	hf, err := os.Create(filepath.Join(o.Dir, "history.jsonl"))
 	if err != nil {
 		return nil, err

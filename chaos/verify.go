@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ func FinalReadReplicas(ctx context.Context, bootstrap []string, w Workload, rec 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	fs := FinalState{HighWatermarks: map[TopicPartition]int64{}, LogStarts: map[TopicPartition]int64{}}
-	c, err := newReaderConsumerRetrying(ctx, bootstrap, rec)
+	c, err := newReaderConsumerRetrying(ctx, bootstrap, rec, w.Logger)
 	if err != nil {
 		return fs, ReplicaState{}, err
 	}
@@ -123,9 +124,9 @@ func FinalReadReplicas(ctx context.Context, bootstrap []string, w Workload, rec 
 
 // newReaderConsumerRetrying makes the final read's consumer, retrying while no broker answers
 // (the cluster may still be coming back) until ctx ends.
-func newReaderConsumerRetrying(ctx context.Context, bootstrap []string, rec *Recorder) (*client.Consumer, error) {
+func newReaderConsumerRetrying(ctx context.Context, bootstrap []string, rec *Recorder, logger *slog.Logger) (*client.Consumer, error) {
 	for {
-		c, err := newReaderConsumer(ctx, bootstrap, 0, "final-reader")
+		c, err := newReaderConsumer(ctx, bootstrap, 0, "final-reader", logger)
 		if err == nil {
 			return c, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,10 @@ import (
 // Workload is what a run drives. Its JSON form is the --workload file (unknown fields are
 // refused); zero fields take the defaults below.
 type Workload struct {
+	// Logger takes the clients' log lines (retries, reconnections); nil: slog's default.
+	// Not part of the file.
+	Logger *slog.Logger `json:"-"`
+
 	Topics            int `json:"topics"`              // topics chaos-0, chaos-1, ...: 2
 	Partitions        int `json:"partitions"`          // per topic: 4
 	ReplicationFactor int `json:"replication_factor"`  // 3 (at most the brokers)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"time"
@@ -31,13 +32,14 @@ const (
 )
 
 // newReaderConsumer makes a consumer for reader id (FinalReader for the final read).
-func newReaderConsumer(ctx context.Context, bootstrap []string, id int, role string) (*client.Consumer, error) {
+func newReaderConsumer(ctx context.Context, bootstrap []string, id int, role string, logger *slog.Logger) (*client.Consumer, error) {
 	fileReads := false // through the network, and so through the fault proxy
 	c, err := client.NewConsumer(ctx, client.ConsumerConfig{
 		Config: client.Config{
 			Brokers:        bootstrap,
 			ClientID:       "sluice-chaos-" + role + "-" + strconv.Itoa(id),
 			RequestTimeout: readerRequestTimeout,
+			Logger:         logger,
 		},
 		AutoOffsetReset: client.OffsetResetNone,
 		FileReads:       &fileReads,

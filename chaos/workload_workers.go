@@ -74,10 +74,10 @@ func StartWorkers(ctx context.Context, bootstrap []string, w Workload, rec *Reco
 		rd := &reader{id: id, w: w, tps: w.partitions(), rec: rec, stats: ws.stats}
 		ws.readers = append(ws.readers, rd)
 		var err error
-		if rd.tail, err = newReaderConsumer(ctx, bootstrap, id, "reader"); err != nil {
+		if rd.tail, err = newReaderConsumer(ctx, bootstrap, id, "reader", w.Logger); err != nil {
 			return fail(err)
 		}
-		if rd.pass, err = newReaderConsumer(ctx, bootstrap, id, "pass"); err != nil {
+		if rd.pass, err = newReaderConsumer(ctx, bootstrap, id, "pass", w.Logger); err != nil {
 			return fail(err)
 		}
 	}

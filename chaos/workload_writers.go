@@ -49,6 +49,7 @@ func newWriter(ctx context.Context, id int, bootstrap []string, w Workload, rec 
 			Brokers:        bootstrap,
 			ClientID:       fmt.Sprintf("sluice-chaos-writer-%d", id),
 			RequestTimeout: writerRequestTimeout,
+			Logger:         w.Logger,
 		},
 		Acks:            client.AcksAll,
 		Linger:          writerLinger,
