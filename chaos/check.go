@@ -34,9 +34,10 @@ import (
 //
 // Availability: the outages are, per partition, the gaps between consecutive acknowledgements
 // of its writes (by completion time) longer than CheckOptions.OutageThreshold, each attributed
-// to the fault that explains it: the latest EvFault injected before the gap ended (the gap
-// begins at the last acknowledgement before the fault; one that ends after the heal is the
-// fault's recovery), or "none". Result.Longest is the longest, Result.LongestByFault the
+// to the fault that began it: the latest EvFault injected before the gap was
+// OutageThreshold old (the gap begins at the last acknowledgement before its fault), else the
+// latest injected inside it, else "none"; a gap that ends after the heal is the fault's
+// recovery. Result.Longest is the longest, Result.LongestByFault the
 // longest per fault kind, Result.LongestAll the longest time with no write acknowledged on any
 // partition.
 

@@ -170,19 +170,28 @@ func (c *checker) incomplete() {
 }
 
 // outages are, per partition, the gaps between consecutive acknowledgements longer than the
-// threshold, each with the fault that explains it: the latest injected before the gap ended
-// (a gap begins at the last acknowledgement before the fault, so the fault comes inside it; a
-// gap that ends after the heal is the fault's recovery). LongestAll is the same over every
+// threshold, each with the fault that began it: the latest injected before the gap was a
+// threshold old, else the latest injected inside it (a gap begins at the last acknowledgement
+// before its fault, so the fault comes inside it; one that ends after the heal is the fault's
+// recovery). LongestAll is the same over every
 // partition at once: no write acknowledged anywhere.
 func (c *checker) outages() {
 	r := c.res
 	thr := int64(c.opts.OutageThreshold)
 	attribute := func(o *Outage) {
 		o.Fault = "none"
+		// The fault that began it: the latest injected before the gap was a threshold old
+		// (a gap begins at the last acknowledgement before its fault, and is an outage only
+		// once it is longer than the threshold); else the latest injected inside it.
 		best := -1
-		for j, f := range c.faults {
-			if f.start < int64(o.End) && (best < 0 || f.start >= c.faults[best].start) {
-				best = j
+		for _, by := range []int64{int64(o.Start) + thr, int64(o.End)} {
+			for j, f := range c.faults {
+				if f.start < by && (best < 0 || f.start >= c.faults[best].start) {
+					best = j
+				}
+			}
+			if best >= 0 {
+				break
 			}
 		}
 		if best >= 0 {

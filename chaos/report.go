@@ -103,7 +103,7 @@ func writeChecks(dir string, r *Result) error {
 	}
 	var b strings.Builder
 	for _, o := range r.Outages {
-		fmt.Fprintf(&b, "%s to %s: %s without an acknowledged write (%s)\n", fmtSeconds(o.Start), fmtSeconds(o.End), fmtSeconds(o.Duration()), faultName(o))
+		fmt.Fprintf(&b, "%s-%d %s to %s: %s without an acknowledged write (%s)\n", o.Topic, o.Partition, fmtSeconds(o.Start), fmtSeconds(o.End), fmtSeconds(o.Duration()), faultName(o))
 	}
 	if err := writeFileAtomic(filepath.Join(dir, OutagesFile), []byte(b.String())); err != nil {
 		errs = append(errs, err)

@@ -76,8 +76,8 @@ func testSummary() Summary {
 				"partition":   {Start: 2000 * time.Millisecond, End: 2300 * time.Millisecond, Fault: "partition", FaultID: 2},
 			},
 			Outages: []Outage{
-				{Start: 500 * time.Millisecond, End: time.Second, Fault: "kill-leader", FaultID: 1},
-				{Start: 2000 * time.Millisecond, End: 2300 * time.Millisecond, Fault: "partition", FaultID: 2},
+				{TopicPartition: TopicPartition{"chaos-0", 1}, Start: 500 * time.Millisecond, End: time.Second, Fault: "kill-leader", FaultID: 1},
+				{TopicPartition: TopicPartition{"chaos-1", 0}, Start: 2000 * time.Millisecond, End: 2300 * time.Millisecond, Fault: "partition", FaultID: 2},
 			},
 		},
 	}
@@ -125,8 +125,8 @@ func TestWriteReportFiles(t *testing.T) {
 		t.Errorf("a kind with a path in it is not kept inside checks/: %v", err)
 	}
 	outages := readFile(t, filepath.Join(dir, ChecksDir, OutagesFile))
-	if want := "0.500 s to 1.000 s: 0.500 s without an acknowledged write (kill-leader, fault 1)\n" +
-		"2.000 s to 2.300 s: 0.300 s without an acknowledged write (partition, fault 2)\n"; outages != want {
+	if want := "chaos-0-1 0.500 s to 1.000 s: 0.500 s without an acknowledged write (kill-leader, fault 1)\n" +
+		"chaos-1-0 2.000 s to 2.300 s: 0.300 s without an acknowledged write (partition, fault 2)\n"; outages != want {
 		t.Errorf("outages.txt:\n%s\nwant:\n%s", outages, want)
 	}
 	entries, _ := os.ReadDir(dir)
