@@ -48,7 +48,7 @@ var ErrBadJournal = errors.New("vfs: not a power-loss journal")
 type journal struct {
 	path     string
 	minLimit int64 // journalLimitMin; tests make it small
-	mu   struct {
+	mu       struct {
 		sync.Mutex
 		f     *os.File
 		size  int64
