@@ -21,6 +21,7 @@ import (
 func serveCmd() *cobra.Command {
 	var (
 		dataDir, listen, unixPath, configFile, logLevel, cpuProfile string
+		powerLossJournal                                            string
 		schedSlice                                                  time.Duration
 		overrides                                                   []string
 	)
@@ -66,6 +67,12 @@ and --unix win over both. Every property: docs/configuration.md.`,
 			if err := applySchedSlice(schedSlice); err != nil {
 				return err
 			}
+			var pl *powerLoss
+			if powerLossJournal != "" {
+				if pl, err = startPowerLoss(powerLossJournal, &cfg); err != nil {
+					return fmt.Errorf("--simulate-power-loss: %w", err)
+				}
+			}
 
 			// Catch signals before the listeners open, so a SIGTERM that arrives during start-up
 			// still shuts down cleanly once Open returns.
@@ -81,7 +88,7 @@ and --unix win over both. Every property: docs/configuration.md.`,
 			b, err := openBroker(cfg)
 			close(opened)
 			if err != nil {
-				return errors.Join(err, stopProfile())
+				return errors.Join(err, stopProfile(), pl.stop())
 			}
 			var s os.Signal
 			select {
@@ -91,7 +98,7 @@ and --unix win over both. Every property: docs/configuration.md.`,
 			cfg.Logger.Info("shutting down", "signal", s.String())
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
-			return errors.Join(b.Close(ctx), stopProfile())
+			return errors.Join(b.Close(ctx), stopProfile(), pl.stop())
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "data", "directory for logs and metadata (log.dirs)")
@@ -101,6 +108,7 @@ and --unix win over both. Every property: docs/configuration.md.`,
 	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value: a property that replaces the file's (repeatable; as kafka-server-start's --override)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the broker from start to shutdown to this file (go tool pprof)")
+	cmd.Flags().StringVar(&powerLossJournal, "simulate-power-loss", "", "for fault-injection tests (sluice chaos runs brokers with it): the logs journal into `JOURNAL` what is durable, so that a kill -9 of the broker followed by vfs.RollBack on the journal is a power cut (unsynced bytes lost, optionally torn); slower, every sync journals. While JOURNAL.disk-full exists, log writes fail with ENOSPC (a full disk)")
 	addSchedSliceFlag(cmd, &schedSlice, "the broker's")
 	return cmd
 }
