@@ -1,6 +1,16 @@
 package chaos
 
-import "math/rand/v2"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // DamageKind is one way of damaging a stopped broker's files.
 type DamageKind string
@@ -15,10 +25,231 @@ const (
 // DamageKinds are every kind, in the order the schedule cycles through them.
 var DamageKinds = []DamageKind{DamageTruncateTail, DamageFlipBits, DamageZeroPage, DamageDeleteIndex}
 
+// Where Damage aims (segment/doc.go has the layout).
+const (
+	damagePage       = 4096 // zero-page's unit, and the most truncate-tail cuts
+	damageSkipHeader = 61   // flip-bits spares the first batch's header (batch.HeaderSize)
+	damageFlipSpan   = 64   // flip-bits' bits fall in a range of at most this many bytes
+	damageMaxFlips   = 8
+)
+
+// damageSegment is one segment of a partition directory, as Damage sees it.
+type damageSegment struct {
+	dir    string // <dataDir>/<topic>-<partition>
+	base   string // the 20-digit base offset
+	size   int64  // the .log file's size
+	last   bool   // the partition's active (last) segment
+	hasIdx []string
+}
+
+func (s damageSegment) log() string { return filepath.Join(s.dir, s.base+".log") }
+
+// name is the segment's log file relative to the data directory, for the description.
+func (s damageSegment) name(suffix string) string {
+	return filepath.Base(s.dir) + "/" + s.base + suffix
+}
+
 // Damage damages the files under dataDir (a stopped broker's log.dirs) in the way kind names,
 // choosing the partition, segment and place with rng among the chaos topics' partitions
 // (topics), and returns what it did, for the history ("flip-bits: chaos-1-3/00000000000000000000.log
 // byte 81234 bit 5"). It does nothing, saying so, when there is nothing of that kind to damage.
+//
+//   - truncate-tail cuts 1 to min(4096, size) bytes from the end of a partition's last
+//     segment's log;
+//   - flip-bits flips 1 to 8 distinct bits within 64 bytes of a segment's log, past its first
+//     61 bytes (the first batch's header), in the active segment when it is long enough;
+//   - zero-page zeroes an aligned 4 KiB page of a segment's log (the part of it inside the
+//     file), in the active segment when it has data;
+//   - delete-index removes a segment's .index or .timeindex.
+//
+// The same files, kind and rng state give the same damage.
 func Damage(dataDir string, topics []string, kind DamageKind, rng *rand.Rand) (string, error) {
-	panic("chaos: stream A")
+	if !slices.Contains(DamageKinds, kind) {
+		return "", fmt.Errorf("chaos: unknown damage kind %q", kind)
+	}
+	segs, err := damageSegments(dataDir, topics)
+	if err != nil {
+		return "", err
+	}
+	nothing := func(what string) (string, error) {
+		return fmt.Sprintf("%s: nothing to damage (no %s under the chaos topics' partitions)", kind, what), nil
+	}
+	switch kind {
+	case DamageTruncateTail:
+		s, ok := pick(rng, segs, func(s damageSegment) bool { return s.last && s.size > 0 }, nil)
+		if !ok {
+			return nothing("active segment with data")
+		}
+		cut := 1 + rng.Int64N(min(damagePage, s.size))
+		if err := os.Truncate(s.log(), s.size-cut); err != nil {
+			return "", fmt.Errorf("chaos: damage: %w", err)
+		}
+		return fmt.Sprintf("%s: %s cut %d bytes (%d -> %d)", kind, s.name(".log"), cut, s.size, s.size-cut), nil
+
+	case DamageFlipBits:
+		long := func(s damageSegment) bool { return s.size > damageSkipHeader }
+		s, ok := pick(rng, segs, func(s damageSegment) bool { return s.last && long(s) }, long)
+		if !ok {
+			return nothing("segment longer than a batch header")
+		}
+		start := damageSkipHeader + rng.Int64N(s.size-damageSkipHeader)
+		span := min(damageFlipSpan, s.size-start)
+		n := 1 + rng.IntN(min(damageMaxFlips, int(span)*8))
+		flips := map[int64]byte{} // byte offset -> mask of the bits to flip
+		var at []string
+		for len(at) < n {
+			off, bit := start+rng.Int64N(span), byte(rng.IntN(8))
+			if flips[off]&(1<<bit) != 0 {
+				continue
+			}
+			flips[off] |= 1 << bit
+			at = append(at, fmt.Sprintf("byte %d bit %d", off, bit))
+		}
+		if err := flipBits(s.log(), flips); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s: %s %s", kind, s.name(".log"), strings.Join(at, ", ")), nil
+
+	case DamageZeroPage:
+		hasData := func(s damageSegment) bool { return s.size > 0 }
+		s, ok := pick(rng, segs, func(s damageSegment) bool { return s.last && hasData(s) }, hasData)
+		if !ok {
+			return nothing("segment with data")
+		}
+		page := rng.Int64N((s.size + damagePage - 1) / damagePage)
+		from, to := page*damagePage, min((page+1)*damagePage, s.size)
+		if err := writeAt(s.log(), make([]byte, to-from), from); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s: %s bytes [%d, %d) zeroed", kind, s.name(".log"), from, to), nil
+
+	default: // DamageDeleteIndex
+		s, ok := pick(rng, segs, func(s damageSegment) bool { return len(s.hasIdx) > 0 }, nil)
+		if !ok {
+			return nothing("index")
+		}
+		suffix := s.hasIdx[rng.IntN(len(s.hasIdx))]
+		if err := os.Remove(filepath.Join(s.dir, s.base+suffix)); err != nil {
+			return "", fmt.Errorf("chaos: damage: %w", err)
+		}
+		return fmt.Sprintf("%s: %s removed", kind, s.name(suffix)), nil
+	}
+}
+
+// pick chooses a segment that prefer accepts, or failing that one that fallback accepts (nil:
+// none).
+func pick(rng *rand.Rand, segs []damageSegment, prefer, fallback func(damageSegment) bool) (damageSegment, bool) {
+	for _, ok := range []func(damageSegment) bool{prefer, fallback} {
+		if ok == nil {
+			continue
+		}
+		var c []damageSegment
+		for _, s := range segs {
+			if ok(s) {
+				c = append(c, s)
+			}
+		}
+		if len(c) > 0 {
+			return c[rng.IntN(len(c))], true
+		}
+	}
+	return damageSegment{}, false
+}
+
+// damageSegments lists the segments of the topics' partition directories under dataDir, in
+// order (partition directory, then base offset).
+func damageSegments(dataDir string, topics []string) ([]damageSegment, error) {
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: damage: %w", err)
+	}
+	var segs []damageSegment
+	for _, e := range entries { // sorted by name
+		if !e.IsDir() || !isPartitionDir(e.Name(), topics) {
+			continue
+		}
+		dir := filepath.Join(dataDir, e.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: damage: %w", err)
+		}
+		have := map[string]bool{}
+		for _, f := range files {
+			have[f.Name()] = true
+		}
+		first := len(segs)
+		for _, f := range files {
+			base, ok := strings.CutSuffix(f.Name(), ".log")
+			if !ok || len(base) != 20 || strings.Trim(base, "0123456789") != "" {
+				continue
+			}
+			fi, err := f.Info()
+			if err != nil {
+				return nil, fmt.Errorf("chaos: damage: %w", err)
+			}
+			s := damageSegment{dir: dir, base: base, size: fi.Size()}
+			for _, suffix := range []string{".index", ".timeindex"} {
+				if have[base+suffix] {
+					s.hasIdx = append(s.hasIdx, suffix)
+				}
+			}
+			segs = append(segs, s)
+		}
+		if len(segs) > first {
+			segs[len(segs)-1].last = true
+		}
+	}
+	return segs, nil
+}
+
+// isPartitionDir reports whether name is <topic>-<partition> for one of topics.
+func isPartitionDir(name string, topics []string) bool {
+	for _, t := range topics {
+		if p, ok := strings.CutPrefix(name, t+"-"); ok {
+			if _, err := strconv.ParseUint(p, 10, 31); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flipBits XORs each byte at an offset of flips with its mask.
+func flipBits(path string, flips map[int64]byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("chaos: damage: %w", err)
+	}
+	var errs []error
+	var b [1]byte
+	for off, mask := range flips {
+		if _, err := f.ReadAt(b[:], off); err != nil && !errors.Is(err, io.EOF) {
+			errs = append(errs, err)
+			continue
+		}
+		b[0] ^= mask
+		if _, err := f.WriteAt(b[:], off); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, f.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("chaos: damage %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeAt(path string, p []byte, off int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("chaos: damage: %w", err)
+	}
+	_, err = f.WriteAt(p, off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("chaos: damage %s: %w", path, err)
+	}
+	return nil
 }
