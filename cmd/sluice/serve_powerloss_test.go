@@ -110,13 +110,18 @@ func TestServeSimulatePowerLoss(t *testing.T) {
 		}
 		want = append(want, v)
 	}
-	// Unacknowledged appends after the last acknowledged one, cut off by the kill.
+	// More produce, cut off by the kill: the ones answered before it are acknowledged too.
 	landed := make(chan struct{})
+	late := make(chan string, 100000)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for i := 0; ctx.Err() == nil; i++ {
-			if res := produceAll(t, c, "durable", fmt.Sprintf("unacked-%d", i)); res.ErrorCode != wire.NoError {
+			v := fmt.Sprintf("late-%d", i)
+			if res := produceAll(t, c, "durable", v); res.ErrorCode != wire.NoError {
 				return
 			}
+			late <- v
 			if i == 10 {
 				close(landed)
 			}
@@ -131,6 +136,11 @@ func TestServeSimulatePowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = proc.Wait()
+	<-done
+	close(late)
+	for v := range late {
+		want = append(want, v)
+	}
 	rep, err := vfs.RollBack(journal, vfs.CrashOptions{Rand: rand.New(rand.NewPCG(1, 2)), KeepUnsyncedPrefix: true, TearLastPage: true})
 	if err != nil {
 		t.Fatal(err)
