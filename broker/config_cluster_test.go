@@ -18,11 +18,12 @@ import (
 func TestKRaftQuickStart(t *testing.T) {
 	for _, tc := range []struct {
 		file   string
-		voters []cluster.Voter
-		extra  []string // ignored beyond the keys both files have
+		voters  []cluster.Voter
+		advCtrl string   // advertised.listeners' CONTROLLER entry
+		extra   []string // ignored beyond the keys both files have
 	}{
-		{"kraft-server.properties", []cluster.Voter{{ID: 1, Host: "localhost", Port: 9093}}, nil},
-		{"server-4.properties", nil, []string{"share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor"}},
+		{"kraft-server.properties", []cluster.Voter{{ID: 1, Host: "localhost", Port: 9093}}, "", nil},
+		{"server-4.properties", nil, "localhost:9093", []string{"share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			f, err := os.Open("testdata/" + tc.file)
@@ -38,6 +39,7 @@ func TestKRaftQuickStart(t *testing.T) {
 			want := DefaultConfig()
 			want.NodeID, want.NodeIDSet, want.Voters = 1, true, tc.voters
 			want.Listen, want.ControllerListen, want.AdvertisedListen = ":9092", ":9093", "localhost:9092"
+			want.AdvertisedControllerListen = tc.advCtrl
 			want.DataDir = "/tmp/kraft-combined-logs"
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("parsed\n%+v\nwant\n%+v", c, want)

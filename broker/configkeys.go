@@ -145,7 +145,7 @@ var configDefs = []configDef{
 
 	// Listeners and connections.
 	{Name: "advertised.listeners", Type: cluster.ConfigString, DefaultDoc: "listeners' PLAINTEXT address", Origin: kafka, Group: groupListeners,
-		Doc: "the PLAINTEXT address given to clients and other brokers, when it is not the one listened on (PLAINTEXT://broker0.example:9092); a CONTROLLER entry is accepted",
+		Doc: "the PLAINTEXT address given to clients and other brokers, when it is not the one listened on (PLAINTEXT://broker0.example:9092); a CONTROLLER entry is the address this node's controller.quorum.voters entry may name instead of its CONTROLLER listener (a proxy in front of it, as sluice chaos puts)",
 		set: func(c *Config, p prop) error { return setAdvertisedListeners(c, p) }},
 	{Name: "connections.max.idle.ms", Type: cluster.ConfigLong, Default: "600000", Origin: kafka, Group: groupListeners,
 		Doc: "close a connection idle this long; -1 never",

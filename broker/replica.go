@@ -39,7 +39,18 @@ func (b *Broker) replicaConfig(c *cluster.TopicConfig) replication.Config {
 		LagTimeMax:   b.cfg.ReplicaLagTimeMax,
 		MinInsync:    int(c.MinInsyncReplicas),
 		WriteCaching: c.WriteCaching,
+		Eligible:     b.isrEligible,
 	}
+}
+
+// isrEligible is replication.Config.Eligible: whether the controller's metadata, as this
+// broker last saw it, lets broker id join an ISR (alive: registered, unfenced, not shutting
+// down). The controller checks again when it commits the change.
+func (b *Broker) isrEligible(id int32) bool {
+	if b.ctrl == nil {
+		return true
+	}
+	return b.ctrl.Metadata().Eligible(id)
 }
 
 // logState is what a replica of log l starts from: the log's bounds, the high watermark from

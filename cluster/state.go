@@ -241,6 +241,10 @@ func (m *Metadata) LiveBrokers() []int32 {
 	return out
 }
 
+// Eligible reports whether broker id may be elected, join an ISR or be placed: registered,
+// not fenced, not shutting down.
+func (m *Metadata) Eligible(id int32) bool { return m.eligible(id) }
+
 // eligible reports whether broker id may be elected, join an ISR or be placed.
 func (m *Metadata) eligible(id int32) bool {
 	b, ok := m.brokers[id]

@@ -174,9 +174,13 @@ func (r *Replica) FollowerFetched(f FollowerFetch, now time.Time) bool {
 // its log end reached both the high watermark and the start of the leader's current epoch (so
 // it holds nothing of an older epoch the leader does not have). Without write caching it is
 // its durable end that must reach the high watermark: an ISR member, electable, holds every
-// acknowledged record on disk.
+// acknowledged record on disk. A broker the controller would refuse (Config.Eligible) never
+// qualifies.
 func (r *Replica) canJoinISR(p *followerProgress) bool {
 	if p.leo < 0 || p.counted(r.cfg.WriteCaching) < r.hw {
+		return false
+	}
+	if r.cfg.Eligible != nil && !r.cfg.Eligible(p.id) {
 		return false
 	}
 	start := r.logEnd

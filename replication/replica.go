@@ -27,6 +27,15 @@ type Config struct {
 	LagTimeMax   time.Duration // replica.lag.time.max.ms: 30 s
 	MinInsync    int           // the topic's min.insync.replicas
 	WriteCaching bool          // the topic's write.caching: count log ends rather than durable ends
+	// Eligible reports whether the controller would let broker id join an ISR now: it is
+	// registered, not fenced and not shutting down (KIP-841's check, which Kafka's leader makes
+	// against its metadata before it proposes an expansion). A proposed addition counts in the
+	// high watermark until the controller answers, so proposing one the controller must refuse
+	// (a follower in controlled shutdown that was caught up as it left, a restarted one not yet
+	// unfenced) would hold every acks=all write for the round trip, again at each retry. It is
+	// read at each expansion check, so a broker that becomes eligible is proposed at its next
+	// fetch. nil: every broker is.
+	Eligible func(id int32) bool
 }
 
 // EpochEntry is one leader-epoch cache entry: the first offset written at Epoch.

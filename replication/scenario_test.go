@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/sluicemq/sluice/internal/scenario"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,6 +256,15 @@ func (s *scenarioState) run(line string) []string {
 		n.r.Await(WaitID(need("id")), batch.Offset(need("last")))
 	case "cancel":
 		n.r.Cancel(WaitID(need("id")))
+	case "ineligible":
+		// ids= are brokers the controller would not let join an ISR (fenced, shutting
+		// down); an empty list makes every broker eligible again.
+		cfg := n.r.cfg
+		cfg.Eligible = nil
+		if out := ids("ids"); len(out) > 0 {
+			cfg.Eligible = func(id int32) bool { return !slices.Contains(out, id) }
+		}
+		n.r.SetConfig(cfg)
 	case "config":
 		cfg := n.r.cfg
 		cfg.MinInsync = int(num("min-insync", int64(cfg.MinInsync)))
