@@ -248,7 +248,7 @@ func (in *injector) inject(ctx context.Context, p Planned, rng *rand.Rand) (*inj
 			return nil, err
 		}
 		return &injected{targets: []int32{id}, heal: in.restart([]int32{id}),
-			detail: fmt.Sprintf("power cut of broker %d (%s): %d files rolled back, %d unsynced bytes lost, %d torn", id, why, rep.Files, rep.BytesLost, rep.TornFiles)}, nil
+			detail: fmt.Sprintf("power cut of broker %d (%s): %d files rolled back to their synced sizes (%d bytes past them dropped, index preallocation included), %d torn", id, why, rep.Files, rep.BytesLost, rep.TornFiles)}, nil
 	case DamageFiles:
 		id, why := in.leaderOrAny(ctx, rng)
 		if err := c.Kill(id); err != nil {

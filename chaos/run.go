@@ -35,6 +35,9 @@ type Options struct {
 	Version  string
 }
 
+// warmUp is how long the workload runs before the first fault.
+const warmUp = 3 * time.Second
+
 // sessionTimeout is the brokers' broker.session.timeout.ms (harnessProperties).
 const sessionTimeout = 3 * time.Second
 
@@ -151,6 +154,12 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	}
 	defer stopWorkers()
 
+	// A warm-up before the first fault, so that every log has records to lose, to damage and
+	// to replicate when it comes.
+	if err := waitUntil(ctx, time.Now().Add(warmUp)); err != nil {
+		r.interrupted(err)
+		return nil, err
+	}
 	plan := Plan(o.Seed, o.Faults, o.Duration, o.Interval, sessionTimeout+2*time.Second)
 	r.logf("%d faults planned over %v, one every %v (seed %d)", len(plan), o.Duration, o.Interval, o.Seed)
 	if err := r.faultPhase(ctx, plan, workers); err != nil {
