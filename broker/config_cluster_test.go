@@ -17,7 +17,7 @@ import (
 // come back once each, to be listed in one log line, instead of being refused one by one.
 func TestKRaftQuickStart(t *testing.T) {
 	for _, tc := range []struct {
-		file   string
+		file    string
 		voters  []cluster.Voter
 		advCtrl string   // advertised.listeners' CONTROLLER entry
 		extra   []string // ignored beyond the keys both files have
