@@ -214,6 +214,16 @@ func (c *Cluster) node(id int32) (*Node, error) {
 	return c.nodes[id], nil
 }
 
+// PID is broker id's process id, 0 while it is stopped.
+func (c *Cluster) PID(id int32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.nodes[id]; n.state != stopped {
+		return n.cmd.Process.Pid
+	}
+	return 0
+}
+
 // Running reports whether broker id's process is up and not paused.
 func (c *Cluster) Running(id int32) bool {
 	c.mu.Lock()

@@ -109,12 +109,14 @@ func (in *injector) others(id int32) []int32 {
 // restartAll starts the stopped brokers of ids and waits for the cluster.
 func (in *injector) restart(ids []int32) func(ctx context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		for _, id := range ids {
+		pids := make([]string, len(ids))
+		for i, id := range ids {
 			if err := in.c.Start(id); err != nil {
 				return "", err
 			}
+			pids[i] = fmt.Sprint(in.c.PID(id))
 		}
-		return fmt.Sprintf("restarted %s", idList(ids)), nil
+		return fmt.Sprintf("restarted %s (pid %s)", idList(ids), strings.Join(pids, ",")), nil
 	}
 }
 

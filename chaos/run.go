@@ -119,6 +119,10 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	}
 	r.c = c
 	defer c.Close()
+	for _, n := range c.Nodes() {
+		r.logf("broker %d: pid %d, listener %s behind %s, controller %s behind %s, log %s", n.ID, c.PID(n.ID),
+			n.Listen, n.Advertised, n.ControllerListen, n.AdvertisedController, n.LogFile)
+	}
 	if err := CreateTopics(ctx, c.Bootstrap(), r.w); err != nil {
 		return nil, fmt.Errorf("chaos: creating the topics: %w", err)
 	}
@@ -157,12 +161,14 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// A warm-up before the first fault, so that every log has records to lose, to damage and
 	// to replicate when it comes.
 	if err := waitUntil(ctx, time.Now().Add(warmUp)); err != nil {
+		stopWorkers()
 		r.interrupted(err)
 		return nil, err
 	}
 	plan := Plan(o.Seed, o.Faults, o.Duration, o.Interval, sessionTimeout+2*time.Second)
 	r.logf("%d faults planned over %v, one every %v (seed %d)", len(plan), o.Duration, o.Interval, o.Seed)
 	if err := r.faultPhase(ctx, plan, workers); err != nil {
+		stopWorkers()
 		r.interrupted(err)
 		return nil, err
 	}
@@ -172,6 +178,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	}
 	select {
 	case <-ctx.Done():
+		stopWorkers()
 		r.interrupted(ctx.Err())
 		return nil, ctx.Err()
 	case <-time.After(o.Settle):
@@ -240,7 +247,9 @@ func kindNames(ks []FaultKind) []string {
 	return out
 }
 
-// interrupted records why the run stopped early; the deferred stops end the processes.
+// interrupted records why the run stopped early, after the workers stopped (their last
+// outcomes are in the history before it), and flushes the history; the deferred stops end
+// the processes.
 func (r *runner) interrupted(err error) {
 	r.logf("interrupted: %v; the history so far is in %s", err, filepath.Join(r.o.Dir, "history.jsonl"))
 	r.rec.Record(Event{Type: EvInfo, Detail: "interrupted: " + err.Error()})

@@ -49,6 +49,10 @@ var ErrWorkload = errors.New("chaos: invalid workload")
 // TopicPrefix names the workload's topics: chaos-0, chaos-1, ...
 const TopicPrefix = "chaos-"
 
+// minRecordSize is the longest value a writer sends ("writer:seq" with a 4-digit writer and a
+// 12-digit seq would be 17 bytes; 24 leaves room).
+const minRecordSize = 24
+
 // Duration is a time.Duration that reads and writes as a Go duration string ("30s").
 type Duration time.Duration
 
@@ -163,6 +167,8 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 		return w, fmt.Errorf("%w: partitions %d is more than a run needs (at most 65536)", ErrWorkload, w.Partitions)
 	case w.Topics > 1000:
 		return w, fmt.Errorf("%w: topics %d is more than a run needs (at most 1000)", ErrWorkload, w.Topics)
+	case w.RecordSize < minRecordSize:
+		return w, fmt.Errorf("%w: record_size %d: a record must hold its value (writer:seq, up to %d bytes)", ErrWorkload, w.RecordSize, minRecordSize)
 	case w.RecordSize > 1<<20:
 		return w, fmt.Errorf("%w: record_size %d exceeds 1 MiB", ErrWorkload, w.RecordSize)
 	case time.Duration(w.DeliveryTimeout) <= writerLinger:

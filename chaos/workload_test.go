@@ -81,6 +81,7 @@ func TestWorkloadDefaultsAndLimits(t *testing.T) {
 		{"min ISR over the default RF", Workload{MinInsyncReplicas: 4}, 3, "min_insync_replicas 4 exceeds replication_factor 3"},
 		{"negative", Workload{Writers: -1}, 3, "writers -1 is negative"},
 		{"no brokers", Workload{}, 0, "a cluster of 0 brokers"},
+		{"record too small for its value", Workload{RecordSize: 8}, 3, "record_size 8: a record must hold its value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.w.WithDefaults(tc.brokers, time.Minute)

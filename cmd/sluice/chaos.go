@@ -72,6 +72,12 @@ type chaosRunOptions struct {
 	quiet       bool
 	logLevel    string
 	maxInFlight int
+	rate        int
+	writers     int
+	readers     int
+	topics      int
+	partitions  int
+	recordSize  int
 }
 
 func chaosRunCmd() *cobra.Command {
@@ -145,7 +151,13 @@ delivery_timeout (durations as "30s").`,
 	f.DurationVar(&o.settle, "settle", 5*time.Second, "how long the workload runs on after the last heal")
 	f.BoolVar(&o.quiet, "quiet", false, "print only the verdict")
 	f.StringVar(&o.logLevel, "log-level", "info", "the brokers' log level")
-	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "each writer's requests in flight (0: the workload's, 1 by default)")
+	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "each writer's requests in flight per broker (0: the workload's; 1 by default, which promises order)")
+	f.IntVar(&o.rate, "rate", 0, "records per second over all writers (0: the workload's; 400 by default)")
+	f.IntVar(&o.writers, "writers", 0, "writers, each its own producer (0: the workload's; 4 by default)")
+	f.IntVar(&o.readers, "readers", 0, "readers of every partition (0: the workload's; 2 by default)")
+	f.IntVar(&o.topics, "topics", 0, "topics (0: the workload's; 2 by default)")
+	f.IntVar(&o.partitions, "partitions", 0, "partitions per topic (0: the workload's; 4 by default)")
+	f.IntVar(&o.recordSize, "record-size", 0, "bytes per record value (0: the workload's; 100 by default)")
 	return cmd
 }
 
@@ -188,8 +200,21 @@ func (o chaosRunOptions) resolve() (chaos.Options, error) {
 			return ro, fmt.Errorf("--workload %s: %w", o.workload, err)
 		}
 	}
-	if o.maxInFlight != 0 {
-		w.MaxInFlight = o.maxInFlight
+	for _, fl := range []struct {
+		name string
+		v    int
+		dst  *int
+	}{
+		{"max-in-flight", o.maxInFlight, &w.MaxInFlight}, {"rate", o.rate, &w.Rate}, {"writers", o.writers, &w.Writers},
+		{"readers", o.readers, &w.Readers}, {"topics", o.topics, &w.Topics}, {"partitions", o.partitions, &w.Partitions},
+		{"record-size", o.recordSize, &w.RecordSize},
+	} {
+		if fl.v < 0 {
+			return ro, fmt.Errorf("--%s %d: want a positive number (0: the workload's)", fl.name, fl.v)
+		}
+		if fl.v > 0 {
+			*fl.dst = fl.v
+		}
 	}
 	if _, err := w.WithDefaults(o.brokers, o.duration); err != nil {
 		return ro, err

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,6 +71,8 @@ func TestChaosRefusesBadInput(t *testing.T) {
 		{[]string{"--workload", rfTooBig}, "5"},
 		{[]string{"--workload", filepath.Join(dir, "missing.json")}, "missing.json"},
 		{[]string{"--dir", nonEmpty}, "not empty"},
+		{[]string{"--rate", "-5"}, "--rate -5"},
+		{[]string{"--record-size", "3"}, "3"},
 	} {
 		args := append([]string{"run", "--dir", runDir}, tc.args...)
 		if tc.args[0] == "--dir" {
@@ -128,3 +135,77 @@ func TestChaosShortRun(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosInterruptStopsEverything interrupts a run (SIGINT) once its first fault is in: the
+// harness exits non-zero, every broker process it started (the pids it printed, restarts
+// included) is gone, and the history written so far is on disk, ending with the interrupt.
+func TestChaosInterruptStopsEverything(t *testing.T) {
+	if testing.Short() || runtime.GOOS != "linux" {
+		t.Skip("runs real broker processes (Linux)")
+	}
+	bin := buildSluice(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(bin, "chaos", "run", "--dir", dir, "--duration", "2m", "--interval", "3s",
+		"--faults", "kill-leader,pause", "--seed", "5")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	var pids []int
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	interrupted := false
+	deadline := time.AfterFunc(3*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer deadline.Stop()
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		for _, m := range pidPattern.FindAllStringSubmatch(line, -1) {
+			for _, f := range strings.Split(m[1], ",") {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if !interrupted && strings.Contains(line, "] heal 2:") {
+			interrupted = true
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	go func() { exited <- cmd.Wait() }()
+	err = <-exited
+	if !interrupted {
+		t.Fatalf("the run ended before its second fault healed: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	if err == nil {
+		t.Errorf("an interrupted run exited 0:\n%s", out.String())
+	}
+	if len(pids) < 3 {
+		t.Fatalf("printed %d broker pids, want at least 3:\n%s", len(pids), out.String())
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("broker pid %d still there after the harness exited (kill 0: %v)", pid, err)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 10 || !strings.Contains(lines[len(lines)-1], "interrupted") {
+		t.Errorf("history: %d lines, the last %q; want the run so far ending with the interrupt", len(lines), lines[len(lines)-1])
+	}
+}
+
+// pidPattern finds the broker pids a run prints ("pid 1234", "(pid 1234,1240)").
+var pidPattern = regexp.MustCompile(`pid ([0-9,]+)`)
