@@ -153,9 +153,15 @@ func (p *PowerLossFS) preImageLocked(n *plNode, r io.ReaderAt, off, length int64
 }
 
 // startShadowLocked moves n to the shadow representation: a sidecar holding its durable
-// contents, built from the live file r with the pre-images applied. The journal names the
-// sidecar only once it is whole. Called with n.mu held.
-func (p *PowerLossFS) startShadowLocked(n *plNode, r io.ReaderAt) error {
+// contents, built from the live file (opened by its path: the handle that mapped it may be
+// closed since, as the index closes its file once mapped) with the pre-images applied. The
+// journal names the sidecar only once it is whole. Called with n.mu held.
+func (p *PowerLossFS) startShadowLocked(n *plNode) error {
+	r, err := os.Open(n.mu.path)
+	if err != nil {
+		return fmt.Errorf("vfs: power-loss sidecar: %w", err)
+	}
+	defer r.Close()
 	sc, err := os.OpenFile(p.sidecarPath(n.id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("vfs: power-loss sidecar: %w", err)
@@ -242,7 +248,7 @@ func (m *plMapping) Flush(off, n int) error {
 		return nil
 	}
 	if node.mu.shadow == nil {
-		if err := m.f.fs.startShadowLocked(node, m.f.File); err != nil {
+		if err := m.f.fs.startShadowLocked(node); err != nil {
 			return err
 		}
 	}
