@@ -496,6 +496,9 @@ func TestPowerLossFlushAfterClose(t *testing.T) {
 	if err := f.Truncate(2 * PageSize); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.Sync(); err != nil { // durable contents for the shadow to start from
+		t.Fatal(err)
+	}
 	m, err := f.Map(2 * PageSize)
 	if err != nil {
 		t.Fatal(err)
