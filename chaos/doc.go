@@ -28,7 +28,9 @@
 //   - Every process the harness starts is stopped by its pid before Run returns, whether the run
 //     ends, fails or is interrupted; the history written so far stays on disk.
 //   - The checker never trusts a writer's or reader's own view: it only reads the history.
-//   - A seed fixes the schedule: the faults' kinds, their order and their timing, and the rng
-//     that picks targets among the brokers in the roles the fault names (which broker leads a
-//     partition is the cluster's choice, read at the moment of the fault).
+//   - A seed fixes the schedule: the faults' kinds, their order, their holds and their earliest
+//     starts, and the rng that picks targets among the brokers in the roles the fault names
+//     (which broker leads a partition is the cluster's choice, read at the moment of the
+//     fault). A fault starts at its time or once the one before is over (healed, and every
+//     partition writable again), whichever is later, so that each outage is one fault's.
 package chaos

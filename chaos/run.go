@@ -257,7 +257,7 @@ func (r *runner) interrupted(err error) {
 }
 
 // faultPhase runs the schedule: each fault at its time (or at once, if the one before ran
-// late), held, healed, then the cluster given time to have every broker back.
+// late), held, healed, then waited out: every broker back and every partition writable.
 func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Workers) error {
 	in := &injector{c: r.c, topics: r.w.TopicNames(), torn: r.o.Torn}
 	phase := time.Now()
@@ -299,6 +299,15 @@ func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Worker
 			}
 			r.fail("after fault %d (%s): %v", p.ID, p.Kind, err)
 			r.restoreAll(ctx)
+		}
+		// The next fault waits until this one is over: every partition led and writable
+		// (min.insync.replicas in sync), so that each outage is one fault's. A cluster that
+		// does not get there within a minute of the heal has failed to recover.
+		if err := r.waitWritable(ctx, time.Minute); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.fail("not writable a minute after fault %d (%s) healed: %v", p.ID, p.Kind, err)
 		}
 		if time.Since(lastStats) >= 10*time.Second {
 			st := workers.Stats()
@@ -364,6 +373,39 @@ func (r *runner) settle(ctx context.Context, timeout time.Duration) error {
 			return err
 		}
 	}
+}
+
+// waitWritable waits until every partition has a leader and at least min.insync.replicas in
+// its ISR, or timeout.
+func (r *runner) waitWritable(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		md, err := r.c.Metadata(ctx, r.w.TopicNames())
+		if err == nil {
+			err = writable(md, r.w.MinInsyncReplicas)
+		}
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		if err := waitUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+// writable is nil when every partition of md has a leader and minISR replicas in sync.
+func writable(md *wire.MetadataResponse, minISR int) error {
+	for _, t := range md.Topics {
+		if t.ErrorCode != 0 {
+			return fmt.Errorf("topic %s: error %d", t.Topic, t.ErrorCode)
+		}
+		for _, p := range t.Partitions {
+			if p.Leader < 0 || len(p.ISR) < minISR {
+				return fmt.Errorf("%s-%d: leader %d, ISR %v", t.Topic, p.Partition, p.Leader, p.ISR)
+			}
+		}
+	}
+	return nil
 }
 
 // inSync is nil when every partition of md has a leader and every replica in its ISR.
