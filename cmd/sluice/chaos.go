@@ -128,6 +128,9 @@ delivery_timeout (durations as "30s").`,
 			}
 			s, err := chaos.Run(ctx, ro)
 			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted: every process the run started is stopped; the history so far is in %s", filepath.Join(ro.Dir, "history.jsonl"))
+				}
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), s.Verdict)
