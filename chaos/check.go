@@ -35,9 +35,9 @@ import (
 // Availability: the outages are, per partition, the gaps between consecutive acknowledgements
 // of its writes (by completion time) longer than CheckOptions.OutageThreshold, each attributed
 // to the fault that began it: the latest EvFault injected before the gap was
-// OutageThreshold old (the gap begins at the last acknowledgement before its fault), else the
-// latest injected inside it, else "none"; a gap that ends after the heal is the fault's
-// recovery. Result.Longest is the longest, Result.LongestByFault the
+// OutageThreshold old (the gap begins at the last acknowledgement before its fault) and healed
+// less than RecoveryWindow before the gap began, else the latest injected inside the gap, else
+// "none"; a gap that ends after the heal is the fault's recovery. Result.Longest is the longest, Result.LongestByFault the
 // longest per fault kind, Result.LongestAll the longest time with no write acknowledged on any
 // partition.
 
@@ -46,6 +46,10 @@ type CheckOptions struct {
 	Idempotent      bool          // duplicates are anomalies
 	Ordered         bool          // one writer's values keep their order in a partition
 	OutageThreshold time.Duration // gaps shorter than this are not outages (0: 1 s)
+	// RecoveryWindow is how long after its heal a fault still explains a gap that begins
+	// (0: 10 s); a gap that begins later, with no fault injected inside it, is "none": a
+	// stall no fault caused.
+	RecoveryWindow time.Duration
 }
 
 // FinalState is what the end of a run found, beside the history's final read.

@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -140,7 +141,8 @@ func (c *checker) lostAndUnexpected() {
 	}
 }
 
-// incomplete: a partition with a high watermark whose final read is missing or short.
+// incomplete: a partition with a high watermark whose final read is missing or short, or
+// went past the high watermark (which then went down).
 func (c *checker) incomplete() {
 	tps := make([]TopicPartition, 0, len(c.final.HighWatermarks))
 	for tp := range c.final.HighWatermarks {
@@ -155,6 +157,9 @@ func (c *checker) incomplete() {
 		var detail string
 		p, ok := c.partIdx[tp]
 		switch {
+		case ok && c.parts[p].pastHW > 0:
+			detail = fmt.Sprintf("the final read holds %d records from offset %d, at or past the high watermark %d (it went down during the read); they are not counted as found",
+				c.parts[p].pastHW, c.parts[p].pastHWMin, hw)
 		case !ok || c.parts[p].finalRecords == 0:
 			detail = fmt.Sprintf("no final read (log start %d, high watermark %d)", start, hw)
 		case c.parts[p].finalMax+1 < hw:
@@ -178,20 +183,26 @@ func (c *checker) incomplete() {
 func (c *checker) outages() {
 	r := c.res
 	thr := int64(c.opts.OutageThreshold)
+	recovery := int64(c.opts.RecoveryWindow)
 	attribute := func(o *Outage) {
 		o.Fault = "none"
-		// The fault that began it: the latest injected before the gap was a threshold old
-		// (a gap begins at the last acknowledgement before its fault, and is an outage only
-		// once it is longer than the threshold); else the latest injected inside it.
+		// The fault that began it: the latest in force as the gap became an outage (injected
+		// before the gap was a threshold old, healed no longer than the recovery window
+		// before the gap began: a gap begins at the last acknowledgement before its fault);
+		// else the latest injected inside the gap; else none.
 		best := -1
-		for _, by := range []int64{int64(o.Start) + thr, int64(o.End)} {
+		begin, becomes := int64(o.Start), int64(o.Start)+thr
+		for j, f := range c.faults {
+			inForce := f.start < becomes && (f.end == math.MaxInt64 || f.end+recovery > begin)
+			if inForce && (best < 0 || f.start >= c.faults[best].start) {
+				best = j
+			}
+		}
+		if best < 0 {
 			for j, f := range c.faults {
-				if f.start < by && (best < 0 || f.start >= c.faults[best].start) {
+				if f.start >= begin && f.start < int64(o.End) && (best < 0 || f.start >= c.faults[best].start) {
 					best = j
 				}
-			}
-			if best >= 0 {
-				break
 			}
 		}
 		if best >= 0 {

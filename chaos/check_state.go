@@ -71,6 +71,8 @@ type partState struct {
 	finalMin     int64
 	finalMax     int64
 	acks         []int64 // completion times of the OK sends to this partition
+	pastHW       int     // final-read records at or past the final high watermark
+	pastHWMin    int64   // the first of them
 }
 
 type slot struct {
@@ -107,6 +109,9 @@ const maxListed = 1000
 func newChecker(final FinalState, opts CheckOptions) *checker {
 	if opts.OutageThreshold <= 0 {
 		opts.OutageThreshold = time.Second
+	}
+	if opts.RecoveryWindow <= 0 {
+		opts.RecoveryWindow = 10 * time.Second
 	}
 	return &checker{
 		opts:      opts,
@@ -316,8 +321,10 @@ func (c *checker) read(e *Event) error {
 	}
 	final := e.Reader == FinalReader
 	source := "reader " + strconv.Itoa(e.Reader) + " read"
+	hw, hasHW := int64(0), false
 	if final {
 		source = "the final read has"
+		hw, hasHW = c.final.HighWatermarks[ps.tp]
 	}
 	for i, off := range e.Offsets {
 		id := c.readID(e.Values[i])
@@ -339,6 +346,16 @@ func (c *checker) read(e *Event) error {
 		}
 		pst.last = off
 		c.observe(p, off, id, source)
+		if final && hasHW && off >= hw {
+			// Read past the high watermark the final state names: it went down during the
+			// read. What lies past it is not committed, so not counted found (incomplete()
+			// reports the partition).
+			if ps.pastHW == 0 || off < ps.pastHWMin {
+				ps.pastHWMin = off
+			}
+			ps.pastHW++
+			continue
+		}
 		if final {
 			if sl := ps.slots.ptr(off); sl.final == 0 {
 				sl.final = id

@@ -250,6 +250,21 @@ func TestCheckAnomalies(t *testing.T) {
 				{Kind: "incomplete", TopicPartition: TopicPartition{"t", 2}, Offset: 4},
 			},
 		},
+		{
+			// The high watermark went down during the final read: the records read past it
+			// are not committed, so the acknowledged values there are lost, and the partition
+			// is incomplete (found by review: they used to count as found).
+			name: "final read past a high watermark that went down",
+			events: []Event{ok(p0, 1, 1, 0), ok(p0, 1, 2, 1), ok(p0, 1, 3, 2), ok(p0, 1, 4, 3),
+				final(p0, "1:1", "1:2", "1:3", "1:4")},
+			final: hw(map[TopicPartition]int64{p0: 2}),
+			want:  counts{Lost: 2, Incomplete: 1, Count: 3},
+			listed: []Anomaly{
+				{Kind: "lost", TopicPartition: p0, Offset: 2, Value: "1:3"},
+				{Kind: "lost", TopicPartition: p0, Offset: 3, Value: "1:4"},
+				{Kind: "incomplete", TopicPartition: p0, Offset: 2},
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -365,6 +380,16 @@ func TestCheckOutages(t *testing.T) {
 	}
 	if len(r.Outages) != 1 || r.Outages[0] != o(0, 2.5, "none", 0) || r.LongestAll != (Outage{}) {
 		t.Errorf("one partition's gap: outages %+v, longest with no write anywhere %+v", r.Outages, r.LongestAll)
+	}
+
+	// A stall that begins well after the last fault healed (past the recovery window) is no
+	// fault's: it is "none", a stall of the system's own.
+	r, err = Check(slice([]Event{fault(0.1, 1, "bounce"), ack(0), heal(0.5, 1), ack(1), ack(20), ack(30)}), FinalState{}, CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Outage{o(1, 20, "bounce", 1), o(20, 30, "none", 0)}; !reflect.DeepEqual(r.Outages, want) {
+		t.Errorf("stall after the recovery window: outages %+v, want %+v", r.Outages, want)
 	}
 
 	// A threshold of 3 s keeps the two longer gaps only.

@@ -289,6 +289,13 @@ func (c *Cluster) signal(id int32, sig syscall.Signal, next nodeState) (<-chan s
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if n.state != stopped {
+		select {
+		case <-n.exited: // it died on its own: Crashed reports it
+			return nil, fmt.Errorf("chaos: broker %d (pid %d) exited on its own", id, n.cmd.Process.Pid)
+		default:
+		}
+	}
 	if n.state == stopped {
 		return nil, fmt.Errorf("chaos: broker %d is not running", id)
 	}
@@ -327,7 +334,12 @@ func (c *Cluster) Term(id int32, timeout time.Duration) (time.Duration, error) {
 		return time.Since(start), nil
 	case <-t.C:
 	}
-	_ = c.Kill(id)
+	// The node is already marked stopped (so Kill would refuse it): kill its process here.
+	c.mu.Lock()
+	_ = c.nodes[id].cmd.Process.Kill()
+	c.mu.Unlock()
+	<-exited
+	c.Proxy.SetPID(id, 0)
 	return time.Since(start), fmt.Errorf("chaos: broker %d did not stop within %v of SIGTERM: killed", id, timeout)
 }
 

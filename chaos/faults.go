@@ -83,6 +83,9 @@ func (in *injector) leaderOrAny(ctx context.Context, rng *rand.Rand) (int32, str
 		return r.leader, fmt.Sprintf("leader of %s-%d", r.topic, r.partition)
 	}
 	up := in.running()
+	if len(up) == 0 {
+		return -1, "no broker running"
+	}
 	return up[rng.IntN(len(up))], "a random broker (no partition leader known)"
 }
 
@@ -128,9 +131,18 @@ func idList(ids []int32) string {
 	return "broker " + strings.Join(s, ",")
 }
 
+// errNoBroker is a fault's error when no broker runs to inject it into.
+var errNoBroker = errors.New("chaos: no broker is running")
+
 // inject injects p, choosing its targets with rng.
 func (in *injector) inject(ctx context.Context, p Planned, rng *rand.Rand) (*injected, error) {
 	c := in.c
+	if len(in.running()) == 0 {
+		return nil, errNoBroker
+	}
+	if (p.Kind == OneWay || p.Kind == Split) && len(c.Nodes()) < 2 {
+		return nil, fmt.Errorf("chaos: %s needs two brokers", p.Kind)
+	}
 	kill := func(ids []int32, why string) (*injected, error) {
 		for _, id := range ids {
 			if err := c.Kill(id); err != nil {

@@ -167,11 +167,13 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	}
 	plan := Plan(o.Seed, o.Faults, o.Duration, o.Interval, sessionTimeout+2*time.Second)
 	r.logf("%d faults planned over %v, one every %v (seed %d)", len(plan), o.Duration, o.Interval, o.Seed)
+	phaseStart := time.Now()
 	if err := r.faultPhase(ctx, plan, workers); err != nil {
 		stopWorkers()
 		r.interrupted(err)
 		return nil, err
 	}
+	phaseTook := time.Since(phaseStart)
 	r.logf("every fault healed: waiting for every partition to be fully in sync")
 	if err := r.settle(ctx, 120*time.Second); err != nil {
 		r.fail("the cluster did not settle after the faults: %v", err)
@@ -214,7 +216,9 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 		}
 		final.Divergences = div
 	}
-	phase := time.Duration(len(plan)) * o.Interval
+	// The fault phase as it ran: a fault waits for the last to be over, so it can run past
+	// its plan.
+	phase := max(phaseTook, time.Duration(len(plan))*o.Interval).Round(time.Second)
 	if err := writeFinal(o.Dir, final, CheckOptions{Ordered: r.w.MaxInFlight == 1}, phase); err != nil {
 		return nil, err
 	}
@@ -269,19 +273,25 @@ func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Worker
 		r.checkCrashed()
 		rng := targetRand(r.o.Seed, p.ID)
 		at := time.Since(r.start)
+		t0 := r.rec.Now() // the fault begins as inject begins (a controlled shutdown takes a while)
 		f, err := in.inject(ctx, p, rng)
 		if err != nil {
 			r.fail("fault %d (%s): %v", p.ID, p.Kind, err)
 			r.restoreAll(ctx)
 			continue
 		}
-		r.rec.Record(Event{Type: EvFault, ID: p.ID, Fault: string(p.Kind), Targets: f.targets, Detail: f.detail})
+		r.rec.Record(Event{T: t0, Type: EvFault, ID: p.ID, Fault: string(p.Kind), Targets: f.targets, Detail: f.detail})
 		r.logf("fault %d %s: %s", p.ID, p.Kind, f.detail)
 		for _, msg := range f.failures {
 			r.fail("fault %d (%s): %s", p.ID, p.Kind, msg)
 		}
 		if err := waitUntil(ctx, time.Now().Add(p.Hold)); err != nil {
-			_, _ = f.heal(context.Background())
+			how, herr := f.heal(context.Background())
+			if herr != nil {
+				how = "healing after the interrupt: " + herr.Error()
+			}
+			r.rec.Record(Event{Type: EvHeal, ID: p.ID, Fault: string(p.Kind), Targets: f.targets, Detail: how})
+			r.injected = append(r.injected, FaultRecord{ID: p.ID, Kind: string(p.Kind), Targets: f.targets, Start: at, End: time.Since(r.start), Detail: f.detail})
 			return err
 		}
 		how, err := f.heal(ctx)
@@ -332,6 +342,7 @@ func (r *runner) checkCrashed() {
 // restoreAll undoes whatever a failed fault left: the network healed, paused brokers
 // continued, stopped ones started, full disks emptied.
 func (r *runner) restoreAll(ctx context.Context) {
+	r.checkCrashed()
 	r.c.Proxy.Heal()
 	for _, n := range r.c.Nodes() {
 		_ = os.Remove(n.JournalFile + ".disk-full")

@@ -43,7 +43,7 @@ func (f *plFile) WriteAt(p []byte, off int64) (int, error) {
 // the Sync return, so not counting it durable is right.
 func (f *plFile) Sync() error {
 	defer f.fs.maybeCompact()
-	n := f.node
+	n, p := f.node, f.fs
 	if f.fs.full.Load() {
 		n.mu.Lock()
 		dirty := n.mu.dirty
@@ -66,14 +66,15 @@ func (f *plFile) Sync() error {
 	}
 	n.mu.dirty = false
 	if n.mu.shadow != nil && n.mu.maps > 0 {
-		// Still mapped: the sidecar stays, now a copy of the whole file.
-		if err := n.mu.shadow.Truncate(0); err != nil {
+		// Still mapped: the sidecar stays, now a copy of the whole file. It is built beside
+		// and renamed over the old one, so that a kill in the middle of the copy leaves the
+		// old durable contents, never a part of the new (RollBack takes the sidecar as it is).
+		sc, err := p.rebuildSidecar(n, f.File, size)
+		if err != nil {
 			return fmt.Errorf("vfs: power-loss sidecar: %w", err)
 		}
-		if err := copySparse(n.mu.shadow, f.File, size); err != nil {
-			return fmt.Errorf("vfs: power-loss sidecar: %w", err)
-		}
-		n.mu.synced = size
+		n.mu.shadow.Close()
+		n.mu.shadow, n.mu.synced = sc, size
 		return nil
 	}
 	n.mu.synced, n.mu.pre = size, nil
@@ -183,6 +184,29 @@ func (p *PowerLossFS) startShadowLocked(n *plNode) error {
 	}
 	n.mu.shadow, n.mu.pre = sc, nil
 	return nil
+}
+
+// rebuildSidecar writes [0, size) of r to a new sidecar of n and renames it over the old
+// one, returning it open. Called with n.mu held.
+func (p *PowerLossFS) rebuildSidecar(n *plNode, r io.ReaderAt, size int64) (*os.File, error) {
+	path := p.sidecarPath(n.id)
+	sc, err := os.OpenFile(path+".new", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	err = copySparse(sc, r, size)
+	if err == nil {
+		err = sc.Truncate(size)
+	}
+	if err == nil {
+		err = os.Rename(sc.Name(), path)
+	}
+	if err != nil {
+		sc.Close()
+		os.Remove(sc.Name())
+		return nil, err
+	}
+	return sc, nil
 }
 
 // dropShadowLocked removes n's sidecar, if any. Called with n.mu held.
