@@ -155,6 +155,9 @@ func writeFileAtomic(path string, b []byte) error {
 		return fmt.Errorf("chaos: %w", err)
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644) // CreateTemp's 0600 would hide a report from the other users
+	}
 	err = errors.Join(err, f.Close())
 	if err == nil {
 		err = os.Rename(f.Name(), path)
