@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/chaos/faultproxy"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/internal/localhost"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -92,7 +92,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, readyTimeout time.Dura
 		cfg.LogLevel = "info"
 	}
 	c := &Cluster{cfg: cfg, Proxy: faultproxy.New()}
-	ports, err := freePorts(2 * cfg.Brokers)
+	ports, err := localhost.FreePorts(2 * cfg.Brokers)
 	if err != nil {
 		_ = c.Proxy.Close()
 		return nil, err
@@ -136,26 +136,6 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, readyTimeout time.Dura
 		return nil, err
 	}
 	return c, nil
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("chaos: picking a free port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // properties is node n's server.properties: it binds its real ports and advertises the
@@ -382,7 +362,7 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 			n := c.nodes[id]
 			select {
 			case <-n.exited:
-				return fmt.Errorf("chaos: broker %d exited; its log (%s) ends:\n%s", id, n.LogFile, logTail(n.LogFile, 20))
+				return fmt.Errorf("chaos: broker %d exited; its log (%s) ends:\n%s", id, n.LogFile, localhost.LogTail(n.LogFile, 20))
 			default:
 			}
 			md, err := metadata(ctx, n.Advertised, nil)
@@ -471,25 +451,6 @@ func (c *Cluster) Close() error {
 	wg.Wait()
 	c.closeOnce.Do(func() { errs = append(errs, c.Proxy.Close()) })
 	return errors.Join(errs...)
-}
-
-// logTail is the last n lines of a log file, for an error.
-func logTail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // sortedIDs returns ids sorted.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/localhost"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -332,7 +333,7 @@ func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Worker
 func (r *runner) checkCrashed() {
 	for _, id := range r.c.Crashed() {
 		n := r.c.nodes[id]
-		r.fail("broker %d exited on its own; its log (%s) ends:\n%s", id, n.LogFile, logTail(n.LogFile, 10))
+		r.fail("broker %d exited on its own; its log (%s) ends:\n%s", id, n.LogFile, localhost.LogTail(n.LogFile, 10))
 		if err := r.c.Start(id); err != nil {
 			r.fail("restarting broker %d: %v", id, err)
 		}

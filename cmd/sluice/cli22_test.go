@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/localhost"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -371,10 +372,10 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// freePorts is pickFreePorts for a test.
+// freePorts is localhost.FreePorts for a test.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports, err := pickFreePorts(n)
+	ports, err := localhost.FreePorts(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/cluster"
+	"github.com/sluicemq/sluice/internal/localhost"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -103,7 +103,7 @@ func planLocalCluster(o localClusterOptions) ([]*localNode, error) {
 	}
 	var free []int
 	if o.basePort == 0 {
-		if free, err = pickFreePorts(2 * o.brokers); err != nil {
+		if free, err = localhost.FreePorts(2 * o.brokers); err != nil {
 			return nil, err
 		}
 	}
@@ -125,28 +125,6 @@ func planLocalCluster(o localClusterOptions) ([]*localNode, error) {
 		}
 	}
 	return nodes, nil
-}
-
-// pickFreePorts returns n distinct loopback ports that were free a moment ago (listened on,
-// then closed): another process may take one before the broker does, which its start-up
-// failure then says.
-func pickFreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("picking a free port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // serverProperties is node n's properties file, with Kafka's KRaft key names.
@@ -316,7 +294,7 @@ func waitLocalClusterReady(ctx context.Context, nodes []*localNode, timeout time
 			select {
 			case <-n.exited:
 				return fmt.Errorf("node %d exited before the cluster was ready: %v; its log (%s) ends:\n%s",
-					n.id, exitDescription(n.waitErr), n.logFile, logTail(n.logFile, 20))
+					n.id, exitDescription(n.waitErr), n.logFile, localhost.LogTail(n.logFile, 20))
 			default:
 			}
 			if ready[i] {
@@ -377,23 +355,4 @@ func exitDescription(err error) string {
 		return "exit status 0"
 	}
 	return err.Error()
-}
-
-// logTail is the last n lines of a log file, for an error.
-func logTail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }

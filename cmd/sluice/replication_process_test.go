@@ -20,6 +20,7 @@ import (
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/localhost"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/segment"
 )
@@ -156,7 +157,7 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 		t.Helper()
 		var b strings.Builder
 		for _, n := range nodes {
-			fmt.Fprintf(&b, "\n--- node %d (%s) log ends:\n%s", n.id, n.logFile, logTail(n.logFile, 25))
+			fmt.Fprintf(&b, "\n--- node %d (%s) log ends:\n%s", n.id, n.logFile, localhost.LogTail(n.logFile, 25))
 		}
 		t.Fatalf(format+"%s", append(args, b.String())...)
 	}
