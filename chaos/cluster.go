@@ -314,13 +314,21 @@ func (c *Cluster) Term(id int32, timeout time.Duration) (time.Duration, error) {
 		return time.Since(start), nil
 	case <-t.C:
 	}
-	// The node is already marked stopped (so Kill would refuse it): kill its process here.
+	// The node is already marked stopped (so Kill would refuse it): end its process here,
+	// with SIGQUIT first, so that the Go runtime writes every goroutine's stack to its log
+	// (where it hung), then SIGKILL.
 	c.mu.Lock()
-	_ = c.nodes[id].cmd.Process.Kill()
+	proc := c.nodes[id].cmd.Process
 	c.mu.Unlock()
-	<-exited
+	_ = proc.Signal(syscall.SIGQUIT)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = proc.Kill()
+		<-exited
+	}
 	c.Proxy.SetPID(id, 0)
-	return time.Since(start), fmt.Errorf("chaos: broker %d did not stop within %v of SIGTERM: killed", id, timeout)
+	return time.Since(start), fmt.Errorf("chaos: broker %d did not stop within %v of SIGTERM: killed (SIGQUIT first: its goroutines' stacks are in its log)", id, timeout)
 }
 
 // Pause stops broker id with SIGSTOP; Resume continues it.

@@ -237,12 +237,12 @@ func Open(cfg Config, opts ...Option) (*Controller, error) {
 	if cfg.Voters != nil {
 		c.mux = newMux(cfg.Listener, c.log)
 		if trans == nil {
-			trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			trans = unpipelined{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 				Stream:  &streamLayer{m: c.mux, addr: raftAddr(advertise), dial: cfg.Dial},
 				MaxPool: 3,
 				Timeout: 2 * time.Second,
 				Logger:  hlog,
-			})
+			})}
 		}
 	} else if trans == nil {
 		_, trans = raft.NewInmemTransport(DefaultAddress(cfg.NodeID))
