@@ -544,8 +544,20 @@ func (c *Controller) submit(ctx context.Context, cmd command) (applyResult, uint
 		return applyResult{}, 0, err
 	}
 	f := c.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
-		return applyResult{}, 0, c.raftErr(err)
+	// hashicorp/raft answers every entry it took up, but one still in its apply queue when it
+	// shuts down is never answered (its leader loop returns without draining the queue): a
+	// submit racing Close (the liveness loop's InitCluster as a node that failed to open
+	// closes, seen in CI) waited for ever, and Close with it. So the wait also ends at Close;
+	// the goroutine left waiting then holds only the future.
+	answered := make(chan error, 1)
+	go func() { answered <- f.Error() }()
+	select {
+	case err := <-answered:
+		if err != nil {
+			return applyResult{}, 0, c.raftErr(err)
+		}
+	case <-c.stop:
+		return applyResult{}, 0, ErrClosed
 	}
 	res, _ := f.Response().(applyResult)
 	return res, f.Index(), res.Err
