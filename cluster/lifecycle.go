@@ -60,6 +60,9 @@ func (c *Controller) Register(ctx context.Context, cfg MemberConfig) (*Member, e
 	return m, nil
 }
 
+// registerRetry is how often a registration refused as a duplicate is tried again.
+const registerRetry = 250 * time.Millisecond
+
 // goAdd adds a goroutine to c.wg unless Close has begun (goMu), and reports whether it did.
 func (c *Controller) goAdd() bool {
 	c.goMu.Lock()
@@ -71,14 +74,44 @@ func (c *Controller) goAdd() bool {
 	return true
 }
 
+// register registers this incarnation. A registration refused because the previous
+// incarnation's session is still live (a broker restarted within broker.session.timeout.ms of
+// its crash) is retried until that session expires, as Kafka's broker does with
+// DUPLICATE_BROKER_REGISTRATION: found by sluice chaos, where a broker killed and restarted
+// within the session timeout exited at start.
 func (m *Member) register(ctx context.Context) error {
 	c := m.c
 	info := m.cfg.Info
 	req := &rpcRequest{Op: opRegister, Broker: &info, Incarnation: m.incarnation}
-	resp, err := c.callLeader(ctx, req, func(ctx context.Context) (rpcResponse, error) {
-		epoch, want, err := c.live.register(ctx, info, m.incarnation)
-		return rpcResponse{Epoch: epoch, Index: want}, err
-	})
+	var (
+		resp    rpcResponse
+		err     error
+		waiting time.Time
+	)
+	for {
+		resp, err = c.callLeader(ctx, req, func(ctx context.Context) (rpcResponse, error) {
+			epoch, want, err := c.live.register(ctx, info, m.incarnation)
+			return rpcResponse{Epoch: epoch, Index: want}, err
+		})
+		if !errors.Is(err, ErrDuplicateBroker) {
+			break
+		}
+		if waiting.IsZero() {
+			waiting = c.cfg.Clock.Now()
+			c.log.Info("waiting for the previous incarnation's session to expire before registering", "broker", info.ID, "err", err)
+		}
+		// Past two session timeouts the other incarnation is alive, not a ghost: give up.
+		if c.cfg.Clock.Now().Sub(waiting) > 2*c.cfg.SessionTimeout {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: register broker %d: %w (last: %w)", info.ID, ctx.Err(), err)
+		case <-c.stop:
+			return fmt.Errorf("cluster: register broker %d: %w", info.ID, ErrClosed)
+		case <-time.After(registerRetry):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: register broker %d: %w", info.ID, err)
 	}

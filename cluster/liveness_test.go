@@ -132,7 +132,11 @@ func TestDuplicateRegistrationRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.Register(context.Background(), MemberConfig{Info: info, HeartbeatInterval: time.Second})
+	// A second incarnation waits for the first's session (its wait is bounded by ctx here:
+	// the fake clock does not move while the first heartbeats).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err = f.Register(ctx, MemberConfig{Info: info, HeartbeatInterval: time.Second})
+	cancel()
 	if !errors.Is(err, ErrDuplicateBroker) || !strings.Contains(err.Error(), "node id 7 is registered by a live broker (incarnation "+m.incarnation+")") {
 		t.Fatalf("second registration of a live node id: %v", err)
 	}
@@ -150,6 +154,49 @@ func TestDuplicateRegistrationRefused(t *testing.T) {
 		}
 		tc.clock.Advance(time.Second)
 		time.Sleep(5 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
+// TestRestartWithinTheSessionRegisters: a broker that restarts before its crashed
+// incarnation's session expired (a new incarnation, the old one silent) waits in Register
+// until the session expires and then registers, rather than failing its start (found by sluice
+// chaos: a kill -9 and restart within broker.session.timeout.ms made the broker exit).
+func TestRestartWithinTheSessionRegisters(t *testing.T) {
+	tc, lns := newTestCluster(t, 3)
+	tc.start(lns)
+	tc.leader()
+	f := tc.node(tc.follower())
+	info := BrokerInfo{ID: 8, Host: "127.0.0.1", Port: 9098}
+	m, err := f.Register(context.Background(), MemberConfig{Info: info, HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close() // the crash: no more heartbeats, the session still live
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m2, err := f.Register(ctx, MemberConfig{Info: info, HeartbeatInterval: time.Second})
+		if err == nil {
+			m2.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("registration of the restarted broker: %v", err)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted broker never registered")
+		}
+		tc.clock.Advance(500 * time.Millisecond) // the old session runs out in fake time
+		time.Sleep(10 * time.Millisecond)        // polling, bounded by the deadline
 	}
 }
 
