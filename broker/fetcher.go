@@ -599,9 +599,10 @@ func (f *replicaFetcher) park(fl *followed, gen uint64) {
 func (f *replicaFetcher) partitionError(rp roundPart, code wire.ErrorCode) {
 	fl := rp.fl
 	switch code {
-	case wire.ErrFencedLeaderEpoch, wire.ErrNotLeaderOrFollower:
-		// This broker's metadata or the leader's moved on: the reconciler calls follow again
-		// at the new epoch (or unfollow); until then nothing the leader says can be used.
+	case wire.ErrFencedLeaderEpoch:
+		// The leader is at a newer epoch than this broker's metadata: the reconciler calls
+		// follow again at the new epoch (or unfollow); until then nothing the leader says can
+		// be used.
 		f.rf.mu.Lock()
 		gen := fl.gen
 		f.rf.mu.Unlock()
@@ -609,7 +610,11 @@ func (f *replicaFetcher) partitionError(rp roundPart, code wire.ErrorCode) {
 		f.rf.b.logger.Info("replica fetch parked until the next leader change", f.attrs("partition", fl.p.tp.String(),
 			"leader_epoch", rp.plan.LeaderEpoch, "err", code)...)
 	default:
-		// UNKNOWN_LEADER_EPOCH: the leader has not applied the change yet; the others may pass.
+		// UNKNOWN_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER: the leader has not applied the
+		// change yet (a follower may learn of a leadership before its leader does), or this
+		// broker's metadata is behind; back off and ask again, as Kafka's fetcher does. Parking
+		// here until the next leader change waited for one that never came: the follower never
+		// fetched again and the ISR stayed short (found by sluice chaos after a kill-majority).
 		f.backoff(fl)
 		f.rf.b.logger.Debug("replica fetch backs off", f.attrs("partition", fl.p.tp.String(), "err", code)...)
 	}

@@ -47,7 +47,10 @@ type fakeLeader struct {
 		// corrupt: the next that many Fetch answers with records flip a byte of the first batch
 		// (inside its CRC).
 		corrupt int
-		conns   []net.Conn
+		// notLeader: the next that many partition answers are NOT_LEADER_OR_FOLLOWER (a
+		// leader that has not applied its own leadership yet).
+		notLeader int
+		conns     []net.Conn
 	}
 	epoch   int32 // the partition's leader epoch the fake serves at
 	fetches atomic.Int64
@@ -237,6 +240,17 @@ func (fl *fakeLeader) fetch(req *wire.FetchRequest) *wire.FetchResponse {
 				l := fl.log(topicPartition{t.Topic, p.Partition})
 				if l == nil {
 					rt.Partitions = append(rt.Partitions, wire.FetchResponsePartition{Partition: p.Partition, ErrorCode: wire.ErrUnknownTopicOrPartition})
+					continue
+				}
+				fl.mu.Lock()
+				notLeader := fl.mu.notLeader > 0
+				if notLeader {
+					fl.mu.notLeader--
+				}
+				fl.mu.Unlock()
+				if notLeader {
+					rt.Partitions = append(rt.Partitions, wire.FetchResponsePartition{Partition: p.Partition, ErrorCode: wire.ErrNotLeaderOrFollower})
+					have = true
 					continue
 				}
 				if p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < fl.epoch {
@@ -532,6 +546,30 @@ func TestFollowerFencedParksUntilFollowedAgain(t *testing.T) {
 	h.become(p, fakeLeaderID, 7)
 	h.rf.follow(p)
 	waitFor(t, 10*time.Second, "the follower catching up at the new epoch", func() bool { return p.log().EndOffset() == l.EndOffset() })
+}
+
+// TestFollowerRetriesNotLeader: a leader that answers NOT_LEADER_OR_FOLLOWER (it has not
+// applied its own leadership yet: the follower learned of it first) is asked again after the
+// backoff, without a new follow, and the follower catches up. Parking it until the next
+// leader change, as FENCED_LEADER_EPOCH does, left the follower out of the ISR for good
+// (found by sluice chaos after a kill-majority).
+func TestFollowerRetriesNotLeader(t *testing.T) {
+	leader := newFakeLeader(t, 7)
+	tp := topicPartition{"t", 0}
+	l := leader.addLog(tp)
+	appendAt(t, l, 7, []string{"z1", "z2"})
+	leader.mu.Lock()
+	leader.mu.notLeader = 2
+	leader.mu.Unlock()
+	h := newFollowerHarness(t, leader, nil)
+	p := h.partition(tp, 7, true)
+	h.rf.follow(p)
+	waitFor(t, 10*time.Second, "the follower catching up after the not-leader answers", func() bool {
+		return p.log().EndOffset() == l.EndOffset()
+	})
+	if n := leader.fetches.Load(); n < 3 {
+		t.Errorf("%d fetches: want the two refused and at least one more", n)
+	}
 }
 
 // TestFetcherCloseWithPausedLeader: a leader that accepts the connection and then never
