@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -20,9 +22,16 @@ const (
 	DamageFlipBits     DamageKind = "flip-bits"     // flip bits in a segment's record data
 	DamageZeroPage     DamageKind = "zero-page"     // zero a 4 KiB page of a segment
 	DamageDeleteIndex  DamageKind = "delete-index"  // remove a segment's offset or time index
+	// DamageBitRot flips bits in bytes the log's recovery point vouches for (trusted at open,
+	// so found only by the scrub or a reader's CRC check): the bitrot fault, outside the
+	// default kinds because nothing repairs such a replica yet (it stays in the ISR with a
+	// corrupt batch, which the replica comparison reports as divergent).
+	DamageBitRot DamageKind = "bit-rot"
 )
 
-// DamageKinds are every kind, in the order the schedule cycles through them.
+// DamageKinds are the kinds the damage fault cycles through. They damage only what a restart's
+// recovery reads again (past the partition's recovery point), as a crash in the middle of
+// writing would, so that a recovering broker can find it.
 var DamageKinds = []DamageKind{DamageTruncateTail, DamageFlipBits, DamageZeroPage, DamageDeleteIndex}
 
 // Where Damage aims (segment/doc.go has the layout).
@@ -38,6 +47,7 @@ type damageSegment struct {
 	dir    string // <dataDir>/<topic>-<partition>
 	base   string // the 20-digit base offset
 	size   int64  // the .log file's size
+	rescan int64  // the first byte an open's recovery reads again (size: none, the recovery point vouches for all)
 	last   bool   // the partition's active (last) segment
 	hasIdx []string
 }
@@ -57,14 +67,16 @@ func (s damageSegment) name(suffix string) string {
 //   - truncate-tail cuts 1 to min(4096, size) bytes from the end of a partition's last
 //     segment's log;
 //   - flip-bits flips 1 to 8 distinct bits within 64 bytes of a segment's log, past its first
-//     61 bytes (the first batch's header), in the active segment when it is long enough;
-//   - zero-page zeroes an aligned 4 KiB page of a segment's log (the part of it inside the
-//     file), in the active segment when it has data;
-//   - delete-index removes a segment's .index or .timeindex.
+//     61 bytes (the first batch's header) and past the partition's recovery point, in the
+//     active segment when it is long enough;
+//   - zero-page zeroes the part of an aligned 4 KiB page of a segment's log that lies inside
+//     the file and past the recovery point, in the active segment when it has such data;
+//   - delete-index removes a segment's .index or .timeindex;
+//   - bit-rot flips bits as flip-bits does, but in bytes below the recovery point.
 //
 // The same files, kind and rng state give the same damage.
 func Damage(dataDir string, topics []string, kind DamageKind, rng *rand.Rand) (string, error) {
-	if !slices.Contains(DamageKinds, kind) {
+	if !slices.Contains(DamageKinds, kind) && kind != DamageBitRot {
 		return "", fmt.Errorf("chaos: unknown damage kind %q", kind)
 	}
 	segs, err := damageSegments(dataDir, topics)
@@ -86,14 +98,31 @@ func Damage(dataDir string, topics []string, kind DamageKind, rng *rand.Rand) (s
 		}
 		return fmt.Sprintf("%s: %s cut %d bytes (%d -> %d)", kind, s.name(".log"), cut, s.size, s.size-cut), nil
 
-	case DamageFlipBits:
-		long := func(s damageSegment) bool { return s.size > damageSkipHeader }
+	case DamageFlipBits, DamageBitRot:
+		// The range bits may fall in: past the header and the recovery point (flip-bits), or
+		// past the header and below the recovery point (bit-rot).
+		lo := func(s damageSegment) int64 {
+			if kind == DamageBitRot {
+				return damageSkipHeader
+			}
+			return max(damageSkipHeader, s.rescan)
+		}
+		hi := func(s damageSegment) int64 {
+			if kind == DamageBitRot {
+				return min(s.size, s.rescan)
+			}
+			return s.size
+		}
+		long := func(s damageSegment) bool { return hi(s) > lo(s) }
 		s, ok := pick(rng, segs, func(s damageSegment) bool { return s.last && long(s) }, long)
 		if !ok {
-			return nothing("segment longer than a batch header")
+			if kind == DamageBitRot {
+				return nothing("segment bytes below a recovery point")
+			}
+			return nothing("segment bytes past a batch header and the recovery point")
 		}
-		start := damageSkipHeader + rng.Int64N(s.size-damageSkipHeader)
-		span := min(damageFlipSpan, s.size-start)
+		start := lo(s) + rng.Int64N(hi(s)-lo(s))
+		span := min(damageFlipSpan, hi(s)-start)
 		n := 1 + rng.IntN(min(damageMaxFlips, int(span)*8))
 		flips := map[int64]byte{} // byte offset -> mask of the bits to flip
 		var at []string
@@ -111,13 +140,14 @@ func Damage(dataDir string, topics []string, kind DamageKind, rng *rand.Rand) (s
 		return fmt.Sprintf("%s: %s %s", kind, s.name(".log"), strings.Join(at, ", ")), nil
 
 	case DamageZeroPage:
-		hasData := func(s damageSegment) bool { return s.size > 0 }
+		hasData := func(s damageSegment) bool { return s.size > s.rescan }
 		s, ok := pick(rng, segs, func(s damageSegment) bool { return s.last && hasData(s) }, hasData)
 		if !ok {
-			return nothing("segment with data")
+			return nothing("segment with data past the recovery point")
 		}
-		page := rng.Int64N((s.size + damagePage - 1) / damagePage)
-		from, to := page*damagePage, min((page+1)*damagePage, s.size)
+		first, end := s.rescan/damagePage, (s.size+damagePage-1)/damagePage
+		page := first + rng.Int64N(end-first)
+		from, to := max(page*damagePage, s.rescan), min((page+1)*damagePage, s.size)
 		if err := writeAt(s.log(), make([]byte, to-from), from); err != nil {
 			return "", err
 		}
@@ -178,6 +208,7 @@ func damageSegments(dataDir string, topics []string) ([]damageSegment, error) {
 			have[f.Name()] = true
 		}
 		first := len(segs)
+		cpBase, cpPos, cpOK := readRecoveryPoint(filepath.Join(dir, "recovery-point"))
 		for _, f := range files {
 			base, ok := strings.CutSuffix(f.Name(), ".log")
 			if !ok || len(base) != 20 || strings.Trim(base, "0123456789") != "" {
@@ -188,6 +219,16 @@ func damageSegments(dataDir string, topics []string) ([]damageSegment, error) {
 				return nil, fmt.Errorf("chaos: damage: %w", err)
 			}
 			s := damageSegment{dir: dir, base: base, size: fi.Size()}
+			// What recovery reads again: everything without a recovery point; else the
+			// checkpointed segment from its position, and the segments after it.
+			if b, _ := strconv.ParseInt(base, 10, 64); cpOK {
+				switch {
+				case b < cpBase:
+					s.rescan = s.size
+				case b == cpBase:
+					s.rescan = min(cpPos, s.size)
+				}
+			}
 			for _, suffix := range []string{".index", ".timeindex"} {
 				if have[base+suffix] {
 					s.hasIdx = append(s.hasIdx, suffix)
@@ -200,6 +241,21 @@ func damageSegments(dataDir string, topics []string) ([]damageSegment, error) {
 		}
 	}
 	return segs, nil
+}
+
+// readRecoveryPoint reads a partition's recovery-point file (segment/doc.go: "SLRP", the
+// version, the recovery offset, the segment base at byte 16, the position at byte 24, a
+// CRC-32C of the first 36 bytes at byte 36). ok is false when there is none or it does not
+// check out: recovery then reads the whole log.
+func readRecoveryPoint(path string) (base, pos int64, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) != 40 || string(b[:4]) != "SLRP" {
+		return 0, 0, false
+	}
+	if crc32.Checksum(b[:36], crc32.MakeTable(crc32.Castagnoli)) != binary.BigEndian.Uint32(b[36:]) {
+		return 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b[16:24])), int64(binary.BigEndian.Uint32(b[24:28])), true
 }
 
 // isPartitionDir reports whether name is <topic>-<partition> for one of topics.

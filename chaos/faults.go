@@ -263,13 +263,16 @@ func (in *injector) inject(ctx context.Context, p Planned, rng *rand.Rand) (*inj
 		}
 		return &injected{targets: []int32{id}, heal: in.restart([]int32{id}),
 			detail: fmt.Sprintf("power cut of broker %d (%s): %d files rolled back to their synced sizes (%d bytes past them dropped, index preallocation included), %d torn", id, why, rep.Files, rep.BytesLost, rep.TornFiles)}, nil
-	case DamageFiles:
+	case DamageFiles, BitRot:
 		id, why := in.leaderOrAny(ctx, rng)
 		if err := c.Kill(id); err != nil {
 			return nil, err
 		}
-		kind := DamageKinds[in.damageNext%len(DamageKinds)]
-		in.damageNext++
+		kind := DamageBitRot
+		if p.Kind == DamageFiles {
+			kind = DamageKinds[in.damageNext%len(DamageKinds)]
+			in.damageNext++
+		}
 		what, err := Damage(c.nodes[id].DataDir, in.topics, kind, rng)
 		if err != nil {
 			return nil, err

@@ -102,8 +102,11 @@ Faults (--faults, comma-separated kinds or groups):
              one-way (bytes dropped one way between a leader and a follower), delay (50-250 ms)
   disk       power-loss (a power cut: bytes not fsynced are lost, the last page maybe torn),
              damage (a killed broker's files: truncated segment tail, flipped bits, a zeroed
-             page, a deleted index), disk-full (ENOSPC for the hold)
+             page, a deleted index, all where its recovery reads again), disk-full (ENOSPC
+             for the hold)
   all        every kind (the default)
+  bitrot     (by name only) bits flipped in log bytes a killed broker's recovery point vouches
+             for: nothing repairs such a replica yet, so a run with it reports divergence
 
 The run's directory (--dir) gets history.jsonl (every send, read and fault), summary.json,
 checks/ (every anomaly by kind, the outages), timeline.html (throughput and latency over time
