@@ -171,11 +171,20 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
+	got := checkAcknowledgedKept(ctx, t, c2, "durable", want, "kill -9 and restart", logs)
+	t.Logf("%d acknowledged, %d present after kill -9 and restart", len(want), len(got))
+}
+
+// checkAcknowledgedKept reads partition 0 of topic from the start through c, checking every
+// batch's CRC, and fails unless the values begin with want (every acknowledged record, in
+// order) after what (a kill, a power cut). It returns every value read.
+func checkAcknowledgedKept(ctx context.Context, t *testing.T, c *client.Conn, topic string, want []string, what string, logs fmt.Stringer) []string {
+	t.Helper()
 	var got []string
 	for off := int64(0); ; {
 		var resp wire.FetchResponse
-		err := c2.Call(ctx, &wire.FetchRequest{ReplicaID: -1, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
-			{Topic: "durable", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
+		err := c.Call(ctx, &wire.FetchRequest{ReplicaID: -1, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
+			{Topic: topic, Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
 		}}, &resp)
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +197,7 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 			continue
 		}
 		if p.ErrorCode != wire.NoError {
-			t.Fatalf("fetch after restart: %v\n%s", p.ErrorCode, logs.String())
+			t.Fatalf("fetch after %s: %v\n%s", what, p.ErrorCode, logs.String())
 		}
 		if len(p.Records) == 0 {
 			break
@@ -199,7 +208,7 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 				break
 			}
 			if err := bt.Validate(); err != nil {
-				t.Fatalf("served a corrupt batch after kill -9: %v", err)
+				t.Fatalf("served a corrupt batch after %s: %v", what, err)
 			}
 			it := bt.Iter(batch.IterOptions{})
 			var rec batch.Record
@@ -211,14 +220,14 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 		}
 	}
 	if len(got) < len(want) {
-		t.Fatalf("%d records after kill -9, but %d were acknowledged", len(got), len(want))
+		t.Fatalf("%d records after %s, but %d were acknowledged", len(got), what, len(want))
 	}
 	for i, v := range want {
 		if got[i] != v {
 			t.Fatalf("record %d is %q, want %q", i, got[i], v)
 		}
 	}
-	t.Logf("%d acknowledged, %d present after kill -9 and restart", len(want), len(got))
+	return got
 }
 
 // The topic commands work against a live broker, and print what a user expects.

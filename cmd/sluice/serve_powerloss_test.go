@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/net/wire"
@@ -153,50 +152,6 @@ func TestServeSimulatePowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	var got []string
-	for off := int64(0); ; {
-		var resp wire.FetchResponse
-		err := c2.Call(ctx, &wire.FetchRequest{ReplicaID: -1, MaxBytes: 1 << 20, Topics: []wire.FetchRequestTopic{
-			{Topic: "durable", Partitions: []wire.FetchRequestPartition{{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}},
-		}}, &resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := resp.Topics[0].Partitions[0]
-		if p.ErrorCode == wire.ErrNotLeaderOrFollower && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond) // the log is still opening
-			continue
-		}
-		if p.ErrorCode != wire.NoError {
-			t.Fatalf("fetch after the power cut: %v\n%s", p.ErrorCode, logs.String())
-		}
-		if len(p.Records) == 0 {
-			break
-		}
-		for rest := p.Records; len(rest) > 0; {
-			bt, r, err := batch.Next(rest)
-			if err != nil {
-				break
-			}
-			if err := bt.Validate(); err != nil {
-				t.Fatalf("served a corrupt batch after the power cut: %v", err)
-			}
-			it := bt.Iter(batch.IterOptions{})
-			var rec batch.Record
-			for it.Next(&rec) {
-				got = append(got, string(rec.Value))
-			}
-			off = int64(bt.NextOffset())
-			rest = r
-		}
-	}
-	if len(got) < len(want) {
-		t.Fatalf("%d records after the power cut, but %d were acknowledged", len(got), len(want))
-	}
-	for i, v := range want {
-		if got[i] != v {
-			t.Fatalf("record %d is %q, want %q", i, got[i], v)
-		}
-	}
+	got := checkAcknowledgedKept(ctx, t, c2, "durable", want, "the power cut", logs)
 	t.Logf("%d acknowledged, %d present after the power cut", len(want), len(got))
 }
