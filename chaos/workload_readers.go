@@ -109,16 +109,9 @@ func recordInfo(rec *Recorder, readerID int, what string, err error) {
 	rec.Record(Event{Type: EvInfo, Reader: readerID, Detail: what, Err: err.Error()})
 }
 
-// sleepCtx waits d, or until ctx ends (reporting false).
+// sleepCtx waits d, or until ctx ends (reporting false): run.go's waitUntil as a bool.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return waitUntil(ctx, time.Now().Add(d)) == nil && ctx.Err() == nil
 }
 
 // seekBack puts every partition of tps at its position in pos, or at its log start where
