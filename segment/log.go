@@ -173,7 +173,11 @@ type AppendInfo struct {
 	Batches      int
 	Records      int
 	Bytes        int
-	span         batch.Offset // offsets the batches need, before they are assigned
+	// Duplicate is true when Append found the batch already in its producer's window
+	// (producerstate): nothing was written, and FirstOffset and LastOffset are the offsets
+	// it got the first time.
+	Duplicate bool
+	span      batch.Offset // offsets the batches need, before they are assigned
 }
 
 // Append validates the batches in buf (a concatenation of record batches, each checked with

@@ -93,6 +93,9 @@ type Options struct {
 	OnFailure func(err error)
 	// Now is the clock (time.Now if nil); tests inject a fake one.
 	Now func() time.Time
+	// ProducerIDExpiration is producer.id.expiration.ms: ExpireProducers drops producers
+	// idle this long (1 day if zero).
+	ProducerIDExpiration time.Duration
 	// Logger receives recovery and truncation reports (slog.Default if nil).
 	Logger *slog.Logger
 }
