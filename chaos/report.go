@@ -395,7 +395,7 @@ func summarySettings(s Summary) []report.Setting {
 		{Key: "duration", Value: s.Duration.String() + " (elapsed " + s.Elapsed.Round(time.Millisecond).String() + ")"},
 		{Key: "workload", Value: fmt.Sprintf("%d writers at %d records/s, %d readers (reread every %s)", w.Writers, w.Rate, w.Readers, time.Duration(w.RereadInterval))},
 		{Key: "record size", Value: strconv.Itoa(w.RecordSize) + " B"},
-		{Key: "acks", Value: fmt.Sprintf("all, max.in.flight %d, delivery.timeout %s", w.MaxInFlight, time.Duration(w.DeliveryTimeout))},
+		{Key: "acks", Value: fmt.Sprintf("all, enable.idempotence %t, max.in.flight %d, delivery.timeout %s", w.Idempotent(), w.MaxInFlight, time.Duration(w.DeliveryTimeout))},
 		{Key: "partitions", Value: fmt.Sprintf("%d topics × %d", w.Topics, w.Partitions)},
 		{Key: "replication factor", Value: fmt.Sprintf("%d, min.insync.replicas %d", w.ReplicationFactor, w.MinInsyncReplicas)},
 		{Key: "transport", Value: "tcp, through the fault proxy"},

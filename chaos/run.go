@@ -220,7 +220,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// The fault phase as it ran: a fault waits for the last to be over, so it can run past
 	// its plan.
 	phase := max(phaseTook, time.Duration(len(plan))*o.Interval).Round(time.Second)
-	if err := writeFinal(o.Dir, final, CheckOptions{Ordered: r.w.MaxInFlight == 1}, phase); err != nil {
+	if err := writeFinal(o.Dir, final, r.w.CheckOptions(), phase); err != nil {
 		return nil, err
 	}
 	res, verdict, err := CheckDir(o.Dir)

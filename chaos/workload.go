@@ -30,8 +30,12 @@ type Workload struct {
 	Writers           int `json:"writers"`             // producers, each its own writer id: 4
 	Rate              int `json:"rate"`                // records per second over all writers: 400
 	RecordSize        int `json:"record_size"`         // bytes per record value (padded): 100
-	// MaxInFlight is each writer's requests in flight per broker: 1 (so a writer's values keep
-	// their order in a partition without idempotence, which the checker then holds it to).
+	// Idempotence is the writers' enable.idempotence (nil: true, the client's default). With
+	// it the checker holds the run to no duplicates and to each writer's order in a partition.
+	Idempotence *bool `json:"idempotence,omitempty"`
+	// MaxInFlight is each writer's requests in flight per broker: 5 with idempotence (Kafka's
+	// default, and its most), 1 without (so that a writer's values keep their order in a
+	// partition, which the checker then holds it to).
 	MaxInFlight int `json:"max_in_flight"`
 	// Readers read every partition by assignment: each tails the log (every record once, as
 	// it comes) and, every RereadInterval, makes a pass from the log start to the end it sees
@@ -144,7 +148,15 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 	def(&w.Writers, 4)
 	def(&w.Rate, 400)
 	def(&w.RecordSize, 100)
-	def(&w.MaxInFlight, 1)
+	if w.Idempotence == nil {
+		on := true
+		w.Idempotence = &on
+	}
+	if w.Idempotent() {
+		def(&w.MaxInFlight, 5)
+	} else {
+		def(&w.MaxInFlight, 1)
+	}
 	def(&w.Readers, 2)
 	// The defaults shrink to a small cluster (a replication factor of 3 cannot be had from
 	// one broker); a value given is held to.
@@ -171,10 +183,21 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 		return w, fmt.Errorf("%w: record_size %d: a record must hold its value (writer:seq, up to %d bytes)", ErrWorkload, w.RecordSize, minRecordSize)
 	case w.RecordSize > 1<<20:
 		return w, fmt.Errorf("%w: record_size %d exceeds 1 MiB", ErrWorkload, w.RecordSize)
+	case w.Idempotent() && w.MaxInFlight > 5:
+		return w, fmt.Errorf("%w: max_in_flight %d: an idempotent producer keeps at most 5 requests in flight (its broker remembers 5 batches per producer)", ErrWorkload, w.MaxInFlight)
 	case time.Duration(w.DeliveryTimeout) <= writerLinger:
 		return w, fmt.Errorf("%w: delivery_timeout %v must exceed the writers' linger %v", ErrWorkload, time.Duration(w.DeliveryTimeout), writerLinger)
 	}
 	return w, nil
+}
+
+// Idempotent reports whether the writers are idempotent (the default).
+func (w Workload) Idempotent() bool { return w.Idempotence == nil || *w.Idempotence }
+
+// CheckOptions are what the checker holds a run of the workload to: no duplicates with
+// idempotence; a writer's order in a partition with idempotence or one request in flight.
+func (w Workload) CheckOptions() CheckOptions {
+	return CheckOptions{Idempotent: w.Idempotent(), Ordered: w.Idempotent() || w.MaxInFlight == 1}
 }
 
 // TopicNames are the workload's topics.

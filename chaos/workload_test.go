@@ -22,8 +22,11 @@ func TestParseWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d.Idempotence == nil || !*d.Idempotence {
+		t.Fatalf("idempotence defaults to %v, want true", d.Idempotence)
+	}
 	want := Workload{Topics: 3, Partitions: 4, ReplicationFactor: 3, MinInsyncReplicas: 2, Writers: 4, Rate: 50, RecordSize: 100,
-		MaxInFlight: 1, Readers: 2, RereadInterval: Duration(2 * time.Second), DeliveryTimeout: Duration(time.Minute)}
+		Idempotence: d.Idempotence, MaxInFlight: 5, Readers: 2, RereadInterval: Duration(2 * time.Second), DeliveryTimeout: Duration(time.Minute)}
 	if d != want {
 		t.Fatalf("with defaults:\n got %+v\nwant %+v", d, want)
 	}
@@ -47,6 +50,41 @@ func TestParseWorkload(t *testing.T) {
 				t.Fatalf("ParseWorkload(%s): %v, want an ErrWorkload saying %q", tc.in, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestWorkloadIdempotence: idempotent writers (the default) keep 5 requests in flight and
+// hold the run to no duplicates and to order; without idempotence one request in flight, which
+// promises order but not the absence of duplicates; more than 5 with idempotence is refused.
+func TestWorkloadIdempotence(t *testing.T) {
+	off := false
+	for _, tc := range []struct {
+		name        string
+		in          Workload
+		maxInFlight int
+		opts        CheckOptions
+	}{
+		{"default", Workload{}, 5, CheckOptions{Idempotent: true, Ordered: true}},
+		{"idempotent, 2 in flight", Workload{MaxInFlight: 2}, 2, CheckOptions{Idempotent: true, Ordered: true}},
+		{"not idempotent", Workload{Idempotence: &off}, 1, CheckOptions{Ordered: true}},
+		{"not idempotent, 5 in flight", Workload{Idempotence: &off, MaxInFlight: 5}, 5, CheckOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := tc.in.WithDefaults(3, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.MaxInFlight != tc.maxInFlight || w.CheckOptions() != tc.opts {
+				t.Fatalf("max in flight %d, check options %+v; want %d, %+v", w.MaxInFlight, w.CheckOptions(), tc.maxInFlight, tc.opts)
+			}
+		})
+	}
+	if _, err := (Workload{MaxInFlight: 6}).WithDefaults(3, 0); !errors.Is(err, ErrWorkload) || !strings.Contains(err.Error(), "max_in_flight 6") {
+		t.Fatalf("6 in flight with idempotence: %v, want an ErrWorkload naming max_in_flight 6", err)
+	}
+	w, err := ParseWorkload([]byte(`{"idempotence": false}`))
+	if err != nil || w.Idempotent() {
+		t.Fatalf(`{"idempotence": false} parsed as idempotent %v (%v)`, w.Idempotent(), err)
 	}
 }
 

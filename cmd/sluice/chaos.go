@@ -72,6 +72,9 @@ type chaosRunOptions struct {
 	quiet       bool
 	logLevel    string
 	maxInFlight int
+	// idempotence is --enable-idempotence; idempotenceSet whether it was given (else the
+	// workload's, true by default).
+	idempotence, idempotenceSet bool
 	rate        int
 	writers     int
 	readers     int
@@ -119,6 +122,7 @@ min_insync_replicas, writers, rate, record_size, max_in_flight, readers, reread_
 delivery_timeout (durations as "30s").`,
 		Args: noArgs(""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.idempotenceSet = cmd.Flags().Changed("enable-idempotence")
 			ro, err := o.resolve()
 			if err != nil {
 				return err
@@ -157,7 +161,8 @@ delivery_timeout (durations as "30s").`,
 	f.DurationVar(&o.settle, "settle", 5*time.Second, "how long the workload runs on after the last heal")
 	f.BoolVar(&o.quiet, "quiet", false, "print only the verdict")
 	f.StringVar(&o.logLevel, "log-level", "info", "the brokers' log level")
-	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "each writer's requests in flight per broker (0: the workload's; 1 by default, which promises order)")
+	f.BoolVar(&o.idempotence, "enable-idempotence", true, "idempotent writers: the run is then held to no duplicates and to each writer's order")
+	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "each writer's requests in flight per broker (0: the workload's; 5 with idempotence, else 1, which promises order)")
 	f.IntVar(&o.rate, "rate", 0, "records per second over all writers (0: the workload's; 400 by default)")
 	f.IntVar(&o.writers, "writers", 0, "writers, each its own producer (0: the workload's; 4 by default)")
 	f.IntVar(&o.readers, "readers", 0, "readers of every partition (0: the workload's; 2 by default)")
@@ -221,6 +226,9 @@ func (o chaosRunOptions) resolve() (chaos.Options, error) {
 		if fl.v > 0 {
 			*fl.dst = fl.v
 		}
+	}
+	if o.idempotenceSet {
+		w.Idempotence = &o.idempotence
 	}
 	if _, err := w.WithDefaults(o.brokers, o.duration); err != nil {
 		return ro, err
