@@ -75,12 +75,12 @@ type chaosRunOptions struct {
 	// idempotence is --enable-idempotence; idempotenceSet whether it was given (else the
 	// workload's, true by default).
 	idempotence, idempotenceSet bool
-	rate        int
-	writers     int
-	readers     int
-	topics      int
-	partitions  int
-	recordSize  int
+	rate                        int
+	writers                     int
+	readers                     int
+	topics                      int
+	partitions                  int
+	recordSize                  int
 }
 
 func chaosRunCmd() *cobra.Command {
