@@ -123,13 +123,18 @@ func replHighWatermark(ctx context.Context, addr string, tp client.TopicPartitio
 	return pr.Offset, nil
 }
 
-// Three `sluice serve` processes, RF 3, min.insync.replicas=2, an acks=all producer with
-// retries sending unique values to two partitions: three times, the leader of partition 0 is
-// killed with SIGKILL (after the ISR is full again), another leader takes over, the producer
-// goes on through it, and the killed broker restarts on its data. Then everything is read back
-// from the leaders up to the high watermark: every acknowledged record is at the offset its
-// acknowledgement gave (0 lost); duplicates (resends, no idempotence yet) are counted.
-func TestReplicationProcessLeaderKill9(t *testing.T) {
+// Three `sluice serve` processes, RF 3, min.insync.replicas=2, an idempotent acks=all producer
+// (the client's default) with 5 requests in flight and retries, sending unique values to two
+// partitions: three times the leader of partition 0 fails (after the ISR is full again) —
+// killed with SIGKILL, paused with SIGSTOP past the session timeout (a zombie leader whose
+// requests in flight the producer resends to its successor), killed again — another leader
+// takes over, the producer goes on through it, and the failed broker comes back (restarted on
+// its data, or SIGCONT). Then everything is read back from the leaders up to the high
+// watermark: every acknowledged record is at the offset its acknowledgement gave (0 lost), no
+// value is in the log twice (0 duplicates: the resends of batches the old leader had
+// replicated were deduplicated by the new one), and each partition's values are in the order
+// sent.
+func TestReplicationProcessLeaderFailures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -202,7 +207,7 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // retries are expected here
 	p, err := client.NewProducer(ctx, client.ProducerConfig{
 		Config: client.Config{Brokers: addrs, RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Second, Logger: quiet},
-		Acks:   client.AcksAll, DeliveryTimeout: 20 * time.Second, Linger: time.Millisecond, MaxInFlight: 1, MaxBlock: 5 * time.Second,
+		Acks:   client.AcksAll, DeliveryTimeout: 20 * time.Second, Linger: time.Millisecond, MaxBlock: 5 * time.Second,
 		RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -271,7 +276,16 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 			return err == nil && len(pm.ISR) == 3, fmt.Sprintf("%+v %v", pm, err)
 		})
 		leader := pm.Leader
-		procs[leader].kill()
+		pause := round == 1
+		how := "kill -9"
+		if pause {
+			how = "SIGSTOP"
+			if err := syscall.Kill(procs[leader].cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+				fail("SIGSTOP %d: %v", leader, err)
+			}
+		} else {
+			procs[leader].kill()
+		}
 		killed := time.Now()
 		var rest []string
 		for i, a := range addrs {
@@ -283,10 +297,16 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 			np, err := replPartition(ctx, rest, topic, 0)
 			return err == nil && np.Leader != leader && np.LeaderEpoch > pm.LeaderEpoch, fmt.Sprintf("%+v %v", np, err)
 		})
-		waitAcks(150, 20*time.Second, fmt.Sprintf("round %d: after the kill -9 of leader %d", round, leader))
-		t.Logf("round %d: leader %d killed; 150 acknowledgements within %v", round, leader, time.Since(killed).Round(time.Millisecond))
-		procs[leader] = startReplProc(t, bin, nodes[leader])
-		waitAcks(50, 20*time.Second, fmt.Sprintf("round %d: after the restart of %d", round, leader))
+		waitAcks(150, 20*time.Second, fmt.Sprintf("round %d: after the %s of leader %d", round, how, leader))
+		t.Logf("round %d: leader %d stopped (%s); 150 acknowledgements within %v", round, leader, how, time.Since(killed).Round(time.Millisecond))
+		if pause {
+			if err := syscall.Kill(procs[leader].cmd.Process.Pid, syscall.SIGCONT); err != nil {
+				fail("SIGCONT %d: %v", leader, err)
+			}
+		} else {
+			procs[leader] = startReplProc(t, bin, nodes[leader])
+		}
+		waitAcks(50, 20*time.Second, fmt.Sprintf("round %d: after %d came back", round, leader))
 	}
 	stopProducer()
 
@@ -347,16 +367,31 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	lost, dups, total := 0, 0, 0
-	var examples []string
+	lost, dups, total, reordered := 0, 0, 0, 0
+	var examples, dupExamples []string
 	for _, tp := range tps {
-		seen := map[string]int{}
-		for _, v := range logs[tp] {
-			seen[v]++
-			total++
+		seen := map[string]int64{}
+		offs := make([]int64, 0, len(logs[tp]))
+		for off := range logs[tp] {
+			offs = append(offs, off)
 		}
-		for _, n := range seen {
-			dups += max(n-1, 0)
+		slices.Sort(offs)
+		last := ""
+		for _, off := range offs {
+			v := logs[tp][off]
+			total++
+			if first, ok := seen[v]; ok {
+				dups++
+				if len(dupExamples) < 10 {
+					dupExamples = append(dupExamples, fmt.Sprintf("%q at %s-%d offsets %d and %d", v, topic, tp.Partition, first, off))
+				}
+				continue
+			}
+			seen[v] = off
+			if v < last { // the values are v-<6 digits>: their order is the order sent
+				reordered++
+			}
+			last = max(last, v)
 		}
 	}
 	for v, a := range acked {
@@ -368,10 +403,16 @@ func TestReplicationProcessLeaderKill9(t *testing.T) {
 		}
 	}
 	slices.Sort(examples)
-	t.Logf("%d records read back below the high watermarks %v, %d acknowledged (%d sends failed), %d duplicates, %d acknowledged lost",
-		total, ends, len(acked), failed, dups, lost)
+	t.Logf("%d records read back below the high watermarks %v, %d acknowledged (%d sends failed), %d duplicates, %d out of order, %d acknowledged lost",
+		total, ends, len(acked), failed, dups, reordered, lost)
 	if lost > 0 {
 		fail("%d acknowledged records lost: %s", lost, strings.Join(examples, "; "))
+	}
+	if dups > 0 {
+		fail("%d duplicates from an idempotent producer: %s", dups, strings.Join(dupExamples, "; "))
+	}
+	if reordered > 0 {
+		fail("%d values out of the order sent, from an idempotent producer", reordered)
 	}
 
 	// Every replica holds the same batches below the high watermark: with the ISR full when
