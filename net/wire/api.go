@@ -22,6 +22,8 @@ const (
 	APIVersions  APIKey = 18
 	CreateTopics APIKey = 19
 	DeleteTopics APIKey = 20
+	// InitProducerID gives an idempotent producer its producer id and epoch.
+	InitProducerID APIKey = 22
 	// OffsetForLeaderEpoch (KIP-101): a follower asks where an epoch ends before it fetches.
 	OffsetForLeaderEpoch APIKey = 23
 	DescribeConfigs      APIKey = 32
@@ -42,7 +44,6 @@ const (
 	LeaveGroup                  APIKey = 13
 	SyncGroup                   APIKey = 14
 	DescribeGroups              APIKey = 15
-	InitProducerID              APIKey = 22
 	CreatePartitions            APIKey = 37
 	IncrementalAlterConfigs     APIKey = 44
 	AlterPartitionReassignments APIKey = 45
@@ -81,7 +82,7 @@ var apiTable = []apiInfo{
 	{APIVersions, "ApiVersions", true, 0, 0},
 	{CreateTopics, "CreateTopics", true, 0, 0},
 	{DeleteTopics, "DeleteTopics", true, 0, 0},
-	{InitProducerID, "InitProducerId", false, 0, 0},
+	{InitProducerID, "InitProducerId", true, 0, 0},
 	{OffsetForLeaderEpoch, "OffsetForLeaderEpoch", true, 0, 0},
 	{DescribeConfigs, "DescribeConfigs", true, 0, 0},
 	{AlterConfigs, "AlterConfigs", true, 0, 0},
@@ -219,6 +220,8 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(ListGroupsRequest), nil
 	case DeleteGroups:
 		return new(DeleteGroupsRequest), nil
+	case InitProducerID:
+		return new(InitProducerIDRequest), nil
 	case DescribeCluster:
 		return new(DescribeClusterRequest), nil
 	case OffsetForLeaderEpoch:
@@ -268,6 +271,8 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(ListGroupsResponse), nil
 	case DeleteGroups:
 		return new(DeleteGroupsResponse), nil
+	case InitProducerID:
+		return new(InitProducerIDResponse), nil
 	case DescribeCluster:
 		return new(DescribeClusterResponse), nil
 	case OffsetForLeaderEpoch:

@@ -31,16 +31,40 @@ type InitProducerIDResponse struct {
 func (*InitProducerIDRequest) Key() APIKey { return InitProducerID }
 
 // AppendTo appends the body's encoding.
-func (m *InitProducerIDRequest) AppendTo(dst []byte) []byte { panic("wire: not built yet") }
+func (m *InitProducerIDRequest) AppendTo(dst []byte) []byte {
+	dst = appendNullableString(dst, m.TransactionalID)
+	dst = appendInt32(dst, m.TransactionTimeoutMs)
+	dst = appendInt64(dst, m.ProducerID)
+	return appendInt16(dst, m.ProducerEpoch)
+}
 
 // ReadFrom decodes b into m (see Message).
-func (m *InitProducerIDRequest) ReadFrom(b []byte) error { panic("wire: not built yet") }
+func (m *InitProducerIDRequest) ReadFrom(b []byte) error {
+	r := reader{b: b}
+	m.TransactionalID = r.nullableString()
+	m.TransactionTimeoutMs = r.int32()
+	m.ProducerID = r.int64()
+	m.ProducerEpoch = r.int16()
+	return r.done()
+}
 
 // Key returns InitProducerID.
 func (*InitProducerIDResponse) Key() APIKey { return InitProducerID }
 
 // AppendTo appends the body's encoding.
-func (m *InitProducerIDResponse) AppendTo(dst []byte) []byte { panic("wire: not built yet") }
+func (m *InitProducerIDResponse) AppendTo(dst []byte) []byte {
+	dst = appendInt32(dst, m.ThrottleMs)
+	dst = appendInt16(dst, int16(m.ErrorCode))
+	dst = appendInt64(dst, m.ProducerID)
+	return appendInt16(dst, m.ProducerEpoch)
+}
 
 // ReadFrom decodes b into m (see Message).
-func (m *InitProducerIDResponse) ReadFrom(b []byte) error { panic("wire: not built yet") }
+func (m *InitProducerIDResponse) ReadFrom(b []byte) error {
+	r := reader{b: b}
+	m.ThrottleMs = r.int32()
+	m.ErrorCode = ErrorCode(r.int16())
+	m.ProducerID = r.int64()
+	m.ProducerEpoch = r.int16()
+	return r.done()
+}

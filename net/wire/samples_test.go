@@ -224,6 +224,10 @@ func samples() []sample {
 		{"DeleteGroupsRequest", &DeleteGroupsRequest{Groups: []string{"billing", ""}}},
 		{"DeleteGroupsResponse", &DeleteGroupsResponse{ThrottleMs: 3, Results: []DeleteGroupsResult{{GroupID: "billing"}, {GroupID: "audit", ErrorCode: ErrGroupIDNotFound}}}},
 		{"DeleteGroupsResponse/none", &DeleteGroupsResponse{}},
+		{"InitProducerIDRequest", &InitProducerIDRequest{TransactionTimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1}},
+		{"InitProducerIDRequest/transactional", &InitProducerIDRequest{TransactionalID: sp("tx-1"), TransactionTimeoutMs: 1, ProducerID: 7, ProducerEpoch: 3}},
+		{"InitProducerIDResponse", &InitProducerIDResponse{ThrottleMs: 1, ProducerID: 4000, ProducerEpoch: 0}},
+		{"InitProducerIDResponse/error", &InitProducerIDResponse{ErrorCode: ErrCoordinatorNotAvailable, ProducerID: -1, ProducerEpoch: -1}},
 		{"DescribeClusterRequest", &DescribeClusterRequest{}},
 		{"DescribeClusterResponse", &DescribeClusterResponse{ThrottleMs: 1, ClusterID: "c-1", ControllerID: 2, Brokers: []DescribeClusterBroker{
 			{BrokerID: 0, Host: "10.0.0.1", Port: 9092, Rack: sp("r1"), UnixPath: "/var/run/sluice.sock"},
