@@ -2,6 +2,9 @@ package producerstate
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
@@ -48,7 +51,28 @@ func (b BatchInfo) Idempotent() bool { return b.ProducerID >= 0 }
 
 // InfoOf reads a batch's header into a BatchInfo (offsets as stamped in the header).
 func InfoOf(b batch.Batch) BatchInfo {
-	panic("producerstate: not built yet")
+	first := b.BaseSequence()
+	return BatchInfo{
+		ProducerID:    b.ProducerID(),
+		ProducerEpoch: b.ProducerEpoch(),
+		FirstSeq:      first,
+		LastSeq:       addSeq(first, b.LastOffsetDelta()),
+		FirstOffset:   b.BaseOffset(),
+		LastOffset:    b.LastOffset(),
+		MaxTimestamp:  b.MaxTimestamp(),
+	}
+}
+
+// addSeq is s+n in sequence space, which wraps from MaxInt32 to 0 (Kafka's rule). A
+// negative s (no sequence) stays as it is: the check refuses such a batch anyway.
+func addSeq(s, n int32) int32 {
+	if s < 0 {
+		return s
+	}
+	if s > math.MaxInt32-n {
+		return n - (math.MaxInt32 - s) - 1
+	}
+	return s + n
 }
 
 // Verdict is the outcome of a Check that refused nothing.
@@ -80,11 +104,48 @@ type Entry struct {
 // State is one partition's producer state. The zero State is not usable; call New.
 // Not safe for concurrent use (see the package doc for its owner).
 type State struct {
-	// implementation's
+	producers map[int64]*producer
+}
+
+// producer is one producer's state, its window a ring of the last Window batches.
+type producer struct {
+	epoch   int16
+	n       uint8 // batches in the window
+	head    uint8 // index of the oldest
+	lastTs  int64
+	batches [Window]BatchMeta
+}
+
+func (p *producer) at(i int) *BatchMeta { return &p.batches[(int(p.head)+i)%Window] }
+
+// last is the newest batch in the window; ok is false for an empty window.
+func (p *producer) last() (BatchMeta, bool) {
+	if p.n == 0 {
+		return BatchMeta{}, false
+	}
+	return *p.at(int(p.n) - 1), true
+}
+
+func (p *producer) push(m BatchMeta) {
+	if p.n < Window {
+		*p.at(int(p.n)) = m
+		p.n++
+		return
+	}
+	p.batches[p.head] = m
+	p.head = (p.head + 1) % Window
+}
+
+func (p *producer) entry(id int64) Entry {
+	e := Entry{ProducerID: id, Epoch: p.epoch, LastTimestamp: p.lastTs, Batches: make([]BatchMeta, p.n)}
+	for i := range e.Batches {
+		e.Batches[i] = *p.at(i)
+	}
+	return e
 }
 
 // New returns an empty state.
-func New() *State { panic("producerstate: not built yet") }
+func New() *State { return &State{producers: make(map[int64]*producer)} }
 
 // Check checks the batches of one leader append, in order, each against the state as the
 // batches before it in bs would leave it (bs[i].FirstOffset and LastOffset are the offsets
@@ -93,28 +154,172 @@ func New() *State { panic("producerstate: not built yet") }
 // in the window, Verdict.Duplicate with its first offsets; else the first refusal, wrapped
 // with the producer id, epoch and sequences (ErrDuplicateSequence for a duplicate in an
 // append of several batches).
-func (s *State) Check(bs []BatchInfo) (Verdict, error) { panic("producerstate: not built yet") }
+func (s *State) Check(bs []BatchInfo) (Verdict, error) {
+	for i, b := range bs {
+		if err := checkFields(b); err != nil {
+			return Verdict{}, err
+		}
+		if !b.Idempotent() {
+			continue
+		}
+		// The batches of this append before b, if any of them is b's producer's, decide
+		// in place of the state: the newest of them is the producer's last batch, with a
+		// window of its own that the rules need not search (a batch cannot duplicate one
+		// that is not yet in the log).
+		if prev, ok := lastOfProducer(bs[:i], b.ProducerID); ok {
+			if err := checkAfter(b, prev.ProducerEpoch, prev.LastSeq); err != nil {
+				return Verdict{}, err
+			}
+			continue
+		}
+		p, known := s.producers[b.ProducerID]
+		if !known {
+			if b.FirstSeq != 0 {
+				return Verdict{}, refuse(ErrUnknownProducerID, b, "the partition has no state for it")
+			}
+			continue
+		}
+		if b.ProducerEpoch == p.epoch {
+			for j := 0; j < int(p.n); j++ {
+				m := p.at(j)
+				if m.FirstSeq != b.FirstSeq || m.LastSeq != b.LastSeq {
+					continue
+				}
+				if len(bs) > 1 {
+					return Verdict{}, refuse(ErrDuplicateSequence, b, "in an append of several batches")
+				}
+				return Verdict{Duplicate: true, FirstOffset: m.FirstOffset, LastOffset: m.LastOffset}, nil
+			}
+		}
+		lastSeq := int32(-1)
+		if m, ok := p.last(); ok {
+			lastSeq = m.LastSeq
+		}
+		if err := checkAfter(b, p.epoch, lastSeq); err != nil {
+			return Verdict{}, err
+		}
+	}
+	return Verdict{}, nil
+}
+
+// checkFields refuses producer fields that contradict each other.
+func checkFields(b BatchInfo) error {
+	if b.ProducerID < 0 {
+		if b.ProducerEpoch != -1 || b.FirstSeq != -1 {
+			return refuse(ErrInvalidRecord, b, "no producer id, but an epoch or a sequence")
+		}
+		return nil
+	}
+	if b.ProducerEpoch < 0 || b.FirstSeq < 0 {
+		return refuse(ErrInvalidRecord, b, "a producer id with a negative epoch or sequence")
+	}
+	return nil
+}
+
+// checkAfter applies the epoch and sequence rules to b, given its producer's epoch and the
+// last sequence of its last batch (-1 for none).
+func checkAfter(b BatchInfo, epoch int16, lastSeq int32) error {
+	switch {
+	case b.ProducerEpoch < epoch:
+		return refuse(ErrInvalidProducerEpoch, b, fmt.Sprintf("the producer is at epoch %d", epoch))
+	case b.ProducerEpoch > epoch:
+		if b.FirstSeq != 0 {
+			return refuse(ErrOutOfOrderSequence, b, fmt.Sprintf("a new epoch (was %d) must start at sequence 0", epoch))
+		}
+	case b.FirstSeq != addSeq(lastSeq, 1) && !(lastSeq < 0 && b.FirstSeq == 0):
+		return refuse(ErrOutOfOrderSequence, b, fmt.Sprintf("expected sequence %d", addSeq(lastSeq, 1)))
+	}
+	return nil
+}
+
+func lastOfProducer(bs []BatchInfo, id int64) (BatchInfo, bool) {
+	for i := len(bs) - 1; i >= 0; i-- {
+		if bs[i].ProducerID == id {
+			return bs[i], true
+		}
+	}
+	return BatchInfo{}, false
+}
+
+func refuse(err error, b BatchInfo, why string) error {
+	return fmt.Errorf("%w: producer %d epoch %d sequences %d..%d: %s",
+		err, b.ProducerID, b.ProducerEpoch, b.FirstSeq, b.LastSeq, why)
+}
 
 // Update records a batch that is in the log: the leader's after its write, a follower's as it
 // replicates, recovery's as it replays. It never refuses (a follower keeps what its leader
-// wrote); a batch that is not idempotent is ignored. An epoch above the producer's starts its
-// window afresh.
-func (s *State) Update(b BatchInfo) { panic("producerstate: not built yet") }
+// wrote); a batch that is not idempotent is ignored. An epoch other than the producer's
+// starts its window afresh (above it: the producer bumped its epoch; below it cannot come
+// from a leader that checked, but the log is the truth).
+func (s *State) Update(b BatchInfo) {
+	if !b.Idempotent() {
+		return
+	}
+	p := s.producers[b.ProducerID]
+	if p == nil {
+		p = &producer{epoch: b.ProducerEpoch}
+		s.producers[b.ProducerID] = p
+	}
+	if b.ProducerEpoch != p.epoch {
+		*p = producer{epoch: b.ProducerEpoch}
+	}
+	p.push(BatchMeta{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset})
+	p.lastTs = b.MaxTimestamp
+}
 
 // Len is the number of producers the state knows.
-func (s *State) Len() int { panic("producerstate: not built yet") }
+func (s *State) Len() int { return len(s.producers) }
 
 // Lookup returns a producer's entry (a copy).
-func (s *State) Lookup(producerID int64) (Entry, bool) { panic("producerstate: not built yet") }
+func (s *State) Lookup(producerID int64) (Entry, bool) {
+	p, ok := s.producers[producerID]
+	if !ok {
+		return Entry{}, false
+	}
+	return p.entry(producerID), true
+}
 
 // Entries returns every producer's entry (copies), by producer id.
-func (s *State) Entries() []Entry { panic("producerstate: not built yet") }
+func (s *State) Entries() []Entry {
+	ids := s.ids()
+	out := make([]Entry, len(ids))
+	for i, id := range ids {
+		out[i] = s.producers[id].entry(id)
+	}
+	return out
+}
+
+func (s *State) ids() []int64 {
+	ids := make([]int64, 0, len(s.producers))
+	for id := range s.producers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
 
 // Expire drops the producers whose last batch's max timestamp is expiration or more before
 // nowMs (Unix milliseconds), and returns how many it dropped.
 func (s *State) Expire(nowMs int64, expiration time.Duration) int {
-	panic("producerstate: not built yet")
+	// nowMs-limit rather than nowMs-lastTs: a timestamp from a client can be anything, and
+	// the subtraction must not overflow.
+	cutoff := nowMs - expiration.Milliseconds()
+	dropped := 0
+	for id, p := range s.producers {
+		if p.lastTs <= cutoff {
+			delete(s.producers, id)
+			dropped++
+		}
+	}
+	return dropped
 }
 
 // Clone returns a deep copy (what a snapshot writer encodes outside the owner's lock).
-func (s *State) Clone() *State { panic("producerstate: not built yet") }
+func (s *State) Clone() *State {
+	c := &State{producers: make(map[int64]*producer, len(s.producers))}
+	for id, p := range s.producers {
+		cp := *p
+		c.producers[id] = &cp
+	}
+	return c
+}

@@ -1,0 +1,99 @@
+package producerstate
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicemq/sluice/batch"
+)
+
+// TestRetriesLandOnce is the window's property: a producer with at most Window batches
+// unacknowledged, whose requests the network loses, duplicates (a retry while the first copy
+// is still on its way), and delivers in any order, and whose answers it loses, ends with each
+// batch in the log exactly once and in its order, whatever the interleaving.
+func TestRetriesLandOnce(t *testing.T) {
+	for seed := uint64(0); seed < 300; seed++ {
+		simulate(t, seed, 40)
+	}
+}
+
+func simulate(t *testing.T, seed uint64, nBatches int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	const pid, epoch = 11, 0
+	sizes := make([]int32, nBatches)
+	firsts := make([]int32, nBatches)
+	seq := int32(0)
+	for i := range sizes {
+		sizes[i] = 1 + rng.Int32N(4)
+		firsts[i] = seq
+		seq += sizes[i]
+	}
+	s := New()
+	var log []int // batch indexes in the order the broker appended them
+	var end batch.Offset
+	var network []int // copies of requests on their way, by batch index
+	acked := make([]bool, nBatches)
+	firstUnacked, next := 0, 0
+	for step := 0; firstUnacked < nBatches; step++ {
+		if step > 200000 {
+			t.Fatalf("seed %d: no progress after %d steps (acked up to %d)", seed, step, firstUnacked)
+		}
+		switch r := rng.IntN(10); {
+		case r < 3 && next < nBatches && next-firstUnacked < Window:
+			network = append(network, next) // a new batch: at most Window unacknowledged
+			next++
+		case r < 5 && firstUnacked < next:
+			// A retry of any unacknowledged batch that was sent: its answer is lost or late.
+			i := firstUnacked + rng.IntN(next-firstUnacked)
+			if !acked[i] {
+				network = append(network, i)
+			}
+		case r < 9 && len(network) > 0:
+			k := rng.IntN(len(network)) // any order
+			i := network[k]
+			network = append(network[:k], network[k+1:]...)
+			if rng.IntN(5) == 0 {
+				continue // the request is lost
+			}
+			b := BatchInfo{ProducerID: pid, ProducerEpoch: epoch, FirstSeq: firsts[i], LastSeq: firsts[i] + sizes[i] - 1,
+				FirstOffset: end, LastOffset: end + batch.Offset(sizes[i]) - 1}
+			v, err := s.Check([]BatchInfo{b})
+			ok := err == nil
+			if ok && !v.Duplicate {
+				s.Update(b)
+				log = append(log, i)
+				end = b.LastOffset + 1
+			}
+			if ok && v.Duplicate && v.FirstOffset != offsetOf(sizes, log, i) {
+				t.Fatalf("seed %d: duplicate of batch %d answered offset %d, it is at %d", seed, i, v.FirstOffset, offsetOf(sizes, log, i))
+			}
+			if ok && rng.IntN(4) != 0 { // else the answer is lost
+				acked[i] = true
+			}
+		}
+		for firstUnacked < nBatches && acked[firstUnacked] {
+			firstUnacked++
+		}
+	}
+	if len(log) != nBatches {
+		t.Fatalf("seed %d: the log has %d batches, want %d: %v", seed, len(log), nBatches, log)
+	}
+	for k, i := range log {
+		if i != k {
+			t.Fatalf("seed %d: the log's batch %d is batch %d: %v", seed, k, i, log)
+		}
+	}
+}
+
+// offsetOf is where batch i is in the log, -1 if it is not there.
+func offsetOf(sizes []int32, log []int, i int) batch.Offset {
+	var off batch.Offset
+	for _, j := range log {
+		if j == i {
+			return off
+		}
+		off += batch.Offset(sizes[j])
+	}
+	return -1
+}
