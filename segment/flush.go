@@ -288,6 +288,7 @@ func (l *Log) finishRolledLocked() error {
 	if err := l.Err(); err != nil {
 		return err
 	}
+	l.writePendingSnapshotLocked()
 	l.appendMu.Lock()
 	segs := l.Segments()
 	active := l.active
@@ -379,6 +380,7 @@ func (l *Log) flushLocked(forceCheckpoint bool) error {
 	if err != nil && l.Err() != nil {
 		return err
 	}
+	l.writePendingSnapshotLocked()
 	// Otherwise nil, or a deferred index trim (errTrimLater): the sealed segments are synced,
 	// and the flusher finishes them at a retry.
 	if !active.finished && activeSize > active.syncedSize && active.acquire() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/index"
+	"github.com/sluicemq/sluice/producerstate"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -41,6 +42,11 @@ type Log struct {
 	appendMu sync.Mutex
 	active   *Segment // guarded by appendMu
 	closed   bool     // guarded by appendMu
+	// producers is the idempotent producers' state as of the log end (producers.go), and
+	// pendingSnap the snapshot the last roll took of it for the flusher to write; both
+	// guarded by appendMu.
+	producers   *producerstate.State
+	pendingSnap *pendingSnapshot
 	// closeErr is what operations on the closed log return (ErrClosed, or ErrDeleted when
 	// Delete closed it); nil while the log is open. Stored under appendMu with closed, loaded
 	// without a lock by readers.
@@ -328,6 +334,16 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 	next := batch.Offset(l.end.Load())
 	if assign {
 		info.FirstOffset, info.LastOffset = next, next+info.span-1
+		v, err := l.checkProducersLocked(buf, next)
+		if err != nil {
+			l.appendMu.Unlock()
+			return AppendInfo{}, err
+		}
+		if v.Duplicate {
+			l.appendMu.Unlock()
+			return AppendInfo{FirstOffset: v.FirstOffset, LastOffset: v.LastOffset, MaxTimestamp: info.MaxTimestamp,
+				Batches: info.Batches, Records: info.Records, Duplicate: true}, nil
+		}
 	} else if info.FirstOffset != next {
 		l.appendMu.Unlock()
 		return AppendInfo{}, fmt.Errorf("%w: first offset %d, want the log end %d", ErrNotContiguous, info.FirstOffset, next)
@@ -378,6 +394,7 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 		at += int64(len(b))
 		rest = r
 	}
+	l.updateProducersLocked(buf)
 	s.nextOffset = info.LastOffset + 1
 	size := pos + int64(len(buf))
 	s.size.Store(size)
@@ -442,6 +459,7 @@ func (l *Log) rollLocked(base batch.Offset) error {
 		return err
 	}
 	l.active = s
+	l.snapshotAtRollLocked(base)
 	l.res.rolls++ // its directory entry is not durable yet (dirDurableLocked)
 	segs := append(append([]*Segment(nil), l.Segments()...), s)
 	l.segments.Store(&segs)

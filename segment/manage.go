@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/producerstate"
 )
 
 // Close stops the flusher, syncs everything, trims the active segment's indexes, writes the
@@ -38,6 +39,14 @@ func (l *Log) close(why error) error {
 		err = l.flushLocked(false)
 		if err == nil {
 			err = l.closeActiveLocked()
+		}
+		if err == nil && why == ErrClosed {
+			// The state as of the log end, so the next Open replays nothing. Closed: no
+			// append changes it now.
+			l.pendingSnap = nil
+			if serr := l.writeSnapshot(l.producers, batch.Offset(l.end.Load()), true); serr != nil {
+				l.logger.Warn("could not write the producer-state snapshot at close", "err", serr)
+			}
 		}
 	}
 	l.releaseWaiters(-1, why)
@@ -150,6 +159,7 @@ func (l *Log) DeleteExpired(highWatermark batch.Offset) (RetentionResult, error)
 	}
 	// Make the renames durable: a crash would otherwise bring back records that a consumer
 	// was told are gone (the log start moving back).
+	l.pruneSnapshots(res.NewStart)
 	errs = append(errs, l.opts.FS.SyncDir(l.dir))
 	l.logger.Info("retention deleted segments", "segments", n, "bytes", res.Bytes, "log_start", res.NewStart, "rolled", res.Rolled)
 	return res, errors.Join(errs...)
@@ -246,6 +256,11 @@ func (l *Log) truncateTailLocked(off batch.Offset, roll bool) error {
 		if l.synced.Load() > int64(t.nextOffset) {
 			l.synced.Store(int64(t.nextOffset))
 		}
+		// Before any append and before the roll below snapshots it: the state must not
+		// know the batches that are gone.
+		err = l.reloadProducersLocked()
+	}
+	if err == nil {
 		if roll && t.cuts.Load() != cutsBefore && t.size.Load() > 0 {
 			// Bytes were cut: the appends go to a new segment, not to the positions readers
 			// of t may have read (Slice). A roll that fails (no space) leaves t active, as
@@ -434,7 +449,10 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	l.synced.Store(int64(off))
 	l.segments.Store(&kept)
 	l.active = s
+	l.producers = producerstate.New()
+	l.pendingSnap = nil
 	l.appendMu.Unlock()
+	l.removeAllSnapshots()
 	var errs []error
 	for _, old := range doomed {
 		errs = append(errs, old.retire())

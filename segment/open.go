@@ -53,6 +53,14 @@ func Open(dir string, opts Options) (*Log, error) {
 			l.logger.Warn("could not clear the stopped mark", "err", err)
 		}
 	}
+	producers, err := l.loadProducers(segs, segs[len(segs)-1].nextOffset)
+	if err != nil {
+		for _, s := range segs {
+			_ = s.closeFiles()
+		}
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l.producers = producers
 	l.segments.Store(&segs)
 	l.active = segs[len(segs)-1]
 	l.start.Store(int64(segs[0].base))

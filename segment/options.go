@@ -132,6 +132,9 @@ func (o Options) withDefaults() Options {
 		o.SegmentBytes = d.SegmentBytes
 	}
 	o.SegmentBytes = min(o.SegmentBytes, math.MaxInt32)
+	if o.ProducerIDExpiration <= 0 {
+		o.ProducerIDExpiration = 24 * time.Hour
+	}
 	if o.SegmentMs <= 0 {
 		o.SegmentMs = d.SegmentMs
 	}
