@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/index"
-	"github.com/sluicemq/sluice/producerstate"
 	"github.com/sluicemq/sluice/internal/vfs"
+	"github.com/sluicemq/sluice/producerstate"
 )
 
 var errNotExist = fs.ErrNotExist
