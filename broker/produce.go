@@ -27,6 +27,13 @@ package broker
 // message.timestamp.after.max.ms ahead of the broker's clock, or whose first timestamp is more than
 // message.timestamp.before.max.ms behind it, gets INVALID_TIMESTAMP (Kafka checks every record; the
 // header's two timestamps are what the broker indexes and retains by, and need no decompression).
+//
+// Idempotence: the log checks each idempotent batch against its producer state as it appends
+// (segment.Log.Append, producerstate). A retry of a batch it has is answered with the offset it
+// got the first time, and with acks=-1 waits, as the first copy did, for the high watermark to
+// pass it: a retry never returns before the original would have. Refusals map to Kafka's codes
+// (errors.go): OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+// UNKNOWN_PRODUCER_ID, INVALID_RECORD; nothing is appended.
 
 import (
 	"fmt"
@@ -112,9 +119,16 @@ func (b *Broker) handleProduce(c *server.Conn, h wire.RequestHeader, body []byte
 				continue
 			}
 			res.BaseOffset, res.LogAppendTimeMs = int64(info.FirstOffset), appendTime
-			b.replicaAppended(p, l)
-			if !p.cfg.Load().WriteCaching {
-				l.OnSynced(info.LastOffset, p.syncedFn) // the leader's offset counts once fsynced
+			if info.Duplicate {
+				// A retry of a batch the log has (producerstate): the offset it got the first
+				// time, and for acks=all the same wait its first copy had, for the high
+				// watermark to pass it; nothing was appended, nothing to report or sync.
+				res.LogAppendTimeMs = -1
+			} else {
+				b.replicaAppended(p, l)
+				if !p.cfg.Load().WriteCaching {
+					l.OnSynced(info.LastOffset, p.syncedFn) // the leader's offset counts once fsynced
+				}
 			}
 			if req.Acks == wire.AcksAll {
 				waits = append(waits, ackWait{p: p, log: l, last: info.LastOffset, epoch: epoch, out: res})
