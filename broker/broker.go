@@ -200,7 +200,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
-	b.wg.Add(8)
+	b.wg.Add(9)
 	go b.epochWriterLoop()
 	// Every led partition's replica ticks (followers behind for longer than
 	// replica.lag.time.max.ms are proposed out of the ISR), and the high watermarks that moved
@@ -221,6 +221,7 @@ func Open(cfg Config) (*Broker, error) {
 	}()
 	go b.reconcileLoop(updates, stop)
 	go b.retentionLoop()
+	go b.every(b.cfg.ProducerIDExpirationCheck, b.expireProducers)
 	go b.healLoop()
 	go func() {
 		defer b.wg.Done()
@@ -269,6 +270,8 @@ func (c Config) withDefaults() Config {
 	c.SegmentBytes = positive(c.SegmentBytes, d.SegmentBytes)
 	c.SegmentMs = positive(c.SegmentMs, d.SegmentMs)
 	c.RetentionCheck = positive(c.RetentionCheck, d.RetentionCheck)
+	c.ProducerIDExpiration = positive(c.ProducerIDExpiration, d.ProducerIDExpiration)
+	c.ProducerIDExpirationCheck = positive(c.ProducerIDExpirationCheck, d.ProducerIDExpirationCheck)
 	c.FlushMessages = positive(c.FlushMessages, d.FlushMessages)
 	c.IndexIntervalBytes = positive(c.IndexIntervalBytes, d.IndexIntervalBytes)
 	c.IndexMaxBytes = positive(c.IndexMaxBytes, d.IndexMaxBytes)
@@ -388,6 +391,20 @@ func (b *Broker) retentionLoop() {
 				}
 				b.applyRetention(p)
 			}
+		}
+	}
+}
+
+// expireProducers makes every partition forget the idempotent producers idle for
+// producer.id.expiration.ms (Kafka's check, every producer.id.expiration.check.interval.ms).
+func (b *Broker) expireProducers() {
+	now := time.Now()
+	for _, p := range b.partitionList() {
+		if b.ctx.Err() != nil {
+			return
+		}
+		if n := p.log().ExpireProducers(now); n > 0 {
+			b.logger.Debug("expired idle producers", "partition", p.tp.String(), "producers", n)
 		}
 	}
 }

@@ -63,17 +63,22 @@ type Config struct {
 	AutoCreateTopics       bool  // auto.create.topics.enable: false
 	OffsetsTopicPartitions int   // offsets.topic.num.partitions: 50
 
-	SegmentBytes       int64         // log.segment.bytes: 1 GiB
-	SegmentMs          time.Duration // log.roll.ms / log.roll.hours: 7 days
-	SegmentJitter      time.Duration // log.roll.jitter.ms / log.roll.jitter.hours: 0
-	RetentionMs        time.Duration // log.retention.ms / .minutes / .hours: 7 days
-	RetentionBytes     int64         // log.retention.bytes: -1
-	RetentionCheck     time.Duration // log.retention.check.interval.ms: 5 min
-	FlushMessages      int64         // log.flush.interval.messages: never
-	FlushMs            time.Duration // log.flush.interval.ms: never
-	IndexIntervalBytes int64         // log.index.interval.bytes: 4096
-	IndexMaxBytes      int64         // log.index.size.max.bytes: 10 MiB
-	WriteCaching       bool          // write.caching.default (Redpanda's name): false
+	SegmentBytes   int64         // log.segment.bytes: 1 GiB
+	SegmentMs      time.Duration // log.roll.ms / log.roll.hours: 7 days
+	SegmentJitter  time.Duration // log.roll.jitter.ms / log.roll.jitter.hours: 0
+	RetentionMs    time.Duration // log.retention.ms / .minutes / .hours: 7 days
+	RetentionBytes int64         // log.retention.bytes: -1
+	RetentionCheck time.Duration // log.retention.check.interval.ms: 5 min
+	// ProducerIDExpiration is producer.id.expiration.ms (1 day): an idempotent producer
+	// idle this long is forgotten by a partition (its next batch, unless from sequence 0, is
+	// UNKNOWN_PRODUCER_ID); ProducerIDExpirationCheck is how often (10 min).
+	ProducerIDExpiration      time.Duration
+	ProducerIDExpirationCheck time.Duration
+	FlushMessages             int64         // log.flush.interval.messages: never
+	FlushMs                   time.Duration // log.flush.interval.ms: never
+	IndexIntervalBytes        int64         // log.index.interval.bytes: 4096
+	IndexMaxBytes             int64         // log.index.size.max.bytes: 10 MiB
+	WriteCaching              bool          // write.caching.default (Redpanda's name): false
 	// WritebackBytes and PreallocateBytes (Sluice's own) tune how an active segment meets the
 	// disk: writeback started every this many appended bytes, and disk blocks reserved this far
 	// ahead; -1 turns either off. See segment.Options for why (4 and 64 MiB).
@@ -175,37 +180,39 @@ func (r Roles) String() string {
 // 127.0.0.1:9092 and a unix socket in the data directory.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:                "data",
-		Listen:                 "127.0.0.1:9092",
-		NumPartitions:          1,
-		DefaultReplication:     1,
-		MessageMaxBytes:        1 << 20,
-		SocketRequestMaxBytes:  wire.MaxRequestBytes,
-		OffsetsTopicPartitions: 50,
-		SegmentBytes:           1 << 30,
-		SegmentMs:              7 * 24 * time.Hour,
-		RetentionMs:            7 * 24 * time.Hour,
-		RetentionBytes:         -1,
-		RetentionCheck:         5 * time.Minute,
-		FlushMessages:          math.MaxInt64,
-		FlushMs:                cluster.Forever,
-		IndexIntervalBytes:     4096,
-		IndexMaxBytes:          10 << 20,
-		WritebackBytes:         segment.Defaults.WritebackBytes,
-		SharedMemoryBytes:      64 << 20,
-		ScrubBytesPerSec:       4 << 20,
-		PreallocateBytes:       segment.Defaults.PreallocateBytes,
-		IdleTimeout:            10 * time.Minute,
-		LogRetryBackoff:        segment.Defaults.RetryBackoff,
-		LogRetryBackoffMax:     segment.Defaults.RetryBackoffMax,
-		RequestTimeout:         server.DefaultRequestTimeout,
-		QueuedMaxRequestBytes:  server.DefaultQueuedMaxRequestBytes,
-		ShutdownTimeout:        30 * time.Second,
-		ControllerListenerName: "CONTROLLER",
-		HeartbeatInterval:      2 * time.Second,
-		SessionTimeout:         9 * time.Second,
-		SpaceAlertFreePercent:  5,
-		BallastBytes:           64 << 20,
+		DataDir:                   "data",
+		Listen:                    "127.0.0.1:9092",
+		NumPartitions:             1,
+		DefaultReplication:        1,
+		MessageMaxBytes:           1 << 20,
+		SocketRequestMaxBytes:     wire.MaxRequestBytes,
+		OffsetsTopicPartitions:    50,
+		SegmentBytes:              1 << 30,
+		SegmentMs:                 7 * 24 * time.Hour,
+		RetentionMs:               7 * 24 * time.Hour,
+		RetentionBytes:            -1,
+		RetentionCheck:            5 * time.Minute,
+		ProducerIDExpiration:      24 * time.Hour,
+		ProducerIDExpirationCheck: 10 * time.Minute,
+		FlushMessages:             math.MaxInt64,
+		FlushMs:                   cluster.Forever,
+		IndexIntervalBytes:        4096,
+		IndexMaxBytes:             10 << 20,
+		WritebackBytes:            segment.Defaults.WritebackBytes,
+		SharedMemoryBytes:         64 << 20,
+		ScrubBytesPerSec:          4 << 20,
+		PreallocateBytes:          segment.Defaults.PreallocateBytes,
+		IdleTimeout:               10 * time.Minute,
+		LogRetryBackoff:           segment.Defaults.RetryBackoff,
+		LogRetryBackoffMax:        segment.Defaults.RetryBackoffMax,
+		RequestTimeout:            server.DefaultRequestTimeout,
+		QueuedMaxRequestBytes:     server.DefaultQueuedMaxRequestBytes,
+		ShutdownTimeout:           30 * time.Second,
+		ControllerListenerName:    "CONTROLLER",
+		HeartbeatInterval:         2 * time.Second,
+		SessionTimeout:            9 * time.Second,
+		SpaceAlertFreePercent:     5,
+		BallastBytes:              64 << 20,
 
 		ReplicaLagTimeMax:            30 * time.Second,
 		ReplicaFetchMaxBytes:         1 << 20,

@@ -111,8 +111,6 @@ var kafkaIgnored = []string{
 	"offsets.topic.replication.factor",
 	"offsets.topic.segment.bytes",
 	"principal.builder.class",
-	"producer.id.expiration.check.interval.ms",
-	"producer.id.expiration.ms",
 	"producer.purgatory.purge.interval.requests",
 	"queued.max.requests",
 	"replica.selector.class",

@@ -164,6 +164,8 @@ func (b *Broker) logOptions(c *cluster.TopicConfig) segment.Options {
 		OnFailure:          b.logStopped,
 		Reserve:            b.disk.reserve,
 		OpenFiles:          b.openFiles,
+
+		ProducerIDExpiration: b.cfg.ProducerIDExpiration,
 	}
 }
 
