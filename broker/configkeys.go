@@ -287,7 +287,9 @@ var configDefs = []configDef{
 		set: func(c *Config, p prop) error { return p.dur(&c.ProducerIDExpiration, time.Millisecond, positiveMs) }},
 	{Name: "producer.id.expiration.check.interval.ms", Type: cluster.ConfigInt, Default: "600000", Origin: kafka, Group: groupLog,
 		Doc: "how often partitions forget idle producers (producer.id.expiration.ms)",
-		set: func(c *Config, p prop) error { return p.dur(&c.ProducerIDExpirationCheck, time.Millisecond, positiveMs) }},
+		set: func(c *Config, p prop) error {
+			return p.dur(&c.ProducerIDExpirationCheck, time.Millisecond, positiveMs)
+		}},
 	{Name: "log.retention.hours", Type: cluster.ConfigInt, Default: "168", Origin: kafka, Group: groupLog,
 		Doc: "log.retention.ms in hours (log.retention.ms and .minutes win over it, wherever they are in the file)",
 		set: func(c *Config, p prop) error {
