@@ -277,3 +277,56 @@ func TestInitProducerIDAcrossBrokers(t *testing.T) {
 	c.restart(1)
 	takeIDs(t, dialNode(1), 10, all, "broker 1 restarted")
 }
+
+// TestInitProducerIDWithoutController: a broker whose controller quorum is lost keeps answering
+// from its block; once the block (and the one fetched ahead) is used up it answers
+// COORDINATOR_NOT_AVAILABLE with id and epoch -1, and once the quorum is back the producer's
+// retry gets a new id, unique still.
+func TestInitProducerIDWithoutController(t *testing.T) {
+	c := newRCluster(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	conn, err := client.DialWith(ctx, c.net.Dialer(sideNode), c.cfgs[0].Listen, "pid-test")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	seen := map[int64]string{}
+	takeIDs(t, conn, 1, seen, "with the quorum")
+	c.kill(1)
+	c.kill(2)
+	var refused wire.InitProducerIDResponse
+	for i := 0; refused.ErrorCode == wire.NoError; i++ {
+		if i > 3*cluster.ProducerIDBlockSize {
+			t.Fatalf("%d ids given without a controller quorum", i)
+		}
+		refused = initProducerID(t, conn, nil)
+		if refused.ErrorCode == wire.NoError {
+			if prev, dup := seen[refused.ProducerID]; dup {
+				t.Fatalf("producer id %d given twice (before by %s)", refused.ProducerID, prev)
+			}
+			seen[refused.ProducerID] = "without the quorum"
+		}
+	}
+	if refused.ErrorCode != wire.ErrCoordinatorNotAvailable || !refused.ErrorCode.Retriable() ||
+		refused.ProducerID != -1 || refused.ProducerEpoch != -1 {
+		t.Fatalf("without a controller quorum: %+v", refused)
+	}
+	c.restart(1)
+	c.restart(2)
+	// As a producer does: retry the retriable answer until the quorum has a leader again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := initProducerID(t, conn, nil)
+		if r.ErrorCode == wire.ErrCoordinatorNotAvailable && time.Now().Before(deadline) {
+			continue // bounded by the deadline; a try mostly waits out producerIDAllocTimeout
+		}
+		if r.ErrorCode != wire.NoError || r.ProducerEpoch != 0 {
+			t.Fatalf("with the quorum back: %+v", r)
+		}
+		if prev, dup := seen[r.ProducerID]; dup {
+			t.Fatalf("producer id %d given twice (before by %s)", r.ProducerID, prev)
+		}
+		break
+	}
+}
