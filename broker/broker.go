@@ -53,6 +53,8 @@ type Broker struct {
 	// sessions are the fetch sessions of the followers (and consumers) fetching from this
 	// broker (fetchsession.go).
 	sessions fetchSessions
+	// pids hands out producer ids from this broker's block (initproducerid.go).
+	pids producerIDs
 
 	mu struct {
 		sync.RWMutex
@@ -615,6 +617,8 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleAttachMemory(c, h, body)
 	case wire.ProduceShared:
 		return b.handleProduce(c, h, body) // the reader loaded the body (BodyLength, LoadBody)
+	case wire.InitProducerID:
+		return b.handleInitProducerID(c, h, body)
 	}
 	c.Close()
 	return nil

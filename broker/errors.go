@@ -7,6 +7,7 @@ import (
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/producerstate"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -58,6 +59,13 @@ var (
 	// ErrCoordinatorNotAvailable refuses an offset commit or fetch for a group whose
 	// __consumer_offsets partition has no leader, or whose log here is not open.
 	ErrCoordinatorNotAvailable = errors.New("broker: the group's coordinator is not available")
+	// ErrProducerIDsUnavailable refuses an InitProducerId while this broker's block of producer
+	// ids is used up and the controller gives it no new one (no active controller, or this
+	// broker's registration is being renewed): COORDINATOR_NOT_AVAILABLE, retriable, as Kafka.
+	ErrProducerIDsUnavailable = errors.New("broker: no producer id available: the controller handed no block")
+	// ErrTransactionsUnsupported refuses an InitProducerId with a transactional id:
+	// transactions are not built (INVALID_REQUEST).
+	ErrTransactionsUnsupported = errors.New("broker: transactions are not supported")
 )
 
 // appendInfo is what an append reports.
@@ -96,8 +104,20 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrInvalidFetchSessionEpoch
 	case errors.Is(err, ErrNotCoordinator):
 		return wire.ErrNotCoordinator
-	case errors.Is(err, ErrCoordinatorNotAvailable):
+	case errors.Is(err, ErrCoordinatorNotAvailable), errors.Is(err, ErrProducerIDsUnavailable):
 		return wire.ErrCoordinatorNotAvailable
+	case errors.Is(err, ErrTransactionsUnsupported):
+		return wire.ErrInvalidRequest
+	case errors.Is(err, producerstate.ErrOutOfOrderSequence):
+		return wire.ErrOutOfOrderSequenceNumber
+	case errors.Is(err, producerstate.ErrDuplicateSequence):
+		return wire.ErrDuplicateSequenceNumber
+	case errors.Is(err, producerstate.ErrInvalidProducerEpoch):
+		return wire.ErrInvalidProducerEpoch
+	case errors.Is(err, producerstate.ErrUnknownProducerID):
+		return wire.ErrUnknownProducerID
+	case errors.Is(err, producerstate.ErrInvalidRecord):
+		return wire.ErrInvalidRecord
 	case errors.Is(err, ErrPartitionOffline):
 		return wire.ErrKafkaStorageError
 	case errors.Is(err, ErrMessageTooLarge):

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/producerstate"
 )
 
 // The cluster's errors reach clients as Kafka's codes, wrapped or not, and the ones a client
@@ -30,6 +31,18 @@ func TestErrorCodeClusterErrors(t *testing.T) {
 		// A coordinator refusal says why in its text, not by wrapping the partition's refusal:
 		// the partition's code must not win.
 		{fmt.Errorf("%w: group %q (%v)", ErrNotCoordinator, "g", ErrNotLeaderOrFollower), wire.ErrNotCoordinator, true},
+		// InitProducerId's refusals: no block from the controller is retriable.
+		{ErrProducerIDsUnavailable, wire.ErrCoordinatorNotAvailable, true},
+		{fmt.Errorf("%w: %v", ErrProducerIDsUnavailable, cluster.ErrStaleBrokerEpoch), wire.ErrCoordinatorNotAvailable, true},
+		{ErrTransactionsUnsupported, wire.ErrInvalidRequest, false},
+		{cluster.ErrProducerIDsExhausted, wire.ErrUnknownServerError, false},
+		// The producer-state window's refusals, as Kafka's codes.
+		{producerstate.ErrOutOfOrderSequence, wire.ErrOutOfOrderSequenceNumber, false},
+		{fmt.Errorf("t-0: %w", producerstate.ErrOutOfOrderSequence), wire.ErrOutOfOrderSequenceNumber, false},
+		{producerstate.ErrDuplicateSequence, wire.ErrDuplicateSequenceNumber, false},
+		{producerstate.ErrInvalidProducerEpoch, wire.ErrInvalidProducerEpoch, false},
+		{producerstate.ErrUnknownProducerID, wire.ErrUnknownProducerID, false},
+		{producerstate.ErrInvalidRecord, wire.ErrInvalidRecord, false},
 	} {
 		got := errorCode(tc.err)
 		if got != tc.want {

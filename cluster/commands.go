@@ -10,17 +10,17 @@ import (
 type cmdType uint8
 
 const (
-	cmdRegisterBroker     cmdType = 1
-	cmdCreateTopic        cmdType = 2
-	cmdDeleteTopic        cmdType = 3
-	cmdAlterTopicConfigs  cmdType = 4
-	cmdSetPartitionLeader cmdType = 5
-	// 6 is reserved for AllocateProducerIDs (see the package doc).
-	cmdAlterPartition     cmdType = 7
-	cmdFenceBroker        cmdType = 8
-	cmdUnfenceBroker      cmdType = 9
-	cmdControlledShutdown cmdType = 10
-	cmdInitCluster        cmdType = 11
+	cmdRegisterBroker      cmdType = 1
+	cmdCreateTopic         cmdType = 2
+	cmdDeleteTopic         cmdType = 3
+	cmdAlterTopicConfigs   cmdType = 4
+	cmdSetPartitionLeader  cmdType = 5
+	cmdAllocateProducerIDs cmdType = 6
+	cmdAlterPartition      cmdType = 7
+	cmdFenceBroker         cmdType = 8
+	cmdUnfenceBroker       cmdType = 9
+	cmdControlledShutdown  cmdType = 10
+	cmdInitCluster         cmdType = 11
 )
 
 // TopicSpec is a request to create a topic.
@@ -94,6 +94,8 @@ type applyResult struct {
 	// Elections are the leader changes the command made, in topic and
 	// partition order.
 	Elections []Election
+	// ProducerIDs is the block an AllocateProducerIDs handed out.
+	ProducerIDs ProducerIDBlock
 }
 
 type registerBrokerCmd struct {
@@ -170,6 +172,8 @@ func cmdTypeOf(c command) cmdType {
 		return cmdControlledShutdown
 	case *initClusterCmd:
 		return cmdInitCluster
+	case *allocateProducerIDsCmd:
+		return cmdAllocateProducerIDs
 	}
 	panic(fmt.Sprintf("cluster: unknown command %T", c))
 }
@@ -210,6 +214,8 @@ func decodeCommand(b []byte) (command, error) {
 		c = new(controlledShutdownCmd)
 	case cmdInitCluster:
 		c = new(initClusterCmd)
+	case cmdAllocateProducerIDs:
+		c = new(allocateProducerIDsCmd)
 	default:
 		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
 	}

@@ -75,28 +75,29 @@
 //	+--------+-------------------------------------------+
 //	type: 1 RegisterBroker, 2 CreateTopic, 3 DeleteTopic,
 //	      4 AlterTopicConfigs, 5 SetPartitionLeader,
+//	      6 AllocateProducerIDs (a block of producer ids for a broker),
 //	      7 AlterPartition (ISR change from the partition leader),
 //	      8 FenceBroker, 9 UnfenceBroker, 10 ControlledShutdown,
-//	      11 InitCluster (cluster id);
-//	      reserved: 6 AllocateProducerIDs
+//	      11 InitCluster (cluster id)
 //
 // JSON because the controller handles a few commands a second at most, so
 // encoding cost is irrelevant, while a readable, self-describing log is easy
 // to inspect and to extend with optional fields. The type byte outside the
 // JSON lets Apply dispatch, and reject unknown types, without parsing.
 // state.bin is snapshotFile as JSON: {"format":1,"version":N,
-// "cluster_id":"..","brokers":[..],"topics":[..]}, both lists sorted, so
-// equal states encode to equal bytes. Fields added later are optional: a log
-// entry or snapshot without them (a registration without an incarnation, a
-// broker without fenced, a partition without partition_epoch, a create
-// without a placement seed) reads and applies as it did when written, with
-// every broker alive.
+// "cluster_id":"..","next_producer_id":N,"brokers":[..],"topics":[..]}, both
+// lists sorted, so equal states encode to equal bytes. Fields added later are
+// optional: a log entry or snapshot without them (a registration without an
+// incarnation, a broker without fenced, a partition without partition_epoch,
+// a create without a placement seed, a state without next_producer_id) reads
+// and applies as it did when written, with every broker alive and no
+// producer-id block given.
 //
-// # Room for what comes next (documented, not built)
+// # Producer-id blocks
 //
-// Producer-id blocks: a counter "next producer id" in Metadata and command 6
-// handing a broker the block [next, next+1000), so idempotent producers get
-// unique ids without a raft round trip each.
+// A counter "next producer id" in Metadata and command 6 handing a broker the
+// block [next, next+1000) (producerids.go), so idempotent producers get unique
+// ids without a raft round trip each.
 //
 // # Locks
 //

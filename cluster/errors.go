@@ -65,6 +65,9 @@ var (
 	ErrDuplicateBroker = errors.New("cluster: broker id already registered by a live broker")
 	// ErrInvalidClusterID: an empty or oversized cluster id (INVALID_REQUEST).
 	ErrInvalidClusterID = errors.New("cluster: invalid cluster id")
+	// ErrProducerIDsExhausted: the next producer-id block would pass the largest
+	// int64 (UNKNOWN_SERVER_ERROR, as Kafka's).
+	ErrProducerIDsExhausted = errors.New("cluster: producer ids exhausted")
 	// ErrUnknownCommand: a raft log entry this version cannot decode.
 	ErrUnknownCommand = errors.New("cluster: unknown command")
 	// ErrNotLeader: this node is not the raft leader, or lost leadership

@@ -26,6 +26,8 @@ import (
 //     applied twice; a retry after a commit is refused with a stale epoch, which
 //     SetPartitionLeader and AlterPartition (ops.go) answer as success when the earlier try was
 //     ambiguous and the partition is at the requested leader or ISR one epoch on.
+//   - allocateProducerIDs may commit twice: each commit is a new block, the caller uses the one
+//     the last try answered, and the earlier one is never handed out again (wasted ids only).
 //   - fences, unfences, heartbeats and configs set the state to a value: applying one again
 //     changes nothing (the dry run submits nothing).
 
@@ -59,6 +61,9 @@ func (c *Controller) proposeIndexed(ctx context.Context, cmd command) (applyResu
 	}
 	if resp.Partition != nil {
 		res.Partition = *resp.Partition
+	}
+	if resp.ProducerIDs != nil {
+		res.ProducerIDs = *resp.ProducerIDs
 	}
 	res.BrokerEpoch = resp.Epoch
 	res.Err = err

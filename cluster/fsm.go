@@ -21,14 +21,17 @@ const snapshotFormat = 1
 // same state always encodes to the same bytes.
 //
 // Fields added since format 1 (the cluster id, the brokers' lifecycle, the
-// partition epochs) are optional: a snapshot without them decodes as a
-// cluster with no id yet, every broker alive and every partition epoch 0.
+// partition epochs, the next producer id) are optional: a snapshot without
+// them decodes as a cluster with no id yet, every broker alive, every
+// partition epoch 0 and no producer-id block given.
 type snapshotFile struct {
-	Format    int          `json:"format"`
-	Version   uint64       `json:"version"`
-	ClusterID string       `json:"cluster_id,omitempty"`
-	Brokers   []BrokerInfo `json:"brokers"`
-	Topics    []TopicMeta  `json:"topics"`
+	Format    int    `json:"format"`
+	Version   uint64 `json:"version"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	// NextProducerID: Metadata.NextProducerID.
+	NextProducerID int64        `json:"next_producer_id,omitempty"`
+	Brokers        []BrokerInfo `json:"brokers"`
+	Topics         []TopicMeta  `json:"topics"`
 }
 
 // fsm adapts the pure transitions to raft.FSM. Raft calls Apply, Snapshot
@@ -119,11 +122,12 @@ func (fsmSnapshot) Release() {}
 
 func encodeSnapshot(w io.Writer, m *Metadata) error {
 	return json.NewEncoder(w).Encode(snapshotFile{
-		Format:    snapshotFormat,
-		Version:   m.version,
-		ClusterID: m.clusterID,
-		Brokers:   m.Brokers(),
-		Topics:    m.Topics(),
+		Format:         snapshotFormat,
+		Version:        m.version,
+		ClusterID:      m.clusterID,
+		NextProducerID: m.nextProducerID,
+		Brokers:        m.Brokers(),
+		Topics:         m.Topics(),
 	})
 }
 
@@ -140,9 +144,13 @@ func decodeSnapshot(r io.Reader) (*Metadata, error) {
 	if len(f.ClusterID) > maxClusterIDLen {
 		return nil, fmt.Errorf("cluster: snapshot: cluster id of %d bytes", len(f.ClusterID))
 	}
+	if f.NextProducerID < 0 {
+		return nil, fmt.Errorf("cluster: snapshot: next producer id %d is negative", f.NextProducerID)
+	}
 	m := emptyMetadata()
 	m.version = f.Version
 	m.clusterID = f.ClusterID
+	m.nextProducerID = f.NextProducerID
 	for _, b := range f.Brokers {
 		if _, dup := m.brokers[b.ID]; dup {
 			return nil, fmt.Errorf("cluster: snapshot: broker %d twice", b.ID)

@@ -28,7 +28,7 @@ var sentinels = []error{
 	ErrInvalidConfig, ErrInvalidBroker, ErrIneligibleReplica, ErrStaleLeaderEpoch,
 	ErrUnknownCommand, ErrNotLeader, ErrClosed,
 	ErrStaleBrokerEpoch, ErrInvalidUpdateVersion, ErrUnknownBroker, ErrNotPartitionLeader,
-	ErrDuplicateBroker, ErrInvalidClusterID,
+	ErrDuplicateBroker, ErrInvalidClusterID, ErrProducerIDsExhausted,
 }
 
 // fuzzState builds a state with something for every command to act on:
@@ -138,6 +138,8 @@ func fuzzSeedCommands(md *Metadata) []command {
 			Placement: &PlacementSeed{Start: 7, Shift: 3}},
 		&createTopicCmd{TopicSpec: TopicSpec{Name: "repl", Assignment: [][]int32{{5}}}, ID: idOf(5)}, // a retry: no-op
 		&initClusterCmd{ClusterID: "second"}, // a no-op: the first id stays
+		&allocateProducerIDsCmd{brokerEpochCmd{ID: 5, Epoch: md.brokers[5].Epoch}},
+		&allocateProducerIDsCmd{brokerEpochCmd{ID: 7, Epoch: md.brokers[7].Epoch}}, // fenced, at its epoch
 	}
 }
 
@@ -188,6 +190,7 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdAlterPartition), '{', '}'},
 		{byte(cmdFenceBroker), '{', '}'},
 		{byte(cmdInitCluster), '{', '}'},
+		{byte(cmdAllocateProducerIDs), '{', '}'},
 		{12, '{', '}'},
 		valid[:len(valid)/2],
 	} {
@@ -438,6 +441,11 @@ func checkResult(t *testing.T, prev, next *Metadata, c command, res applyResult)
 		if p, _ := got.Partition(c.Partition); !slices.Equal(p.ISR, c.ISR) || !reflect.DeepEqual(p, res.Partition) {
 			t.Fatalf("alter partition %+v: result %+v, state %+v", c.AlterPartitionRequest, res.Partition, p)
 		}
+	case *allocateProducerIDsCmd:
+		want := ProducerIDBlock{BrokerID: c.ID, First: prev.NextProducerID(), Size: ProducerIDBlockSize}
+		if res.ProducerIDs != want || next.NextProducerID() != prev.NextProducerID()+ProducerIDBlockSize {
+			t.Fatalf("allocate for broker %d: block %+v, next %d -> %d", c.ID, res.ProducerIDs, prev.NextProducerID(), next.NextProducerID())
+		}
 	case *initClusterCmd:
 		if prev.ClusterID() == "" && next.ClusterID() != c.ClusterID || prev.ClusterID() != "" && next.ClusterID() != prev.ClusterID() {
 			t.Fatalf("init cluster %q: id %q became %q", c.ClusterID, prev.ClusterID(), next.ClusterID())
@@ -638,8 +646,9 @@ func checkLookups(tb testing.TB, md *Metadata) {
 // topics.
 func checkSameState(tb testing.TB, got, want *Metadata) {
 	tb.Helper()
-	if got.Version() != want.Version() || got.ClusterID() != want.ClusterID() {
-		tb.Fatalf("version %d cluster id %q, want %d %q", got.Version(), got.ClusterID(), want.Version(), want.ClusterID())
+	if got.Version() != want.Version() || got.ClusterID() != want.ClusterID() || got.NextProducerID() != want.NextProducerID() {
+		tb.Fatalf("version %d cluster id %q next producer id %d, want %d %q %d", got.Version(), got.ClusterID(), got.NextProducerID(),
+			want.Version(), want.ClusterID(), want.NextProducerID())
 	}
 	if !reflect.DeepEqual(got.Brokers(), want.Brokers()) {
 		tb.Fatalf("brokers differ:\n got %+v\nwant %+v", got.Brokers(), want.Brokers())

@@ -71,6 +71,8 @@ type rpcResponse struct {
 	LeaderID  int32          `json:"leader_id"`
 	Addr      string         `json:"addr,omitempty"`
 	ClusterID string         `json:"cluster_id,omitempty"`
+	// ProducerIDs is the block a proposed AllocateProducerIDs handed out.
+	ProducerIDs *ProducerIDBlock `json:"producer_ids,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -168,6 +170,9 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 			}
 			if res.Partition.Replicas != nil {
 				resp.Partition = &res.Partition
+			}
+			if res.ProducerIDs.Size > 0 {
+				resp.ProducerIDs = &res.ProducerIDs
 			}
 		}
 		return resp, err

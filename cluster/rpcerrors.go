@@ -34,6 +34,7 @@ var rpcCodes = []struct {
 	{20, ErrUnknownBroker},
 	{21, ErrNotPartitionLeader},
 	{22, ErrInvalidClusterID},
+	{23, ErrProducerIDsExhausted},
 }
 
 const (

@@ -27,6 +27,7 @@ import (
 //	alter-partition T P leader=ID isr=1,2 [epoch=N] [partition-epoch=N] [broker-epoch=N]
 //	set-leader T P leader=ID [unclean]     at the current leader epoch
 //	init-cluster ID
+//	allocate-producer-ids ID [epoch=N]     a producer-id block, at the broker's current epoch
 //	describe [T]                           Kafka's describe lines, with the epochs
 //	brokers                                every broker and its state
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/scenarios with the actual output")
@@ -224,6 +225,19 @@ func (s *scenarioState) run(line string) []string {
 		res := s.apply(&setPartitionLeaderCmd{LeaderChange: LeaderChange{Topic: args[0], Partition: p.Partition,
 			Leader: s.int32(opts["leader"]), LeaderEpoch: p.LeaderEpoch, Unclean: has(opts, "unclean")}, PartitionEpochs: true})
 		return outcome(res)
+	case "allocate-producer-ids":
+		id := s.int32(args[0])
+		b, _ := s.md.Broker(id)
+		ref := brokerEpochCmd{ID: id, Epoch: b.Epoch}
+		if e, ok := opts["epoch"]; ok {
+			ref.Epoch = int64(s.int32(e))
+		}
+		res := s.apply(&allocateProducerIDsCmd{ref})
+		if res.Err != nil {
+			return append(outcome(res), fmt.Sprintf("NextProducerId: %d", s.md.NextProducerID()))
+		}
+		return []string{fmt.Sprintf("Block: broker %d ids %d-%d", res.ProducerIDs.BrokerID, res.ProducerIDs.First, res.ProducerIDs.Last()),
+			fmt.Sprintf("NextProducerId: %d", s.md.NextProducerID())}
 	case "init-cluster":
 		res := s.apply(&initClusterCmd{ClusterID: args[0]})
 		return append(outcome(res), "ClusterId: "+s.md.ClusterID())

@@ -193,8 +193,11 @@ type Metadata struct {
 	version uint64
 	// clusterID is set once, by the first initClusterCmd, and never changes.
 	clusterID string
-	brokers   map[int32]BrokerInfo
-	topics    map[string]*TopicMeta
+	// nextProducerID is the first producer id no block has given yet.
+	// Invariant: ≥ 0, and it only grows (producerids.go).
+	nextProducerID int64
+	brokers        map[int32]BrokerInfo
+	topics         map[string]*TopicMeta
 
 	// Derived indexes, rebuilt by reindex after every change.
 	brokerIDs []int32  // sorted
@@ -285,10 +288,11 @@ func (m *Metadata) NumTopics() int { return len(m.topics) }
 // without touching m. Topic values stay shared; replace, never mutate, them.
 func (m *Metadata) clone() *Metadata {
 	n := &Metadata{
-		version:   m.version,
-		clusterID: m.clusterID,
-		brokers:   make(map[int32]BrokerInfo, len(m.brokers)+1),
-		topics:    make(map[string]*TopicMeta, len(m.topics)+1),
+		version:        m.version,
+		clusterID:      m.clusterID,
+		nextProducerID: m.nextProducerID,
+		brokers:        make(map[int32]BrokerInfo, len(m.brokers)+1),
+		topics:         make(map[string]*TopicMeta, len(m.topics)+1),
 	}
 	for k, v := range m.brokers {
 		n.brokers[k] = v
