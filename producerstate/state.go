@@ -18,20 +18,20 @@ const Window = 5
 var (
 	// ErrOutOfOrderSequence: OUT_OF_ORDER_SEQUENCE_NUMBER (a gap in sequence, or a new epoch
 	// not starting at 0).
-	ErrOutOfOrderSequence = errors.New("out of order sequence number")
+	ErrOutOfOrderSequence = errors.New("producerstate: out of order sequence number")
 	// ErrDuplicateSequence: DUPLICATE_SEQUENCE_NUMBER. Returned only for a batch in the
 	// window that came in one append with others: a duplicate alone is answered with its
 	// first offsets (Verdict), never with this error.
-	ErrDuplicateSequence = errors.New("duplicate sequence number")
+	ErrDuplicateSequence = errors.New("producerstate: duplicate sequence number")
 	// ErrInvalidProducerEpoch: INVALID_PRODUCER_EPOCH (an epoch older than the producer's).
-	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	ErrInvalidProducerEpoch = errors.New("producerstate: invalid producer epoch")
 	// ErrUnknownProducerID: UNKNOWN_PRODUCER_ID (a producer the partition has no state for,
 	// sending a sequence other than 0).
-	ErrUnknownProducerID = errors.New("unknown producer id")
+	ErrUnknownProducerID = errors.New("producerstate: unknown producer id")
 	// ErrInvalidRecord: INVALID_RECORD (producer fields that contradict each other).
-	ErrInvalidRecord = errors.New("invalid producer fields")
+	ErrInvalidRecord = errors.New("producerstate: invalid producer fields")
 	// ErrCorruptSnapshot: a snapshot that does not decode or fails its CRC.
-	ErrCorruptSnapshot = errors.New("corrupt producer-state snapshot")
+	ErrCorruptSnapshot = errors.New("producerstate: corrupt snapshot")
 )
 
 // BatchInfo is what the state needs of a batch: its producer fields from the header, and the
