@@ -157,20 +157,59 @@ func (e *entryFile) entryLocked(i int) []byte {
 // len is the number of published entries.
 func (e *entryFile) len() int { return int(e.n.Load()) }
 
-// search returns the greatest i < n with !less(i)... precisely: the number of published entries
-// for which below(entry) is true, given below is true for a prefix of the entries.
+// mappedLocked is the number of published entries that the current mapping holds: len(),
+// bounded by the mapping (none once it is gone: a closed index, a failed remap). Lookups
+// read only below it, and find their entry in the same read-locked section as they search,
+// so a truncation, trim or close between two lookups never makes one read past the mapping.
+// Called with mu held (either side).
+func (e *entryFile) mappedLocked() int {
+	return min(e.len(), len(e.mu.buf)/e.entrySize)
+}
+
+// search returns the number of published entries for which below(entry) is true, given below
+// is true for a prefix of the entries.
 func (e *entryFile) search(below func([]byte) bool) int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	n := e.len()
-	return sort.Search(n, func(i int) bool { return !below(e.entryLocked(i)) })
+	return sort.Search(e.mappedLocked(), func(i int) bool { return !below(e.entryLocked(i)) })
 }
 
-// read calls fn on entry i (i < len()) under the read lock.
-func (e *entryFile) read(i int, fn func([]byte)) {
+// find calls fn on the last entry for which below(entry) is true (below being true for a
+// prefix of the entries), searched and read under one read lock, and reports whether there
+// is one.
+func (e *entryFile) find(below func([]byte) bool, fn func([]byte)) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
+	i := sort.Search(e.mappedLocked(), func(i int) bool { return !below(e.entryLocked(i)) })
+	if i == 0 {
+		return false
+	}
+	fn(e.entryLocked(i - 1))
+	return true
+}
+
+// read calls fn on entry i under the read lock and reports whether there is one: false when i
+// is not below len(), or no longer is (a truncation or a close came first).
+func (e *entryFile) read(i int, fn func([]byte)) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if i < 0 || i >= e.mappedLocked() {
+		return false
+	}
 	fn(e.entryLocked(i))
+	return true
+}
+
+// last calls fn on the newest entry under the read lock and reports whether there is one.
+func (e *entryFile) last(fn func([]byte)) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	n := e.mappedLocked()
+	if n == 0 {
+		return false
+	}
+	fn(e.entryLocked(n - 1))
+	return true
 }
 
 // append writes one entry with put and publishes it. Only the segment's appender calls it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicemq/sluice/batch"
@@ -271,4 +272,86 @@ func BenchmarkOffsetIndexLookup(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = x.Lookup(targets[i%len(targets)])
 	}
+}
+
+// Lookups run concurrently with the changes that shrink or replace the mapping: a truncation
+// of the writable index, then its trim (a roll), then MakeWritable again (a later truncation
+// making the segment active), over and over, as a follower's truncations and rolls do (run under
+// -race). A lookup that searched the entries under one mapping must not read its answer
+// from the next: it used to panic (slice bounds out of range) when a truncation and a trim
+// shrank the mapping between the search and the read of the entry it found. Bounded: a fixed
+// number of rounds.
+func TestLookupsAcrossTruncateAndTrim(t *testing.T) {
+	both(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		const base = 500
+		x, err := OpenOffsetIndex(fsys, filepath.Join(dir, "f.index"), base, 8*64, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		ts, err := OpenTimeIndex(fsys, filepath.Join(dir, "f.timeindex"), base, 12*64, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ts.Close()
+		var stop atomic.Bool
+		errc := make(chan error, 1)
+		go func() {
+			defer close(errc)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for !stop.Load() {
+				target := base + batch.Offset(rng.IntN(40))
+				// Entry i is (base+i, 100*i) in the offset index, (1000+i, base+i) in the
+				// time index; anything else is a read of a mapping the entry was not found in.
+				if e := x.Lookup(target); e.Offset > target || uint32(e.Pos) != uint32(e.Offset-base)*100 {
+					errc <- fmt.Errorf("Lookup(%d) = %+v", target, e)
+					return
+				}
+				if e := x.LookupPos(Pos(rng.IntN(4000))); uint32(e.Pos) != uint32(e.Offset-base)*100 {
+					errc <- fmt.Errorf("LookupPos = %+v", e)
+					return
+				}
+				if e := ts.Lookup(1000 + int64(rng.IntN(40))); e.Timestamp != -1 && e.Timestamp != 1000+int64(e.Offset-base) {
+					errc <- fmt.Errorf("time Lookup = %+v", e)
+					return
+				}
+				if e, ok := ts.Last(); ok && e.Timestamp != 1000+int64(e.Offset-base) {
+					errc <- fmt.Errorf("time Last = %+v", e)
+					return
+				}
+			}
+		}()
+		rng := rand.New(rand.NewPCG(7, 8))
+		for round := range 200 {
+			for i := x.Len() + 1; i <= 30; i++ {
+				if err := x.Append(base+batch.Offset(i), Pos(100*i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := ts.Len() + 1; i <= 30; i++ {
+				if _, err := ts.Append(1000+int64(i), base+batch.Offset(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keep := base + batch.Offset(rng.IntN(3))
+			if err := errors.Join(x.TruncateTo(keep), ts.TruncateTo(keep)); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(x.Trim(), ts.Trim()); err != nil {
+				t.Fatal(err)
+			}
+			if round%2 == 0 { // a trimmed index truncated further: its mapping shrinks again
+				if err := errors.Join(x.TruncateTo(base), ts.TruncateTo(base)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := errors.Join(x.MakeWritable(8*64), ts.MakeWritable(12*64)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop.Store(true)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

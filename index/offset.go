@@ -63,33 +63,39 @@ func (x *OffsetIndex) Len() int { return x.f.len() }
 // Full reports whether the index can take no more entries (the segment must roll).
 func (x *OffsetIndex) Full() bool { return x.f.full() }
 
-// Entry returns entry i, 0 <= i < Len().
+// Entry returns entry i, 0 <= i < Len(), or (base, 0) when i is not an entry (any more: a
+// truncation may have come between Len and Entry).
 func (x *OffsetIndex) Entry(i int) (e OffsetEntry) {
-	x.f.read(i, func(b []byte) { e = x.decode(b) })
+	if !x.f.read(i, func(b []byte) { e = x.decode(b) }) {
+		return OffsetEntry{Offset: x.base}
+	}
 	return e
 }
 
 // Lookup returns the entry with the greatest offset <= target, or (base, 0) when there is none:
 // the position from which a forward scan finds the batch holding target. It does not allocate.
-func (x *OffsetIndex) Lookup(target batch.Offset) OffsetEntry {
+// The search and the read of the entry it finds are one step: a truncation or trim running
+// meanwhile (which may shrink or replace the mapping) comes before or after both.
+func (x *OffsetIndex) Lookup(target batch.Offset) (e OffsetEntry) {
 	if target < x.base {
 		return OffsetEntry{Offset: x.base}
 	}
 	rel := uint64(target - x.base)
-	i := x.f.search(func(b []byte) bool { return uint64(binary.BigEndian.Uint32(b[0:4])) <= rel })
-	if i == 0 {
+	if !x.f.find(func(b []byte) bool { return uint64(binary.BigEndian.Uint32(b[0:4])) <= rel },
+		func(b []byte) { e = x.decode(b) }) {
 		return OffsetEntry{Offset: x.base}
 	}
-	return x.Entry(i - 1)
+	return e
 }
 
-// LookupPos returns the entry with the greatest position <= pos, or (base, 0).
-func (x *OffsetIndex) LookupPos(pos Pos) OffsetEntry {
-	i := x.f.search(func(b []byte) bool { return Pos(binary.BigEndian.Uint32(b[4:8])) <= pos })
-	if i == 0 {
+// LookupPos returns the entry with the greatest position <= pos, or (base, 0); as Lookup, in
+// one step.
+func (x *OffsetIndex) LookupPos(pos Pos) (e OffsetEntry) {
+	if !x.f.find(func(b []byte) bool { return Pos(binary.BigEndian.Uint32(b[4:8])) <= pos },
+		func(b []byte) { e = x.decode(b) }) {
 		return OffsetEntry{Offset: x.base}
 	}
-	return x.Entry(i - 1)
+	return e
 }
 
 // Append adds an entry. Offsets and positions must strictly increase, and pos must be > 0.

@@ -49,29 +49,30 @@ func (x *TimeIndex) Full() bool { return x.f.full() }
 // Free is how many more entries the index can take (0 when read-only).
 func (x *TimeIndex) Free() int { return x.f.free() }
 
-// Entry returns entry i, 0 <= i < Len().
+// Entry returns entry i, 0 <= i < Len(), or (-1, base) when i is not an entry (any more: a
+// truncation may have come between Len and Entry).
 func (x *TimeIndex) Entry(i int) (e TimeEntry) {
-	x.f.read(i, func(b []byte) { e = x.decode(b) })
+	if !x.f.read(i, func(b []byte) { e = x.decode(b) }) {
+		return TimeEntry{Timestamp: -1, Offset: x.base}
+	}
 	return e
 }
 
 // Last returns the newest entry, if any.
-func (x *TimeIndex) Last() (TimeEntry, bool) {
-	n := x.Len()
-	if n == 0 {
-		return TimeEntry{}, false
-	}
-	return x.Entry(n - 1), true
+func (x *TimeIndex) Last() (e TimeEntry, ok bool) {
+	ok = x.f.last(func(b []byte) { e = x.decode(b) })
+	return e, ok
 }
 
 // Lookup returns the entry with the greatest timestamp < ts, or (-1, base) when there is none: a
-// forward scan from its offset finds the first batch with a timestamp >= ts.
-func (x *TimeIndex) Lookup(ts int64) TimeEntry {
-	i := x.f.search(func(b []byte) bool { return int64(binary.BigEndian.Uint64(b[0:8])) < ts })
-	if i == 0 {
+// forward scan from its offset finds the first batch with a timestamp >= ts. The search and
+// the read of the entry it finds are one step, as in OffsetIndex.Lookup.
+func (x *TimeIndex) Lookup(ts int64) (e TimeEntry) {
+	if !x.f.find(func(b []byte) bool { return int64(binary.BigEndian.Uint64(b[0:8])) < ts },
+		func(b []byte) { e = x.decode(b) }) {
 		return TimeEntry{Timestamp: -1, Offset: x.base}
 	}
-	return x.Entry(i - 1)
+	return e
 }
 
 // Append adds an entry if ts is greater than the last entry's; it reports whether it did.
