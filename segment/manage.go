@@ -236,7 +236,9 @@ func (l *Log) TruncateTo(off batch.Offset) error {
 // segment holding off (off at the first segment's base empties that one) and retires the later
 // ones. With roll, a segment it cut and left non-empty is sealed and a new one started at the
 // new end, so that no append rewrites positions a reader of the old bytes may be reading
-// (Slice); a full truncation, which retires the cut segment next, passes false. Called with
+// (Slice); so is a non-empty segment an earlier truncation cut that this one would make
+// active again by retiring the segments after it. A full truncation, which retires the cut
+// segment next, passes false. Called with
 // flushMu and appendMu held; it releases appendMu.
 func (l *Log) truncateTailLocked(off batch.Offset, roll bool) error {
 	segs := l.Segments()
@@ -246,7 +248,9 @@ func (l *Log) truncateTailLocked(off batch.Offset, roll bool) error {
 	}
 	t := segs[i]
 	doomed := segs[i+1:]
+	removed := len(doomed)
 	cutsBefore := t.cuts.Load()
+	wasActive := t == l.active
 	err := l.truncateSegmentLocked(t, off)
 	if err == nil {
 		kept := append([]*Segment(nil), segs[:i+1]...)
@@ -260,28 +264,38 @@ func (l *Log) truncateTailLocked(off batch.Offset, roll bool) error {
 		// know the batches that are gone.
 		err = l.reloadProducersLocked()
 	}
-	if err == nil {
-		if roll && t.cuts.Load() != cutsBefore && t.size.Load() > 0 {
-			// Bytes were cut: the appends go to a new segment, not to the positions readers
-			// of t may have read (Slice). A roll that fails (no space) leaves t active, as
-			// after a roll refused at an append, and the appends write into t.
-			if rerr := l.rollLocked(t.nextOffset); rerr != nil {
-				l.logger.Warn("truncated segment stays active", "dir", l.dir, "base", t.base, "err", rerr)
+	var errs []error
+	if err == nil && roll && t.size.Load() > 0 && (t.cuts.Load() != cutsBefore || (!wasActive && t.cuts.Load() != 0)) {
+		// Bytes were cut, now or by an earlier truncation of this sealed segment (which
+		// rolled away from it, and which this one, retiring the segments after it, would
+		// make active again): a Slice made before that cut may name positions past t's
+		// end. The appends go to a new segment, not to the positions readers of t may have
+		// read (Slice). A roll that fails (no space) leaves t active, as after a roll
+		// refused at an append, and the appends write into t.
+		if len(doomed) > 0 && doomed[0].base == t.nextOffset {
+			// The new segment takes the name of the first one retired (off was its base):
+			// its files go first, so that the roll does not remove them from under it nor
+			// its retire rename the new segment's away.
+			for _, s := range doomed {
+				errs = append(errs, s.retire())
 			}
+			doomed = nil
+		}
+		if rerr := l.rollLocked(t.nextOffset); rerr != nil {
+			l.logger.Warn("truncated segment stays active", "dir", l.dir, "base", t.base, "err", rerr)
 		}
 	}
 	l.appendMu.Unlock()
 	if err != nil {
 		return l.fail(fmt.Errorf("truncate to %d: %w", off, err))
 	}
-	var errs []error
 	for _, s := range doomed {
 		errs = append(errs, s.retire())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return l.fail(fmt.Errorf("truncate to %d: %w", off, err))
 	}
-	l.logger.Info("truncated log", "offset", off, "log_end", t.nextOffset, "segments_removed", len(doomed))
+	l.logger.Info("truncated log", "offset", off, "log_end", t.nextOffset, "segments_removed", removed)
 	l.notify()
 	// Make the truncation durable and move the recovery point below the removed bytes.
 	l.checkpoint = checkpoint{offset: -1}

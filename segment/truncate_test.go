@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -216,4 +217,77 @@ func TestTruncateFullyAndStartAtAnyOffset(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A Slice held across two truncations never reads batches appended after them at its
+// positions. The first cuts the sealed segment it names below the slice's end, and rolls a new
+// segment at the new end; the second, to that new segment's base, retires it and leaves the
+// cut segment the last one. The appends after it must go to a new segment: in the cut one they
+// would land at positions the slice still names (past the first cut), and a sendfile of the
+// slice would send them under the offsets it was asked for. Both truncations end on a batch
+// boundary after the slice's first batch, outside the exception of a cut in a segment's first
+// batch (Slice).
+func TestSliceSurvivesTruncationThatReactivatesACutSegment(t *testing.T) {
+	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		o := testOptions(fsys)
+		o.SegmentBytes = 2048
+		l := mustOpen(t, dir, o)
+		defer l.Close()
+		for i := 0; len(l.Segments()) < 2; i++ {
+			mustAppend(t, l, makeBatch(t, "old", 4, int64(i)))
+		}
+		a := l.Segments()[0]
+		bs := readRange(t, l, a.base, l.Segments()[1].base)
+		if len(bs) < 6 {
+			t.Fatalf("setup: %d batches in the first segment, want at least 6", len(bs))
+		}
+		s, err := l.Read(bs[2].BaseOffset(), 1<<20, l.Segments()[1].base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Release()
+		first, err := s.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.TruncateTo(bs[4].BaseOffset()); err != nil { // inside the slice
+			t.Fatal(err)
+		}
+		mustAppend(t, l, makeBatch(t, "mid", 4, 100))
+		rolled := l.Segments()[len(l.Segments())-1]
+		if rolled == a || rolled.base != bs[4].BaseOffset() {
+			t.Fatalf("the cut segment did not roll: last segment based at %d", rolled.base)
+		}
+		if err := l.TruncateTo(rolled.base); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 8 {
+			mustAppend(t, l, makeBatch(t, "new", 4, int64(200+i)))
+		}
+		if segs := l.Segments(); segs[len(segs)-1] == a {
+			t.Fatal("appends went on in the segment cut under the slice")
+		}
+		again := make([]byte, s.Len)
+		n, _ := s.File.ReadAt(again, s.Pos)
+		if !bytes.Equal(again[:n], first[:n]) {
+			t.Fatalf("the slice read %d bytes again, not the ones it named (truncated %v)", n, s.Truncated())
+		}
+		// The log reads whole: the old records up to the first cut, then the new ones.
+		got := values(t, readAll(t, l, l.StartOffset()))
+		want := values(t, bs[:4])
+		for i := range 8 {
+			want = append(want, values(t, []batch.Batch{makeBatch(t, "new", 4, int64(200+i))})...)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("log holds %q, want %q", got, want)
+		}
+		end := l.EndOffset()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = mustOpen(t, dir, o)
+		if l.EndOffset() != end || !slices.Equal(values(t, readAll(t, l, l.StartOffset())), want) {
+			t.Fatalf("reopened: end %d, want %d, or other records", l.EndOffset(), end)
+		}
+	})
 }
