@@ -14,7 +14,10 @@ import (
 // Concurrency: one appender (the segment's owner, serialised by the log) and any number of
 // lookups. Append writes entry n and then publishes n+1, so lookups read only published,
 // immutable entries without a lock. mu excludes lookups (read side) from the operations that
-// move or shrink the mapping (write side: truncate, trim, close). flushMu serialises flushes.
+// move or shrink the mapping (write side: truncate, trim, close). A lookup searches and reads
+// the entry it found in one read-locked section (find), never with a position it computed
+// under an earlier one: a truncation and a trim in between may have shrunk the mapping below
+// it. flushMu serialises flushes.
 //
 // Files: the file is open only while it is being mapped or resized. A mapping needs no
 // descriptor (the kernel keeps its own reference to the file), and msync flushes through it,

@@ -28,7 +28,9 @@ import (
 // truncation returns a prefix of the bytes it first read, or its segment reports the cut
 // (Truncated); every batch served passes its CRC; the scrub, over a log whose bytes are all
 // good, marks nothing; and the log ends intact (every batch readable, end as appended).
-// Bounded: a fixed number of appends, or two seconds, whichever comes first.
+// Bounded: a fixed number of appends. Every 100 of them the appender waits (polling, at most
+// ten seconds) until each reader has read and the scrubber has passed over the log since, so
+// that the load mixes however a loaded machine schedules the goroutines.
 func TestTruncateUnderLoad(t *testing.T) {
 	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		o := testOptions(fsys)
@@ -38,7 +40,6 @@ func TestTruncateUnderLoad(t *testing.T) {
 		defer l.Close()
 
 		const appends = 3000
-		deadline := time.Now().Add(2 * time.Second)
 		var stop atomic.Bool
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[string]
@@ -46,19 +47,52 @@ func TestTruncateUnderLoad(t *testing.T) {
 			failed.CompareAndSwap(nil, &msg)
 			stop.Store(true)
 		}
-		var truncations, reads, rereads, scrubbed atomic.Int64
+		var truncations, reads, rereads, scrubbed, scrubPasses atomic.Int64
+		var readsBy [2]atomic.Int64
+		// waitFor polls until cond holds, or the load stops, or ten seconds pass: then the
+		// goroutines it waits for were starved, and the test fails saying so.
+		waitFor := func(what string, cond func() bool) bool {
+			limit := time.Now().Add(10 * time.Second)
+			for !cond() {
+				if stop.Load() {
+					return false
+				}
+				if time.Now().After(limit) {
+					fail("starved: " + what)
+					return false
+				}
+				runtime.Gosched()
+			}
+			return true
+		}
+		// mixed waits until each reader has read and the scrubber has made a whole pass (and
+		// scrubbed a segment, if there was one to scrub) since it was called.
+		mixed := func() bool {
+			r0, r1, p, sc := readsBy[0].Load(), readsBy[1].Load(), scrubPasses.Load(), scrubbed.Load()
+			candidates := len(l.ScrubCandidates()) > 0
+			return waitFor("readers or scrubber made no progress", func() bool {
+				return readsBy[0].Load() > r0 && readsBy[1].Load() > r1 && scrubPasses.Load() >= p+2 &&
+					(!candidates || scrubbed.Load() > sc)
+			})
+		}
+		emptied := newEmptiedSegments()
 
 		wg.Add(1)
 		go func() { // appender and, every so often, truncator: a follower's two writers
 			defer wg.Done()
 			defer stop.Store(true)
 			rng := rand.New(rand.NewPCG(1, 2))
-			for i := 0; i < appends && !stop.Load() && time.Now().Before(deadline); i++ {
+			for i := 0; i < appends && !stop.Load(); i++ {
 				if _, err := l.Append(makeBatch(t, "s", 1+rng.IntN(8), int64(i)), int32(i/100)); err != nil {
 					fail("append: " + err.Error())
 					return
 				}
 				switch {
+				case i%400 == 399: // before i%50 == 49, which it implies
+					if _, err := l.DeleteExpired(l.EndOffset() / 2); err != nil {
+						fail("retention: " + err.Error())
+						return
+					}
 				case i%50 == 49:
 					if err := l.Sync(context.Background()); err != nil { // scrub candidates
 						fail("sync: " + err.Error())
@@ -75,14 +109,19 @@ func TestTruncateUnderLoad(t *testing.T) {
 						fail("truncation left the end or synced offset past the cut")
 						return
 					}
+					emptied.note(l)
 					truncations.Add(1)
-				case i%400 == 399:
-					if _, err := l.DeleteExpired(l.EndOffset() / 2); err != nil {
-						fail("retention: " + err.Error())
-						return
-					}
+				}
+				if i%100 == 0 && !mixed() {
+					return
 				}
 			}
+			// The readers' held Slices and the scrub of what the last truncations left.
+			if err := l.Sync(context.Background()); err != nil {
+				fail("sync: " + err.Error())
+				return
+			}
+			waitFor("no re-read or scrub", func() bool { return rereads.Load() > 0 && scrubbed.Load() > 0 })
 		}()
 
 		for r := range 2 {
@@ -120,6 +159,7 @@ func TestTruncateUnderLoad(t *testing.T) {
 						return
 					}
 					reads.Add(1)
+					readsBy[r].Add(1)
 					if rng.IntN(2) == 0 || s.Len == 0 {
 						s.Release()
 						continue
@@ -134,7 +174,7 @@ func TestTruncateUnderLoad(t *testing.T) {
 							fail("a Slice read again returned other bytes than it first did, with no cut reported")
 							return
 						}
-						if h.s.Truncated() && n > 0 && !bytes.Equal(again[:n], h.first[:n]) && h.s.seg.size.Load() > 0 && !cutInFirstBatch(h) {
+						if h.s.Truncated() && n > 0 && !bytes.Equal(again[:n], h.first[:n]) && !emptied.since(h.s) {
 							fail("a Slice of a segment cut and rolled returned new bytes at its positions")
 							return
 						}
@@ -165,10 +205,12 @@ func TestTruncateUnderLoad(t *testing.T) {
 					}
 					scrubbed.Add(1)
 				}
+				scrubPasses.Add(1)
 				runtime.Gosched()
 			}
 		}()
 		wg.Wait()
+		t.Logf("%d truncations, %d reads, %d re-reads, %d scrubs in %d passes", truncations.Load(), reads.Load(), rereads.Load(), scrubbed.Load(), scrubPasses.Load())
 		if msg := failed.Load(); msg != nil {
 			t.Fatal(*msg)
 		}
@@ -202,10 +244,37 @@ type heldSlice struct {
 	first []byte
 }
 
-// cutInFirstBatch reports whether the held slice's segment may have been emptied by a cut (the
-// exception of Slice's contract): it now holds fewer bytes than the slice's first batch ends at.
-func cutInFirstBatch(h heldSlice) bool {
-	return h.s.Pos == 0 || h.s.seg.size.Load() <= h.s.Pos
+// emptiedSegments records the truncations that emptied a segment (a cut inside its first
+// batch), after which appends go on in that file from its start: the exception of Slice's
+// contract, where a Slice made before may read new bytes (and reports Truncated).
+type emptiedSegments struct {
+	mu   sync.Mutex
+	cuts map[*Segment]uint64 // the segment's cuts after the last truncation that emptied it
+}
+
+func newEmptiedSegments() *emptiedSegments {
+	return &emptiedSegments{cuts: make(map[*Segment]uint64)}
+}
+
+// note records, after a truncation of l and before any append, the active segment if the
+// truncation emptied it.
+func (e *emptiedSegments) note(l *Log) {
+	segs := l.Segments()
+	s := segs[len(segs)-1]
+	if s.Size() != 0 || s.cuts.Load() == 0 {
+		return // not emptied, or a new segment that a roll started
+	}
+	e.mu.Lock()
+	e.cuts[s] = s.cuts.Load()
+	e.mu.Unlock()
+}
+
+// since reports whether a truncation emptied the Slice's segment after the Slice was made.
+func (e *emptiedSegments) since(sl Slice) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.cuts[sl.seg]
+	return ok && c > sl.cuts
 }
 
 // checkBatches says what is wrong with buf, whole batches and perhaps a partial one at the
