@@ -170,6 +170,25 @@ func (b Batch) SetLogAppendTime(ts int64) {
 	b.updateCRC()
 }
 
+// SetProducerState stamps a built batch with another producer id, epoch and base sequence (an
+// idempotent producer starting a partition's sequences over, KIP-360) and recomputes the CRC,
+// which covers those fields: one pass over the batch, no copy, nothing decompressed. A b too
+// short for a header, or whose batchLength disagrees with len(b), is left unchanged and
+// reported (ErrShort, ErrInvalidLength); the records are not checked.
+func (b Batch) SetProducerState(producerID int64, producerEpoch int16, baseSequence int32) error {
+	if len(b) < HeaderSize {
+		return fmt.Errorf("%w: set producer state: %d bytes, header is %d", ErrShort, len(b), HeaderSize)
+	}
+	if b.Size() != len(b) {
+		return fmt.Errorf("%w: set producer state: batchLength says %d bytes, have %d", ErrInvalidLength, b.Size(), len(b))
+	}
+	binary.BigEndian.PutUint64(b[offProducerID:], uint64(producerID))
+	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(producerEpoch))
+	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(baseSequence))
+	b.updateCRC()
+	return nil
+}
+
 func (b Batch) computeCRC() uint32 { return crc32.Checksum(b[CRCStart:], castagnoli) }
 
 func (b Batch) updateCRC() { binary.BigEndian.PutUint32(b[offCRC:], b.computeCRC()) }
