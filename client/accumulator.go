@@ -85,6 +85,8 @@ type accPartition struct {
 		flushTo uint64
 		// hdrs is scratch space for converting a record's headers.
 		hdrs []batch.Header
+		// idem is the partition's idempotence state (Producer.idem only).
+		idem partitionSequences
 	}
 }
 
@@ -134,6 +136,13 @@ type accBatch struct {
 	// it, or request.timeout.ms): endExpired. Owned by the receiver, as the batch is then.
 	expired bool
 	built   batch.Batch // Build's result, set when drained
+	// Idempotence (Producer.idem): sequenced once the batch was first drained, it carries
+	// stamp's producer id and epoch and the sequences [seqStart, seqEnd) of its partition
+	// (counts that do not wrap: the header has seqStart modulo 2^31); sent once it went out
+	// with that stamp, so that sending it again is a retry.
+	sequenced, sent  bool
+	stamp            *producerID
+	seqStart, seqEnd int64
 	// slot is the batch's buffer in the producer's shared-memory region, or nil: the builder
 	// builds in it, and the batch goes to the broker as a pointer into it (SharedRegion). Its
 	// guard word is renewed before each new batch is built in it (newBatch).
@@ -261,10 +270,11 @@ func (ap *accPartition) popReadyLocked() {
 	ap.mu.ready = ap.mu.ready[:n]
 }
 
-// requeueLocked puts a batch that failed back among the ready ones, in seq order.
+// requeueLocked puts a batch that failed back among the ready ones, in seq order (the halves
+// of a split batch, which share its seq, in sequence order).
 func (ap *accPartition) requeueLocked(b *accBatch) {
 	i := len(ap.mu.ready)
-	for i > 0 && ap.mu.ready[i-1].seq > b.seq {
+	for i > 0 && (ap.mu.ready[i-1].seq > b.seq || ap.mu.ready[i-1].seq == b.seq && ap.mu.ready[i-1].seqStart > b.seqStart) {
 		i--
 	}
 	ap.mu.ready = append(ap.mu.ready, nil)
@@ -351,6 +361,7 @@ func (p *Producer) newBatch(ap *accPartition, reserved int64) *accBatch {
 	}
 	b.recs, b.recsFrom = b.recs[:0], 0
 	b.reserved, b.attempts, b.retryAt, b.lastErr, b.built, b.alone, b.expired = reserved, 0, time.Time{}, nil, nil, false, false
+	b.sequenced, b.sent, b.stamp, b.seqStart, b.seqEnd = false, false, nil, 0, 0
 	return b
 }
 
@@ -399,7 +410,7 @@ func (p *Producer) discardBatch(b *accBatch) {
 
 func (p *Producer) recycleBatch(b *accBatch) {
 	clear(b.recs) // drop the callbacks
-	b.part, b.lastErr, b.built = nil, nil, nil
+	b.part, b.lastErr, b.built, b.stamp = nil, nil, nil, nil
 	if b.slot != nil {
 		p.useSlot(b) // back from a buffer of its own, if the batch had outgrown the slot
 	}
@@ -421,6 +432,9 @@ func (p *Producer) complete(b *accBatch, base, appendTime int64, err error, wasI
 	ap.mu.Lock()
 	if wasInflight {
 		ap.mu.inflight--
+	}
+	if b.sequenced {
+		ap.mu.idem.doneLocked(b, err == nil)
 	}
 	ap.removeIncompleteLocked(b.seq)
 	owner := ap.owner.Load()
@@ -447,6 +461,9 @@ func (p *Producer) expireInFlight(b *accBatch, err error) {
 	clear(b.recs) // ran: nothing may call them again
 	b.recs = b.recs[:0]
 	ap.mu.Lock()
+	if b.sequenced {
+		ap.mu.idem.doneLocked(b, false) // its outcome is unknown
+	}
 	ap.removeIncompleteLocked(b.seq)
 	ap.mu.Unlock()
 	p.batchCompleted()
@@ -510,6 +527,10 @@ func (p *Producer) deliveryTimeoutErr(b *accBatch) error {
 	if b.lastErr != nil {
 		return fmt.Errorf("%w: %s-%d: %d records not acknowledged within delivery.timeout.ms %v (%d attempts): %w; last error: %w",
 			ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), p.cfg.DeliveryTimeout, b.attempts, context.DeadlineExceeded, b.lastErr)
+	}
+	if e := p.pidErr.Load(); e != nil && p.idem && !b.sequenced {
+		return fmt.Errorf("%w: %s-%d: %d records not sent within delivery.timeout.ms %v: %w; no producer id: %w",
+			ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), p.cfg.DeliveryTimeout, context.DeadlineExceeded, *e)
 	}
 	return fmt.Errorf("%w: %s-%d: %d records not sent within delivery.timeout.ms %v: %w",
 		ErrDeliveryTimeout, ap.topic.name, ap.partition, b.builder.NumRecords(), p.cfg.DeliveryTimeout, context.DeadlineExceeded)

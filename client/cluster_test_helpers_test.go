@@ -180,6 +180,8 @@ func (b *clusterBroker) handle(req wire.Request, v int16) wire.Encoder {
 			resp.Topics = append(resp.Topics, t)
 		}
 		return resp
+	case *wire.InitProducerIDRequest:
+		return &wire.InitProducerIDResponse{ProducerID: fakeProducerIDs.Add(1)}
 	case *wire.DescribeReplicasRequest:
 		c.described[b.id]++
 		resp := &wire.DescribeReplicasResponse{}

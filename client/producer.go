@@ -209,8 +209,16 @@ type ProducerConfig struct {
 	// Linger.
 	DeliveryTimeout time.Duration
 	// MaxInFlight is max.in.flight.requests.per.connection (5): outstanding Produce requests
-	// per broker. 1 keeps each partition's records in order across retries.
+	// per broker. 1 keeps each partition's records in order across retries; so does
+	// idempotence, which allows at most 5.
 	MaxInFlight int
+	// EnableIdempotence is enable.idempotence (nil: on, unless Acks is not all, MaxInFlight
+	// is above 5 or Retries is negative, which turn it off, as in Kafka 3.x): the producer
+	// takes a producer id (InitProducerId) and numbers each partition's batches, so that the
+	// broker appends a retried batch only once and in order (see PRODUCER.md). Set to true,
+	// any of those settings is an error (ErrProducerConfig); set to false, batches carry no
+	// producer id, as before idempotence.
+	EnableIdempotence *bool
 	// MaxRequestSize is max.request.size (1 MiB): the largest record (with batch overhead) and
 	// the bound on a request's batches (a request always carries at least one batch).
 	MaxRequestSize int
@@ -281,6 +289,9 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	if c.MaxRequestSize <= 0 {
 		c.MaxRequestSize = 1 << 20
 	}
+	if err := c.resolveIdempotence(); err != nil {
+		return c, err
+	}
 	if c.Partitioner == nil {
 		c.Partitioner = DefaultPartitioner{}
 	}
@@ -302,6 +313,39 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	}
 	return c, nil
 }
+
+// maxIdempotentInFlight is the most requests (and batches per partition) an idempotent producer
+// keeps in flight: the broker remembers a producer's last 5 batches per partition, and a retry
+// older than those could not be recognized.
+const maxIdempotentInFlight = 5
+
+// resolveIdempotence settles EnableIdempotence (to a non-nil value) once the other fields have
+// their defaults, and refuses an explicit true that acks, max.in.flight or retries contradict.
+func (c *ProducerConfig) resolveIdempotence() error {
+	var conflict string
+	switch {
+	case c.Acks.wire() != wire.AcksAll:
+		conflict = "acks must be all, not " + c.Acks.String()
+	case c.MaxInFlight > maxIdempotentInFlight:
+		conflict = fmt.Sprintf("max.in.flight.requests.per.connection must be at most %d, not %d", maxIdempotentInFlight, c.MaxInFlight)
+	case c.Retries == 0:
+		conflict = "retries must be above 0"
+	}
+	if c.EnableIdempotence == nil {
+		on := conflict == "" // Kafka 3.x: a default that these settings contradict gives way
+		c.EnableIdempotence = &on
+		return nil
+	}
+	on := *c.EnableIdempotence
+	c.EnableIdempotence = &on // a copy: the caller's variable may change
+	if on && conflict != "" {
+		return fmt.Errorf("%w: enable.idempotence=true: %s", ErrProducerConfig, conflict)
+	}
+	return nil
+}
+
+// idempotent reports whether the (defaulted) config makes an idempotent producer.
+func (c *ProducerConfig) idempotent() bool { return c.EnableIdempotence != nil && *c.EnableIdempotence }
 
 // retryDelay is the wait before the next try after failures failed ones in a row (at least
 // one): RetryBackoff doubled per failure after the first, at most RetryBackoffMax, with a
@@ -351,6 +395,17 @@ type Producer struct {
 	sendersMu sync.Mutex
 	senders   atomic.Pointer[map[int32]*brokerSender]
 	limbo     *brokerSender
+
+	// Idempotence (idempotence.go): idem is the resolved EnableIdempotence; pid the current
+	// producer id and epoch, nil until InitProducerId answers (and while a new id is asked
+	// for); pidErr the last failure to get one, nil once one came. pidMu serializes bumps;
+	// pidWake asks the producer-id goroutine for an id.
+	idem       bool
+	pid        atomic.Pointer[producerID]
+	pidErr     atomic.Pointer[error]
+	pidMu      sync.Mutex
+	pidWake    chan struct{}
+	epochBumps atomic.Int64
 
 	batches  batchPool
 	requests sync.Pool // *produceRequest
@@ -404,6 +459,8 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		closing:  make(chan struct{}),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		idem:     cfg.idempotent(),
+		pidWake:  make(chan struct{}, 1),
 	}
 	p.builderOpts = batch.DefaultBuilderOptions()
 	p.builderOpts.Compression = cfg.Compression
@@ -417,6 +474,11 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	p.limbo = newBrokerSender(p, -1)
 	p.wg.Add(1)
 	go p.housekeep()
+	if p.idem {
+		p.pidWake <- struct{}{} // the first id, before the first batch goes
+		p.wg.Add(1)
+		go p.pidLoop()
+	}
 	return p, nil
 }
 
@@ -463,12 +525,15 @@ type ProducerStats struct {
 	// Splits counts batches of several records split in two after the broker refused them as
 	// too large (MESSAGE_TOO_LARGE: the topic's max.message.bytes is below batch.size).
 	Splits int64
+	// EpochBumps counts the idempotent producer's epoch bumps (a partition started its
+	// sequences over: KIP-360), including those that asked for a new producer id.
+	EpochBumps int64
 }
 
 // Stats returns the producer's counters.
 func (p *Producer) Stats() ProducerStats {
 	return ProducerStats{Requests: p.sentRequests.Load(), Batches: p.sentBatches.Load(), Bytes: p.sentBytes.Load(), SharedRequests: p.sentShared.Load(),
-		Splits: p.splits.Load()}
+		Splits: p.splits.Load(), EpochBumps: p.epochBumps.Load()}
 }
 
 // Send hands r to the producer and returns once it is in a batch; cb (which may be nil) is

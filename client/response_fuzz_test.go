@@ -41,6 +41,9 @@ type fakeBroker struct {
 	// which it may reply later (fakeConn.reply).
 	connHandler func(c *fakeConn, h wire.RequestHeader, req wire.Request) []byte
 	hmu         sync.Mutex
+	// ownsInitProducerID: the handler answers InitProducerId (set before the first
+	// request); otherwise serve gives each request a new producer id, at epoch 0.
+	ownsInitProducerID bool
 
 	wg    sync.WaitGroup
 	mu    sync.Mutex
@@ -48,6 +51,9 @@ type fakeBroker struct {
 }
 
 var fakeBrokerSeq atomic.Int64
+
+// fakeProducerIDs hands out the fake brokers' producer ids.
+var fakeProducerIDs atomic.Int64
 
 func startFakeBroker(t testing.TB, dir string, handler func(wire.RequestHeader, wire.Request) []byte) *fakeBroker {
 	path := filepath.Join(dir, fmt.Sprintf("fb%d.sock", fakeBrokerSeq.Add(1)))
@@ -138,6 +144,10 @@ func (b *fakeBroker) serve(nc net.Conn) {
 				}
 			}
 			resp = (&wire.APIVersionsResponse{APIKeys: keys}).AppendTo(nil)
+		} else if h.APIKey == wire.InitProducerID && !b.ownsInitProducerID {
+			// A producer id for the idempotent producer (the default), unless the test's
+			// handler answers InitProducerId itself.
+			resp = (&wire.InitProducerIDResponse{ProducerID: fakeProducerIDs.Add(1), ProducerEpoch: 0}).AppendTo(nil)
 		} else {
 			b.hmu.Lock()
 			if b.connHandler != nil {

@@ -281,11 +281,22 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 				next = earliest(next, b.created.Add(p.cfg.Linger))
 			case req != nil && size+b.builder.EstimatedSize() > p.cfg.MaxRequestSize:
 				// Next request: run loops while drain returns one.
+			case p.idem && !p.idemReadyLocked(ap, b, taken):
+				// Idempotence holds it (idempotence.go): no producer id yet, the partition's
+				// window of 5 unacknowledged batches is full, a retry waits to be the first
+				// unacknowledged batch, or the partition waits to start its sequences over.
+				// Completions and a new id signal the sender.
 			default:
 				if open {
 					ap.detachOpenLocked()
 				} else {
 					ap.popReadyLocked()
+				}
+				if p.idem {
+					if !b.sequenced {
+						ap.mu.idem.sequenceLocked(b)
+					}
+					b.sent = true
 				}
 				ap.mu.inflight++
 				ap.mu.inflightOn = s
@@ -708,6 +719,10 @@ func (s *brokerSender) handleResponse(req *produceRequest) {
 			p.retryOrFail(b, &connError{fmt.Errorf("broker %d: no result for %s-%d in the produce response", s.id, b.part.topic.name, b.part.partition)}, s.id, now, jitter)
 		case res.ErrorCode == wire.NoError:
 			p.complete(b, at, res.LogAppendTimeMs, nil, true)
+		case p.idem && !shared && res.ErrorCode == wire.ErrDuplicateSequenceNumber:
+			// The broker has the batch but no longer its offset (Kafka's producer takes it
+			// as success too).
+			p.complete(b, -1, -1, nil, true)
 		case shared && perBatchError(res.ErrorCode):
 			// The log appends a partition's batches all or none, so one batch too large or
 			// corrupt fails the others too. Each goes again on its own, at once and without
@@ -826,8 +841,25 @@ func (p *Producer) splitAndRequeue(b *accBatch) bool {
 	for _, h := range halves {
 		h.part, h.seq, h.created, h.attempts, h.lastErr, h.alone = ap, b.seq, b.created, b.attempts, b.lastErr, true
 	}
+	if b.sequenced {
+		// As Kafka: the refused batch's sequences go to its halves, in order (the broker
+		// appended none of them), so the batches after it keep theirs.
+		start := b.seqStart
+		for _, h := range halves {
+			h.sequenced, h.stamp, h.seqStart = true, b.stamp, start
+			h.seqEnd = start + int64(h.builder.NumRecords())
+			h.builder.SetProducerState(b.stamp.id, b.stamp.epoch, wireSequence(start))
+			start = h.seqEnd
+		}
+	}
 	p.splits.Add(1)
 	ap.mu.Lock()
+	if b.sequenced {
+		ps := &ap.mu.idem
+		if i := slices.Index(ps.unacked, b); i >= 0 {
+			ps.unacked = slices.Replace(ps.unacked, i, i+1, halves[0], halves[1])
+		}
+	}
 	ap.mu.inflight--
 	// Both halves count until they complete: one more entry for b's seq, next to its own
 	// (the list is in seq order).
@@ -871,8 +903,19 @@ func (p *Producer) retryOrFail(b *accBatch, err error, from int32, now time.Time
 		p.client.InvalidateMetadata()
 		p.requestMetadata()
 	}
+	retry := retriable(err)
+	if p.idem && sequenceRefused(err) {
+		// Retried: behind a batch that failed, or, for the first unacknowledged batch, once
+		// its partition started over (a new epoch, sequences from 0).
+		retry = true
+		b.part.mu.Lock()
+		if b.part.mu.idem.firstUnacked(b) {
+			b.part.mu.idem.reset = true
+		}
+		b.part.mu.Unlock()
+	}
 	deadline := b.created.Add(p.cfg.DeliveryTimeout)
-	if retriable(err) && b.attempts <= p.cfg.Retries && now.Before(deadline) && !p.stopping() {
+	if retry && b.attempts <= p.cfg.Retries && now.Before(deadline) && !p.stopping() {
 		b.failedLeader, b.failedEpoch = from, -1 // -1: the epoch it failed at is unknown
 		if pm, ok := p.client.meta.Load().partition(b.part.topic.name, b.part.partition); ok && pm.Leader == from {
 			b.failedEpoch = pm.LeaderEpoch
