@@ -40,6 +40,9 @@ type ProducerOptions struct {
 	// NoSharedMemory keeps a Sluice producer's requests on the unix socket instead of a
 	// shared-memory region (client.Config.SharedMemoryBytes); other drivers ignore it.
 	NoSharedMemory bool
+	// Idempotence is a Sluice producer's client.ProducerConfig.EnableIdempotence (nil: the
+	// client's default, on with acks all); other drivers ignore it.
+	Idempotence *bool
 	// Ack is called exactly once per record sent, on any goroutine, when the record is
 	// acknowledged as Acks asks (err nil) or has failed.
 	Ack AckFunc

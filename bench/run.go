@@ -71,6 +71,8 @@ type Config struct {
 	// NoSharedMemory keeps Sluice producers over a unix socket off shared memory
 	// (ProducerOptions.NoSharedMemory).
 	NoSharedMemory bool
+	// Idempotence is the Sluice producers' enable.idempotence (ProducerOptions.Idempotence).
+	Idempotence *bool
 
 	// brokerCPU reads the CPU time of the driver's broker process, if it runs in one
 	// (BrokerCPUReader); set by Produce, Consume and E2E.
@@ -320,7 +322,7 @@ func (c Config) TopicName(i int) string {
 }
 
 func (c Config) producerOptions(topic string) ProducerOptions {
-	return ProducerOptions{Topic: topic, Acks: c.Acks, Compression: c.Compression, BatchSize: c.BatchSize, LingerMs: c.LingerMs, NoSharedMemory: c.NoSharedMemory}
+	return ProducerOptions{Topic: topic, Acks: c.Acks, Compression: c.Compression, BatchSize: c.BatchSize, LingerMs: c.LingerMs, NoSharedMemory: c.NoSharedMemory, Idempotence: c.Idempotence}
 }
 
 func createTopics(ctx context.Context, d Driver, c Config) error {

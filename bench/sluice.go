@@ -95,6 +95,7 @@ func (d *SluiceDriver) NewProducer(ctx context.Context, o ProducerOptions) (Prod
 	p, err := client.NewProducer(ctx, client.ProducerConfig{
 		Config: cfg,
 		Acks:   acks, Compression: codec, BatchSize: o.BatchSize, Linger: linger,
+		EnableIdempotence: o.Idempotence,
 	})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicemq/sluice/client"
 )
 
-// The writers. Each is one Producer (acks=all, retries on, the workload's MaxInFlight and
+// The writers. Each is one Producer (acks=all, retries on, the workload's idempotence, MaxInFlight and
 // DeliveryTimeout) sending Value{id, seq} for seq = 1, 2, ... to the workload's partitions in
 // turn, so that every partition gets every writer's values. A ticker paces each writer at
 // Rate/Writers records a second (ticks missed while the writer waits are dropped, not made
@@ -44,6 +44,7 @@ type writer struct {
 }
 
 func newWriter(ctx context.Context, id int, bootstrap []string, w Workload, rec *Recorder, stats *workerCounters) (*writer, error) {
+	idempotent := w.Idempotent() // explicit: the checker holds the run to what the workload says
 	p, err := client.NewProducer(ctx, client.ProducerConfig{
 		Config: client.Config{
 			Brokers:        bootstrap,
@@ -51,10 +52,11 @@ func newWriter(ctx context.Context, id int, bootstrap []string, w Workload, rec 
 			RequestTimeout: writerRequestTimeout,
 			Logger:         w.Logger,
 		},
-		Acks:            client.AcksAll,
-		Linger:          writerLinger,
-		MaxInFlight:     w.MaxInFlight,
-		DeliveryTimeout: time.Duration(w.DeliveryTimeout),
+		Acks:              client.AcksAll,
+		Linger:            writerLinger,
+		MaxInFlight:       w.MaxInFlight,
+		EnableIdempotence: &idempotent,
+		DeliveryTimeout:   time.Duration(w.DeliveryTimeout),
 		// A writer waiting out a cluster without leaders must not block in Send past its own
 		// delivery timeout: the record then fails and is recorded so.
 		MaxBlock: time.Duration(w.DeliveryTimeout),

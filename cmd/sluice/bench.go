@@ -74,10 +74,13 @@ type benchOptions struct {
 	batchSize   int
 	lingerMs    int
 	sharedMem   bool
-	fileReads   bool
-	group       string
-	idleTimeout time.Duration
-	fetchSize   int
+	// idempotence is --enable-idempotence, idempotenceSet whether it was given (else the
+	// client's default: on with --acks all, off with 1 or 0).
+	idempotence, idempotenceSet bool
+	fileReads                   bool
+	group                       string
+	idleTimeout                 time.Duration
+	fetchSize                   int
 
 	// cluster is the cluster of broker processes the run starts (--brokers; none at 0).
 	cluster benchClusterOptions
@@ -225,6 +228,7 @@ func addRunFlags(cmd *cobra.Command, o *benchOptions) {
 	f.StringVar(&o.compression, "compression", "none", "compression.type: none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
 	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms")
+	f.BoolVar(&o.idempotence, "enable-idempotence", true, "Sluice producers' enable.idempotence (not given: the client's default, on with --acks all, off with 1 or 0; true with --acks 1 or 0 is an error)")
 	f.BoolVar(&o.sharedMem, "shared-memory", true, "Sluice producers over the unix socket hand their requests over in a shared-memory region, as the client does by default (false: through the socket)")
 }
 
@@ -239,6 +243,7 @@ func (o *benchOptions) checkFlags(cmd *cobra.Command, _ []string) error {
 	f := cmd.Flags()
 	has := func(name string) bool { return f.Lookup(name) != nil }
 	given := f.Changed
+	o.idempotenceSet = has("enable-idempotence") && given("enable-idempotence")
 	switch {
 	case given("transport") && !o.embedded:
 		return errors.New("--transport needs --embedded: against a running broker the transport is --broker's (--broker unix:///path/to.sock for its unix socket)")
@@ -355,7 +360,7 @@ func (o *benchOptions) config(progress io.Writer) (bench.Config, error) {
 		Records: o.records, Duration: o.duration, Warmup: o.warmup,
 		RecordSize: o.recordSize, Payload: payload, PayloadFile: o.payloadFile,
 		Producers: o.producers, Rate: o.rate, RateOfMax: o.rateOfMax, ProbeDuration: o.probe, Acks: acks, AcksSet: true, Compression: o.compression,
-		BatchSize: o.batchSize, LingerMs: o.lingerMs, NoSharedMemory: !o.sharedMem, Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
+		BatchSize: o.batchSize, LingerMs: o.lingerMs, NoSharedMemory: !o.sharedMem, Idempotence: o.idempotencePtr(), Group: o.group, IdleTimeout: o.idleTimeout, FetchBytes: o.fetchSize,
 		NoFileReads: !o.fileReads, FollowerLagEvery: o.cluster.followerLag,
 		Progress: progress,
 		Settle:   o.settle,
@@ -501,6 +506,15 @@ func benchRunE(o *benchOptions, run func(ctx context.Context, d bench.Driver, st
 // settle settles the system for the next run (settle, with --pause), and after each probe of
 // --rate-of-max (bench.Config.Settle).
 func (o *benchOptions) settle(ctx context.Context) error { return settle(ctx, o.pause) }
+
+// idempotencePtr is --enable-idempotence if given, else nil (the client's default).
+func (o *benchOptions) idempotencePtr() *bool {
+	if !o.idempotenceSet {
+		return nil
+	}
+	on := o.idempotence
+	return &on
+}
 
 // settle runs between repeated runs: it releases the process's garbage to the system
 // (bench.ReleaseMemory), writes every dirty page back (sync(2)) and waits pause, so that one

@@ -242,7 +242,9 @@ func TestClientProperties(t *testing.T) {
 		wantErr string
 	}{
 		{produceCmd, []string{"--producer-property", "lingr.ms=5"}, "--producer-property lingr.ms: unknown property; did you mean linger.ms?"},
-		{produceCmd, []string{"--producer-property", "enable.idempotence=true"}, "enable.idempotence=true: the idempotent producer is not implemented yet"},
+		{produceCmd, []string{"--acks", "1", "--producer-property", "enable.idempotence=true"}, "enable.idempotence=true: acks must be all, not 1"},
+		{produceCmd, []string{"--acks", "0", "--enable-idempotence"}, "enable.idempotence=true: acks must be all, not 0"},
+		{produceCmd, []string{"--enable-idempotence=false", "--producer-property", "enable.idempotence=true"}, "--enable-idempotence and --producer-property enable.idempotence= both set enable.idempotence: give one"},
 		{produceCmd, []string{"--producer-property", "acks=2"}, "--producer-property acks=2: want all, -1, 1 or 0"},
 		{produceCmd, []string{"--acks", "2"}, "--acks 2: want all, -1, 1 or 0"},
 		{produceCmd, []string{"--acks", "1", "--producer-property", "acks=all"}, "--acks and --producer-property acks= both set acks: give one"},

@@ -32,6 +32,7 @@ type produceOptions struct {
 	lingerMs     int
 	batchSize    int
 	maxBlockMs   int
+	idempotence  bool // --enable-idempotence, a property only when given
 	file         string
 	headers      []string // --header k=v
 	lineProps    []string // --property: how lines are read (Kafka's console producer's)
@@ -46,6 +47,7 @@ type produceOptions struct {
 var produceFlagProperties = map[string]string{
 	"acks": "acks", "compression.type": "compression", "linger.ms": "linger-ms",
 	"batch.size": "batch-size", "max.block.ms": "max-block-ms", "bootstrap.servers": "bootstrap-server",
+	"enable.idempotence": "enable-idempotence",
 }
 
 // produceMaxErrorLines bounds the per-record errors printed; the summary counts them all.
@@ -107,6 +109,7 @@ on stderr. The exit status is non-zero if any record failed.`,
 	f.IntVar(&o.lingerMs, "linger-ms", 5, "linger.ms: how long a batch waits for more records")
 	f.IntVar(&o.batchSize, "batch-size", 16384, "batch.size in bytes")
 	f.IntVar(&o.maxBlockMs, "max-block-ms", 60000, "max.block.ms: how long to wait for metadata or buffer space")
+	f.BoolVar(&o.idempotence, "enable-idempotence", true, "enable.idempotence: no duplicates and each partition's order across retries (unset: on unless --acks is not all; false: retries may duplicate)")
 	f.StringVar(&o.file, "file", "", "read lines from this file instead of stdin")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd

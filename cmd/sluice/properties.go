@@ -249,13 +249,9 @@ var producerProperties = append(commonProperties(func(c *client.ProducerConfig) 
 		c.MaxRequestSize, err = parseCount(v, 1)
 		return err
 	}},
-	{"enable.idempotence", func(_ *client.ProducerConfig, v string) error {
+	{"enable.idempotence", func(c *client.ProducerConfig, v string) error {
 		on, err := parseBool(v)
-		if err == nil && on {
-			// Kafka's default is true; Sluice's producer has no producer ids yet, so saying
-			// nothing would promise what it does not do.
-			err = errors.New("the idempotent producer is not implemented yet: set it to false (retries may then duplicate a batch)")
-		}
+		c.EnableIdempotence = &on // unset: on unless acks, max.in.flight or retries rule it out
 		return err
 	}},
 }...)
