@@ -52,25 +52,26 @@ package client
 // answer is then ignored for them) or reaches request.timeout.ms.
 //
 // Ordering: records of one partition are appended to batches in Send order and batches are
-// sent in order, but the producer is not idempotent, so with MaxInFlight > 1 a batch that
-// failed and was retried can land after a later batch that was already in flight: the log then
-// holds the later records first (and a batch whose response was lost but which was appended can
-// be appended twice). This is Kafka's guarantee without enable.idempotence. With MaxInFlight = 1
-// a partition never has more than one request in flight (its batches in it are appended all or
-// none, in order) and retries go back to the head of its queue in order, so order is preserved
-// (duplicates remain possible).
+// sent in order. The idempotent producer (the default; idempotence.go) keeps that order across
+// retries and never has a batch appended twice. Without idempotence, with MaxInFlight > 1 a
+// batch that failed and was retried can land after a later batch that was already in flight:
+// the log then holds the later records first (and a batch whose response was lost but which
+// was appended can be appended twice). This is Kafka's guarantee without enable.idempotence.
+// With MaxInFlight = 1 a partition never has more than one request in flight (its batches in it
+// are appended all or none, in order) and retries go back to the head of its queue in order,
+// so order is preserved (duplicates remain possible).
 //
 // Callbacks run on the producer's goroutines (a receiver or sender, or the caller of Send for
 // an error Send detects itself), for one partition in the order its batches complete: Send
 // order unless a retry or an expiry intervenes. They must be quick and must not call Flush,
 // Close or SendSync, which wait for callbacks.
 //
-// Goroutines: the housekeeper (metadata refreshes; partitions without a leader) started by
-// NewProducer, and per broker that leads a partition the producer writes to, a sender and a
+// Goroutines: the housekeeper (metadata refreshes; partitions without a leader) and, if
+// idempotent, the producer-id goroutine (pidLoop) started by NewProducer, and per broker that leads a partition the producer writes to, a sender and a
 // receiver, started on first use. Close stops and waits for all of them.
 //
-// Lock order: accPartition.mu, then brokerSender.mu, bufferMemory.mu, batchPool.mu or
-// Producer.sendersMu (leaves). Producer.topicsMu and flushMu are leaves too. No lock is held
+// Lock order: accPartition.mu, then brokerSender.mu, bufferMemory.mu, batchPool.mu,
+// Producer.pidMu or Producer.sendersMu (leaves). Producer.topicsMu and flushMu are leaves too. No lock is held
 // across network I/O or a callback.
 
 import (
