@@ -14,13 +14,17 @@ import (
 // A batch that expires in flight with shared memory keeps its buffer in the region until its
 // request ends: the broker may still copy the batch from there (it reads the spans when it
 // serves the request). Records sent meanwhile are built elsewhere, so neither the batch's
-// bytes nor its guard word change while the request is outstanding.
+// bytes nor its guard word change while the request is outstanding. (Without idempotence: an
+// idempotent producer sends nothing more of the partition until the expired batch's request
+// ends, since its outcome is unknown.)
 func TestProducerSharedMemoryKeptWhileExpiredBatchInFlight(t *testing.T) {
 	pb := startParkingBroker(t)
 	const batchSize = 1024
+	off := false
 	cfg := ProducerConfig{
 		Config: Config{Brokers: []string{pb.fb.addr()}, RequestTimeout: time.Hour, Logger: fzDiscardLogger()},
 		Linger: -1, DeliveryTimeout: inFlightExpiry, BatchSize: batchSize, BufferMemory: 4 * batchSize,
+		EnableIdempotence: &off,
 	}
 	cfg.SharedMemoryBytes = slotStride(slotSize(cfg)) // one buffer in the region
 	ctx := context.Background()
