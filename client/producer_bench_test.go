@@ -13,7 +13,9 @@ import (
 // Flush) against an in-process broker on the same machine, with the defaults (linger.ms 5,
 // batch.size 16384, buffer.memory 32 MiB) and acks=all (the default; the topic has
 // write.caching=false, so every acknowledged batch is fsynced: this measures the disk) or
-// acks=1 (this measures the client, the transport and the broker's append). The producer is warmed up first by pushing twice
+// acks=1 (this measures the client, the transport and the broker's append); acks=all runs
+// twice, idempotent (the default) and with enable.idempotence=false, for the cost of
+// idempotence. The producer is warmed up first by pushing twice
 // buffer.memory through it, so that its batch free list has reached steady state. allocs/op is
 // per record and includes the in-process broker's allocations per request.
 func BenchmarkProducerSend(b *testing.B) {
@@ -22,17 +24,25 @@ func BenchmarkProducerSend(b *testing.B) {
 		{"unix", "unix://" + br.UnixAddr().String()},
 		{"tcp", br.Addr().String()},
 	}
-	for _, acks := range []client.Acks{client.AcksAll, client.AcksLeader} {
+	off := false
+	for _, v := range []struct {
+		acks client.Acks
+		idem *bool
+	}{{client.AcksAll, nil}, {client.AcksAll, &off}, {client.AcksLeader, nil}} {
 		for _, tr := range transports {
 			for _, size := range []int{100, 1024} {
-				benchProducer(b, tr.name, tr.addr, acks, size)
+				benchProducer(b, tr.name, tr.addr, v.acks, v.idem, size)
 			}
 		}
 	}
 }
 
-func benchProducer(b *testing.B, transport, addr string, acks client.Acks, size int) {
-	topic := fmt.Sprintf("bench-%s-%d-%v", transport, size, acks)
+func benchProducer(b *testing.B, transport, addr string, acks client.Acks, idem *bool, size int) {
+	name := "acks=" + acks.String()
+	if idem != nil && !*idem {
+		name += ",idempotence=off"
+	}
+	topic := fmt.Sprintf("bench-%s-%d-%v-%t", transport, size, acks, idem == nil || *idem)
 	prodCreateTopic(b, addr, topic, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -43,10 +53,10 @@ func benchProducer(b *testing.B, transport, addr string, acks client.Acks, size 
 		}
 	}()
 	rec := &client.Record{Topic: topic, Partition: 0, PartitionSet: true, Value: make([]byte, size)}
-	b.Run(fmt.Sprintf("acks=%s/%s/%dB", acks, transport, size), func(b *testing.B) {
+	b.Run(fmt.Sprintf("%s/%s/%dB", name, transport, size), func(b *testing.B) {
 		if p == nil { // first run of this sub-benchmark: start and warm up
 			var err error
-			p, err = client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}, Logger: prodLogger()}, Acks: acks})
+			p, err = client.NewProducer(ctx, client.ProducerConfig{Config: client.Config{Brokers: []string{addr}, Logger: prodLogger()}, Acks: acks, EnableIdempotence: idem})
 			if err != nil {
 				b.Fatal(err)
 			}
