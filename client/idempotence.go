@@ -11,8 +11,9 @@ package client
 // gap is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) rather than appended out of order. The rules
 // the client keeps, as Kafka's Sender and TransactionManager do:
 //
-//   - At most 5 batches of a partition are sequenced and unacknowledged at a time (the
-//     broker's window), and at most 5 requests are in flight per broker.
+//   - At most 5 batches of a partition are sequenced from its first unacknowledged one on,
+//     acknowledged ones after it included (the broker's window: a retry of that batch must
+//     find it there), and at most 5 requests are in flight per broker.
 //   - A batch sent again is sent only as its partition's first unacknowledged batch, and
 //     alone in its request for the partition: then a batch the broker already has is answered
 //     with success and the offset it got, and nothing behind it can overtake it.
@@ -68,6 +69,11 @@ type partitionSequences struct {
 	next  int64
 	// unacked are the sequenced batches not completed, in sequence order.
 	unacked []*accBatch
+	// batches numbers the partition's sequenced batches (accBatch.ordinal), a split batch's
+	// halves as two: batches - unacked[0].ordinal is how many the broker may have appended
+	// from the first unacknowledged one on, acknowledged ones included, which must stay
+	// within its window for a retry of that batch to be recognized.
+	batches int64
 	// acked is the end of the highest acknowledged batch's sequences.
 	acked int64
 	// holeEnd > 0: a batch with sequences before holeEnd failed or expired (its outcome
@@ -138,13 +144,13 @@ func (p *Producer) idemReadyLocked(ap *accPartition, b *accBatch, taken int) boo
 			}
 			cur = ps.stamp
 		} else if cur != nil {
-			ps.stamp, ps.next, ps.acked = cur, 0, 0
+			ps.stamp, ps.next, ps.acked, ps.batches = cur, 0, 0, 0
 		}
 		if cur == nil {
 			return false // waiting for a producer id
 		}
 	}
-	return ps.stamp != nil && len(ps.unacked) < maxIdempotentInFlight
+	return ps.stamp != nil && (len(ps.unacked) == 0 || ps.batches-ps.unacked[0].ordinal < maxIdempotentInFlight)
 }
 
 // startOverLocked moves the partition, with nothing of it in flight, to a new epoch (bumping
@@ -160,19 +166,22 @@ func (p *Producer) startOverLocked(ap *accPartition) bool {
 		return false
 	}
 	var n int64
-	for _, b := range ps.unacked {
+	for i, b := range ps.unacked {
 		b.restamp(cur, n)
+		b.ordinal = int64(i)
 		n = b.seqEnd
 	}
 	ps.stamp, ps.next, ps.acked, ps.holeEnd, ps.reset = cur, n, 0, 0, false
+	ps.batches = int64(len(ps.unacked))
 	return true
 }
 
 // sequenceLocked gives b, drained for the first time, the partition's next sequences.
 func (ps *partitionSequences) sequenceLocked(b *accBatch) {
 	n := int64(b.builder.NumRecords())
-	b.sequenced, b.stamp, b.seqStart, b.seqEnd = true, ps.stamp, ps.next, ps.next+n
+	b.sequenced, b.stamp, b.seqStart, b.seqEnd, b.ordinal = true, ps.stamp, ps.next, ps.next+n, ps.batches
 	ps.next += n
+	ps.batches++
 	b.builder.SetProducerState(b.stamp.id, b.stamp.epoch, wireSequence(b.seqStart))
 	ps.unacked = append(ps.unacked, b)
 }

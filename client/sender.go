@@ -857,6 +857,12 @@ func (p *Producer) splitAndRequeue(b *accBatch) bool {
 	if b.sequenced {
 		ps := &ap.mu.idem
 		if i := slices.Index(ps.unacked, b); i >= 0 {
+			// The halves count as two in the broker's window: the batches after them move up.
+			halves[0].ordinal, halves[1].ordinal = b.ordinal, b.ordinal+1
+			for _, u := range ps.unacked[i+1:] {
+				u.ordinal++
+			}
+			ps.batches++
 			ps.unacked = slices.Replace(ps.unacked, i, i+1, halves[0], halves[1])
 		}
 	}
