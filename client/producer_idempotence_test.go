@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -579,4 +580,46 @@ func TestProducerIdempotentInvalidEpochFails(t *testing.T) {
 	o2 := newIdemOutcomes()
 	want := sendAll(t, p, 0, "f", 3, o2)
 	checkOnceInOrder(t, ib, 0, want, o2)
+}
+
+// Seeded random faults on every request (answers lost after the append, retriable refusals)
+// across three partitions with 5 requests in flight: each record once, in order, every time.
+func TestProducerIdempotentRandomFaults(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			ib := startIdemBroker(t, 3)
+			rng := rand.New(rand.NewPCG(seed, 25)) // the broker's (under its lock)
+			pick := rand.New(rand.NewPCG(seed, 26))
+			ib.locked(func() {
+				ib.action = func(int, *wire.ProduceRequest) idemAction {
+					switch x := rng.IntN(100); {
+					case x < 15:
+						return idemAction{drop: true}
+					case x < 25:
+						return idemAction{refuse: wire.ErrNotLeaderOrFollower}
+					case x < 30:
+						return idemAction{refuse: wire.ErrRequestTimedOut}
+					}
+					return idemAction{}
+				}
+			})
+			p := newIdemProducer(t, ib, ProducerConfig{BatchSize: 100 + int(seed)*20, Linger: -1})
+			o := newIdemOutcomes()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var want [3][]string
+			for i := range 240 {
+				part := int32(pick.IntN(3))
+				v := fmt.Sprintf("p%d-%04d", part, i)
+				want[part] = append(want[part], v)
+				p.Send(ctx, &Record{Topic: idemTopic, Partition: part, PartitionSet: true, Value: []byte(v)}, o.cb(v))
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for part := range 3 {
+				checkOnceInOrder(t, ib, part, want[part], o)
+			}
+		})
+	}
 }
