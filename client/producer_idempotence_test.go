@@ -50,6 +50,7 @@ type idemPartition struct {
 type idemAction struct {
 	refuse wire.ErrorCode // answer every partition with this, appending nothing
 	drop   bool           // append, then close the connection without answering
+	park   bool           // append, and answer only at release
 }
 
 type idemBroker struct {
@@ -68,6 +69,17 @@ type idemBroker struct {
 	nextPID      int64
 	// answered records, per Produce request, each partition's error code in the answer.
 	answered [][]wire.ErrorCode
+	// parked are the answers release sends.
+	parked []func()
+}
+
+// release sends the parked answers.
+func (ib *idemBroker) release() {
+	var ps []func()
+	ib.locked(func() { ps, ib.parked = ib.parked, nil })
+	for _, f := range ps {
+		f()
+	}
 }
 
 func startIdemBroker(t *testing.T, partitions int) *idemBroker {
@@ -127,6 +139,11 @@ func (ib *idemBroker) handle(c *fakeConn, h wire.RequestHeader, req wire.Request
 		}
 		if act.drop {
 			_ = c.nc.Close()
+			return nil
+		}
+		if act.park {
+			body, id := resp.AppendTo(nil), h.CorrelationID
+			ib.parked = append(ib.parked, func() { _ = c.reply(id, body) })
 			return nil
 		}
 		ib.answered = append(ib.answered, codes)
@@ -253,7 +270,11 @@ func (ib *idemBroker) stamps(partition int) (out [][3]int64) {
 
 func newIdemProducer(t *testing.T, ib *idemBroker, cfg ProducerConfig) *Producer {
 	t.Helper()
-	cfg.Config = Config{Brokers: []string{ib.addr()}, SharedMemoryBytes: -1, Logger: fzDiscardLogger(), RequestTimeout: 5 * time.Second}
+	rt := cfg.RequestTimeout
+	if rt == 0 {
+		rt = 5 * time.Second
+	}
+	cfg.Config = Config{Brokers: []string{ib.addr()}, SharedMemoryBytes: -1, Logger: fzDiscardLogger(), RequestTimeout: rt}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = time.Millisecond
 	}
@@ -621,5 +642,51 @@ func TestProducerIdempotentRandomFaults(t *testing.T) {
 				checkOnceInOrder(t, ib, part, want[part], o)
 			}
 		})
+	}
+}
+
+// A batch that expires in flight (delivery.timeout.ms; the broker appended it and answers
+// late) leaves its outcome unknown: the partition's next batch waits for that request to end,
+// then goes with a bumped epoch from sequence 0, and nothing is appended twice.
+func TestProducerIdempotentExpiryInFlightBumpsEpoch(t *testing.T) {
+	ib := startIdemBroker(t, 1)
+	ib.locked(func() {
+		ib.action = func(n int, _ *wire.ProduceRequest) idemAction { return idemAction{park: n == 0} }
+	})
+	cfg := ProducerConfig{Linger: -1, DeliveryTimeout: 300 * time.Millisecond}
+	cfg.RequestTimeout = time.Hour
+	p := newIdemProducer(t, ib, cfg)
+	o := newIdemOutcomes()
+	sendAll(t, p, 0, "x", 1, o) // Flush returns at the expiry
+	o.mu.Lock()
+	err := o.errs["x-0000"]
+	o.mu.Unlock()
+	if !errors.Is(err, ErrDeliveryTimeout) {
+		t.Fatalf("the parked batch: %v, want a delivery timeout", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o2 := newIdemOutcomes()
+	var cfgMore []string
+	for i := range 3 {
+		v := fmt.Sprintf("y-%04d", i)
+		cfgMore = append(cfgMore, v)
+		p.Send(ctx, &Record{Topic: idemTopic, Partition: 0, PartitionSet: true, Value: []byte(v)}, o2.cb(v))
+	}
+	ib.release() // the late answer: success, ignored for the expired batch
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ib.values(0), append([]string{"x-0000"}, cfgMore...); !slices.Equal(got, want) {
+		t.Fatalf("log %v, want %v", got, want)
+	}
+	for _, v := range cfgMore {
+		if e := o2.errs[v]; e != nil || len(o2.offsets[v]) != 1 {
+			t.Fatalf("%s: %v", v, e)
+		}
+	}
+	st := ib.stamps(0)
+	if st[0][1] != 0 || st[1][1] != 1 || st[1][2] != 0 || p.Stats().EpochBumps != 1 {
+		t.Fatalf("stamps %v, %d bumps: want the batch after the expiry at epoch 1, sequence 0, one bump", st, p.Stats().EpochBumps)
 	}
 }
