@@ -30,6 +30,9 @@ package client
 //     until every earlier one has completed, and then starts over (as above) unless a later
 //     batch was acknowledged (which proves the failed one was written).
 //   - INVALID_PRODUCER_EPOCH fails the batch (not retriable).
+//   - Uncompressed batches waiting behind a full window are merged into one (up to half
+//     max.request.size) when it is sequenced: the backlog that a producer without
+//     idempotence packs into one request goes as one batch (mergeReadyLocked).
 //   - A partition whose sequences belong to an older epoch (another partition bumped it)
 //     moves to the new one, from sequence 0, once nothing of it is in flight: a batch of the
 //     old epoch never follows one of the new epoch on a partition.
@@ -184,6 +187,77 @@ func (ps *partitionSequences) sequenceLocked(b *accBatch) {
 	ps.batches++
 	b.builder.SetProducerState(b.stamp.id, b.stamp.epoch, wireSequence(b.seqStart))
 	ps.unacked = append(ps.unacked, b)
+}
+
+// idemMergeLimit is the largest batch mergeReadyLocked makes: half max.request.size (512 KiB by
+// default), well within a topic's max.message.bytes.
+func idemMergeLimit(cfg *ProducerConfig) int { return max(cfg.MaxRequestSize/2, cfg.BatchSize) }
+
+// mergeReadyLocked moves into b, a batch just taken from ap's ready queue to be sequenced, the
+// records of the ready batches behind it while more wait than the partition's window has room
+// for, up to limit bytes in all. Without idempotence the sender packs such a backlog into one
+// request; an idempotent producer may have only 5 batches of a partition out, so a backlog of
+// batch.size batches would go 5 per round trip (a third of the throughput with one partition).
+// Only uncompressed batches are merged (their records are read back without decompressing); the
+// merged batch keeps b's creation time, and takes the others' callbacks and memory.
+func (p *Producer) mergeReadyLocked(ap *accPartition, b *accBatch, limit int) {
+	if p.builderOpts.Compression != batch.None {
+		return
+	}
+	ps := &ap.mu.idem
+	first := ps.batches
+	if len(ps.unacked) > 0 {
+		first = ps.unacked[0].ordinal
+	}
+	room := max(maxIdempotentInFlight-int(ps.batches+1-first), 0) // batches that may follow b now
+	// Room for all of them at once: a buffer grown a record at a time would be copied at
+	// every doubling.
+	total := b.builder.EstimatedSize()
+	for _, n := range ap.mu.ready[:max(len(ap.mu.ready)-room, 0)] {
+		if n.sequenced || n.alone || n.expired || total+n.builder.EstimatedSize() > limit {
+			break
+		}
+		total += n.builder.EstimatedSize()
+	}
+	if total == b.builder.EstimatedSize() {
+		return
+	}
+	b.builder.Prepare(total + appendSlack)
+	var r batch.Record
+	for len(ap.mu.ready) > room {
+		n := ap.mu.ready[0]
+		if n.sequenced || n.alone || n.expired || b.builder.EstimatedSize()+n.builder.EstimatedSize() > limit {
+			return
+		}
+		built, err := n.builder.Build()
+		if err != nil {
+			return
+		}
+		// Read it through once first: a batch that did not read back whole would leave some
+		// of its records in both batches.
+		it := built.Iter(batch.IterOptions{})
+		count := 0
+		for it.Next(&r) {
+			count++
+		}
+		if it.Err() != nil || count != n.builder.NumRecords() {
+			return
+		}
+		it = built.Iter(batch.IterOptions{})
+		for i := 0; it.Next(&r); i++ {
+			var cb func(RecordMetadata, error)
+			ts := time.UnixMilli(r.Timestamp)
+			if k := i - n.recsFrom; k >= 0 && k < len(n.recs) {
+				cb, ts = n.recs[k].cb, n.recs[k].ts
+			}
+			b.append(&r, ts, cb)
+		}
+		ap.popReadyLocked()
+		b.reserved += n.reserved
+		n.reserved = 0
+		ap.removeIncompleteLocked(n.seq) // b, before it, completes for both
+		p.recycleBatch(n)
+	}
 }
 
 // restamp gives b, not in flight, the id and epoch of id and sequences from start; it is

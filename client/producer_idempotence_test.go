@@ -690,3 +690,62 @@ func TestProducerIdempotentExpiryInFlightBumpsEpoch(t *testing.T) {
 		t.Fatalf("stamps %v, %d bumps: want the batch after the expiry at epoch 1, sequence 0, one bump", st, p.Stats().EpochBumps)
 	}
 }
+
+// Batches that pile up behind a partition's full window (5 batches out) are merged into one
+// when the window opens, rather than sent 5 per round trip: fewer, larger batches, each record
+// once, in order, with its offset.
+func TestProducerIdempotentBacklogMerged(t *testing.T) {
+	ib := startIdemBroker(t, 1)
+	ib.locked(func() {
+		ib.action = func(n int, _ *wire.ProduceRequest) idemAction { return idemAction{park: n == 0} }
+	})
+	p := newIdemProducer(t, ib, ProducerConfig{BatchSize: 100, Linger: -1})
+	o := newIdemOutcomes()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var want []string
+	send := func(i int) {
+		v := fmt.Sprintf("m-%04d-%s", i, "padding-to-fill-a-batch-of-one-hundred-bytes")
+		want = append(want, v)
+		p.Send(ctx, &Record{Topic: idemTopic, Partition: 0, PartitionSet: true, Value: []byte(v)}, o.cb(v))
+	}
+	send(0)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		var parked int
+		ib.locked(func() { parked = len(ib.parked) })
+		if parked == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never came")
+		}
+	}
+	for i := 1; i < 60; i++ {
+		send(i)
+	}
+	ib.release()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkOnceInOrder(t, ib, 0, want, o)
+	o.mu.Lock()
+	for i, v := range want {
+		if got := o.offsets[v][0]; got != int64(i) {
+			o.mu.Unlock()
+			t.Fatalf("record %d: offset %d", i, got)
+		}
+	}
+	o.mu.Unlock()
+	var seq int64
+	st := ib.stamps(0)
+	for i, s := range st {
+		if s[2] != seq {
+			t.Fatalf("batch %d: sequence %d, want %d", i, s[2], seq)
+		}
+		ib.locked(func() { seq += int64(ib.parts[0].log[i].LastOffsetDelta()) + 1 })
+	}
+	if len(st) > 20 {
+		t.Fatalf("%d batches for 60 records of a batch each: the backlog was not merged", len(st))
+	}
+	t.Logf("%d batches", len(st))
+}

@@ -294,6 +294,9 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 				}
 				if p.idem {
 					if !b.sequenced {
+						if !open {
+							p.mergeReadyLocked(ap, b, min(idemMergeLimit(&p.cfg), p.cfg.MaxRequestSize-size))
+						}
 						ap.mu.idem.sequenceLocked(b)
 					}
 					b.sent = true
