@@ -283,7 +283,7 @@ var configDefs = []configDef{
 		Doc: "how often retention looks for segments to delete",
 		set: func(c *Config, p prop) error { return p.dur(&c.RetentionCheck, time.Millisecond, positiveMs) }},
 	{Name: "producer.id.expiration.ms", Type: cluster.ConfigInt, Default: "86400000", Origin: kafka, Group: groupLog,
-		Doc: "how long a partition remembers an idempotent producer that sends nothing (its epoch and last 5 batches)",
+		Doc: "how long a partition remembers an idempotent producer that sends nothing (its epoch and last 5 runs of batches)",
 		set: func(c *Config, p prop) error { return p.dur(&c.ProducerIDExpiration, time.Millisecond, positiveMs) }},
 	{Name: "producer.id.expiration.check.interval.ms", Type: cluster.ConfigInt, Default: "600000", Origin: kafka, Group: groupLog,
 		Doc: "how often partitions forget idle producers (producer.id.expiration.ms)",

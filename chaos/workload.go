@@ -184,7 +184,7 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 	case w.RecordSize > 1<<20:
 		return w, fmt.Errorf("%w: record_size %d exceeds 1 MiB", ErrWorkload, w.RecordSize)
 	case w.Idempotent() && w.MaxInFlight > 5:
-		return w, fmt.Errorf("%w: max_in_flight %d: an idempotent producer keeps at most 5 requests in flight (its broker remembers 5 batches per producer)", ErrWorkload, w.MaxInFlight)
+		return w, fmt.Errorf("%w: max_in_flight %d: an idempotent producer keeps at most 5 requests in flight (its broker remembers 5 runs of batches per producer, one a request at most)", ErrWorkload, w.MaxInFlight)
 	case time.Duration(w.DeliveryTimeout) <= writerLinger:
 		return w, fmt.Errorf("%w: delivery_timeout %v must exceed the writers' linger %v", ErrWorkload, time.Duration(w.DeliveryTimeout), writerLinger)
 	}

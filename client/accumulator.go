@@ -143,7 +143,7 @@ type accBatch struct {
 	sequenced, sent  bool
 	stamp            *producerID
 	seqStart, seqEnd int64
-	ordinal          int64 // its place among the partition's sequenced batches (partitionSequences.batches)
+	ordinal          int64 // its request's place among the partition's (partitionSequences.batches)
 	// slot is the batch's buffer in the producer's shared-memory region, or nil: the builder
 	// builds in it, and the batch goes to the broker as a pointer into it (SharedRegion). Its
 	// guard word is renewed before each new batch is built in it (newBatch).

@@ -6,14 +6,17 @@ package client
 // and epoch from InitProducerId, asked of any broker before its first batch goes, and numbers
 // each partition's records: a batch is given the partition's next sequence when it is first
 // drained, and its header carries id, epoch and base sequence (inside the CRC). The broker
-// remembers each producer's last 5 batches per partition, so a batch sent again (its answer
+// remembers each producer's last 5 runs of batches per partition (producerstate.Window: the
+// batches of one request are one run), so a batch sent again (its answer
 // was lost, the connection failed) is not appended twice, and a batch that arrives after a
 // gap is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) rather than appended out of order. The rules
 // the client keeps, as Kafka's Sender and TransactionManager do:
 //
-//   - At most 5 batches of a partition are sequenced from its first unacknowledged one on,
-//     acknowledged ones after it included (the broker's window: a retry of that batch must
-//     find it there), and at most 5 requests are in flight per broker.
+//   - At most 5 requests carrying newly sequenced batches of a partition go from the one
+//     that carried its first unacknowledged batch on, acknowledged ones after it included
+//     (the broker's window of runs: a retry of that batch must find it there), and at most 5
+//     requests are in flight per broker. A request carries every ready batch of the
+//     partition: the broker appends them as one run.
 //   - A batch sent again is sent only as its partition's first unacknowledged batch, and
 //     alone in its request for the partition: then a batch the broker already has is answered
 //     with success and the offset it got, and nothing behind it can overtake it.
@@ -72,8 +75,9 @@ type partitionSequences struct {
 	next  int64
 	// unacked are the sequenced batches not completed, in sequence order.
 	unacked []*accBatch
-	// batches numbers the partition's sequenced batches (accBatch.ordinal), a split batch's
-	// halves as two: batches - unacked[0].ordinal is how many the broker may have appended
+	// batches numbers the partition's requests that carried newly sequenced batches
+	// (accBatch.ordinal: the batches of one request share it), a split batch's halves as two:
+	// batches - unacked[0].ordinal bounds how many runs the broker may have appended
 	// from the first unacknowledged one on, acknowledged ones included, which must stay
 	// within its window for a retry of that batch to be recognized.
 	batches int64
@@ -153,7 +157,8 @@ func (p *Producer) idemReadyLocked(ap *accPartition, b *accBatch, taken int) boo
 			return false // waiting for a producer id
 		}
 	}
-	return ps.stamp != nil && (len(ps.unacked) == 0 || ps.batches-ps.unacked[0].ordinal < maxIdempotentInFlight)
+	// A batch after others of the partition in this request joins their run (sequenceLocked).
+	return ps.stamp != nil && (taken > 0 || len(ps.unacked) == 0 || ps.batches-ps.unacked[0].ordinal < idempotentWindow)
 }
 
 // startOverLocked moves the partition, with nothing of it in flight, to a new epoch (bumping
@@ -179,85 +184,22 @@ func (p *Producer) startOverLocked(ap *accPartition) bool {
 	return true
 }
 
-// sequenceLocked gives b, drained for the first time, the partition's next sequences.
-func (ps *partitionSequences) sequenceLocked(b *accBatch) {
+// sequenceLocked gives b, drained for the first time, the partition's next sequences. joins:
+// b goes in a request that carries other batches of the partition before it, which the broker
+// appends with it, in one run (producerstate.Window): it takes their request's place in the
+// window rather than one of its own.
+func (ps *partitionSequences) sequenceLocked(b *accBatch, joins bool) {
 	n := int64(b.builder.NumRecords())
-	b.sequenced, b.stamp, b.seqStart, b.seqEnd, b.ordinal = true, ps.stamp, ps.next, ps.next+n, ps.batches
+	b.sequenced, b.stamp, b.seqStart, b.seqEnd = true, ps.stamp, ps.next, ps.next+n
 	ps.next += n
-	ps.batches++
+	if joins && ps.batches > 0 {
+		b.ordinal = ps.batches - 1
+	} else {
+		b.ordinal = ps.batches
+		ps.batches++
+	}
 	b.builder.SetProducerState(b.stamp.id, b.stamp.epoch, wireSequence(b.seqStart))
 	ps.unacked = append(ps.unacked, b)
-}
-
-// idemMergeLimit is the largest batch mergeReadyLocked makes: half max.request.size (512 KiB by
-// default), well within a topic's max.message.bytes.
-func idemMergeLimit(cfg *ProducerConfig) int { return max(cfg.MaxRequestSize/2, cfg.BatchSize) }
-
-// mergeReadyLocked moves into b, a batch just taken from ap's ready queue to be sequenced, the
-// records of the ready batches behind it while more wait than the partition's window has room
-// for, up to limit bytes in all. Without idempotence the sender packs such a backlog into one
-// request; an idempotent producer may have only 5 batches of a partition out, so a backlog of
-// batch.size batches would go 5 per round trip (a third of the throughput with one partition).
-// Only uncompressed batches are merged (their records are read back without decompressing); the
-// merged batch keeps b's creation time, and takes the others' callbacks and memory.
-func (p *Producer) mergeReadyLocked(ap *accPartition, b *accBatch, limit int) {
-	if p.builderOpts.Compression != batch.None {
-		return
-	}
-	ps := &ap.mu.idem
-	first := ps.batches
-	if len(ps.unacked) > 0 {
-		first = ps.unacked[0].ordinal
-	}
-	room := max(maxIdempotentInFlight-int(ps.batches+1-first), 0) // batches that may follow b now
-	// Room for all of them at once: a buffer grown a record at a time would be copied at
-	// every doubling.
-	total := b.builder.EstimatedSize()
-	for _, n := range ap.mu.ready[:max(len(ap.mu.ready)-room, 0)] {
-		if n.sequenced || n.alone || n.expired || total+n.builder.EstimatedSize() > limit {
-			break
-		}
-		total += n.builder.EstimatedSize()
-	}
-	if total == b.builder.EstimatedSize() {
-		return
-	}
-	b.builder.Prepare(total + appendSlack)
-	var r batch.Record
-	for len(ap.mu.ready) > room {
-		n := ap.mu.ready[0]
-		if n.sequenced || n.alone || n.expired || b.builder.EstimatedSize()+n.builder.EstimatedSize() > limit {
-			return
-		}
-		built, err := n.builder.Build()
-		if err != nil {
-			return
-		}
-		// Read it through once first: a batch that did not read back whole would leave some
-		// of its records in both batches.
-		it := built.Iter(batch.IterOptions{})
-		count := 0
-		for it.Next(&r) {
-			count++
-		}
-		if it.Err() != nil || count != n.builder.NumRecords() {
-			return
-		}
-		it = built.Iter(batch.IterOptions{})
-		for i := 0; it.Next(&r); i++ {
-			var cb func(RecordMetadata, error)
-			ts := time.UnixMilli(r.Timestamp)
-			if k := i - n.recsFrom; k >= 0 && k < len(n.recs) {
-				cb, ts = n.recs[k].cb, n.recs[k].ts
-			}
-			b.append(&r, ts, cb)
-		}
-		ap.popReadyLocked()
-		b.reserved += n.reserved
-		n.reserved = 0
-		ap.removeIncompleteLocked(n.seq) // b, before it, completes for both
-		p.recycleBatch(n)
-	}
 }
 
 // restamp gives b, not in flight, the id and epoch of id and sequences from start; it is

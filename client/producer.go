@@ -86,6 +86,7 @@ import (
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/net/wire"
+	"github.com/sluicemq/sluice/producerstate"
 )
 
 // Errors of the producer. Failures of a record reach its callback wrapped with context.
@@ -315,10 +316,17 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	return c, nil
 }
 
-// maxIdempotentInFlight is the most requests (and batches per partition) an idempotent producer
-// keeps in flight: the broker remembers a producer's last 5 batches per partition, and a retry
-// older than those could not be recognized.
+// maxIdempotentInFlight is the most requests an idempotent producer keeps in flight per broker
+// (Kafka's rule for max.in.flight.requests.per.connection).
 const maxIdempotentInFlight = 5
+
+// idempotentWindow is the most requests carrying batches of a partition an idempotent producer
+// has out (counted from the one that carried its first unacknowledged batch; accBatch.ordinal):
+// the broker remembers a producer's last producerstate.Window runs of batches per partition,
+// each append of a request one run at most, and a retry older than those could not be
+// recognized. A request carries every batch of the partition that is ready (the backlog behind
+// a slow round trip), as without idempotence.
+const idempotentWindow = producerstate.Window
 
 // resolveIdempotence settles EnableIdempotence (to a non-nil value) once the other fields have
 // their defaults, and refuses an explicit true that acks, max.in.flight or retries contradict.

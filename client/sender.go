@@ -294,10 +294,7 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 				}
 				if p.idem {
 					if !b.sequenced {
-						if !open {
-							p.mergeReadyLocked(ap, b, min(idemMergeLimit(&p.cfg), p.cfg.MaxRequestSize-size))
-						}
-						ap.mu.idem.sequenceLocked(b)
+						ap.mu.idem.sequenceLocked(b, taken > 0)
 					}
 					b.sent = true
 				}

@@ -1,5 +1,5 @@
 // Package producerstate is one partition's idempotent-producer state: per producer id, its
-// epoch and the metadata of the last Window batches it appended, which decides whether a
+// epoch and the metadata of its last Window runs of batches appended, which decides whether a
 // batch arriving at the leader is new, a retry of a batch already in the log (a duplicate:
 // answered with the offsets it got the first time, appended again never), or refused
 // (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID,
@@ -25,10 +25,18 @@
 //   - e below p's epoch: ErrInvalidProducerEpoch.
 //   - e above p's epoch: accepted if f is 0 (the producer bumped its epoch and reset its
 //     sequences), else ErrOutOfOrderSequence.
-//   - e equal: a batch whose f and l equal a batch in the window is a duplicate; a batch whose
-//     f is the last batch's l+1 is accepted; anything else is ErrOutOfOrderSequence (a gap, or
-//     a retry older than the window, which cannot happen with at most Window requests in
-//     flight).
+//   - e equal: a batch whose sequences f..l all lie in a run in the window is a duplicate
+//     (answered with the offsets they are at: a run has one offset a sequence); a batch whose
+//     f is the last run's l+1 is accepted; anything else is ErrOutOfOrderSequence (a gap, a
+//     batch that overlaps what was appended only in part, or a retry older than the window,
+//     which cannot happen with at most Window requests in flight).
+//
+// A run is a producer's batches that follow each other in sequence and in offset: the
+// batches of one append always do. Kafka remembers each producer's last 5 batches; 5 runs are
+// never less (a run is at least a batch) and hold every batch of the last 5 appends however
+// many each had, so a producer may send all its waiting batches of a partition in one request
+// and still have every one of them recognized on a retry. Leader, followers and replay build
+// the same runs, from the batches in the log.
 //
 // Checks change nothing; Update records a batch once it is in the log. A refused batch leaves
 // the state as it was.

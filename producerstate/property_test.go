@@ -97,3 +97,100 @@ func offsetOf(sizes []int32, log []int, i int) batch.Offset {
 	}
 	return -1
 }
+
+// TestRequestsOfSeveralBatchesLandOnce is the same property for a producer whose requests
+// carry up to 4 batches each (one append), as Sluice's client sends them: at most Window
+// requests from the one that first carried the oldest unacknowledged batch, a retry only of
+// that batch and alone, and the network losing, duplicating and reordering them: each batch
+// once, in order.
+func TestRequestsOfSeveralBatchesLandOnce(t *testing.T) {
+	for seed := uint64(0); seed < 300; seed++ {
+		simulateRequests(t, seed, 60)
+	}
+}
+
+func simulateRequests(t *testing.T, seed uint64, nBatches int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	const pid = 12
+	sizes := make([]int32, nBatches)
+	firsts := make([]int32, nBatches)
+	seq := int32(0)
+	for i := range sizes {
+		sizes[i] = 1 + rng.Int32N(4)
+		firsts[i] = seq
+		seq += sizes[i]
+	}
+	s := New()
+	var log []int
+	var end batch.Offset
+	type request struct{ from, to int } // batches [from, to)
+	var network []request
+	acked := make([]bool, nBatches)
+	reqOf := make([]int, nBatches) // the request that first carried each batch
+	requests, firstUnacked, next := 0, 0, 0
+	for step := 0; firstUnacked < nBatches; step++ {
+		if step > 400000 {
+			t.Fatalf("seed %d: no progress (acked up to %d)", seed, firstUnacked)
+		}
+		switch r := rng.IntN(10); {
+		case r < 3 && next < nBatches && (firstUnacked == next || requests-reqOf[firstUnacked] < Window):
+			n := min(1+rng.IntN(4), nBatches-next)
+			for i := next; i < next+n; i++ {
+				reqOf[i] = requests
+			}
+			network = append(network, request{next, next + n})
+			requests++
+			next += n
+		case r < 5 && firstUnacked < next:
+			// A retry, as the client makes them: the first unacknowledged batch, alone (its
+			// answer lost or late, or its request refused: a gap before a later batch).
+			network = append(network, request{firstUnacked, firstUnacked + 1})
+		case r < 9 && len(network) > 0:
+			k := rng.IntN(len(network))
+			req := network[k]
+			network = append(network[:k], network[k+1:]...)
+			if rng.IntN(5) == 0 {
+				continue // lost
+			}
+			var bs []BatchInfo
+			off := end
+			for i := req.from; i < req.to; i++ {
+				bs = append(bs, BatchInfo{ProducerID: pid, FirstSeq: firsts[i], LastSeq: firsts[i] + sizes[i] - 1,
+					FirstOffset: off, LastOffset: off + batch.Offset(sizes[i]) - 1})
+				off += batch.Offset(sizes[i])
+			}
+			v, err := s.Check(bs)
+			if err != nil {
+				continue // out of order, or a duplicate among several: retried alone
+			}
+			if v.Duplicate {
+				if v.FirstOffset != offsetOf(sizes, log, req.from) {
+					t.Fatalf("seed %d: duplicate of batch %d answered offset %d, it is at %d", seed, req.from, v.FirstOffset, offsetOf(sizes, log, req.from))
+				}
+			} else {
+				for i, b := range bs {
+					s.Update(b)
+					log = append(log, req.from+i)
+				}
+				end = off
+			}
+			if rng.IntN(4) != 0 {
+				for i := req.from; i < req.to; i++ {
+					acked[i] = true
+				}
+			}
+		}
+		for firstUnacked < nBatches && acked[firstUnacked] {
+			firstUnacked++
+		}
+	}
+	for k, i := range log {
+		if i != k {
+			t.Fatalf("seed %d: the log's batch %d is batch %d: %v", seed, k, i, log)
+		}
+	}
+	if len(log) != nBatches {
+		t.Fatalf("seed %d: the log has %d batches, want %d", seed, len(log), nBatches)
+	}
+}

@@ -16,7 +16,7 @@ import (
 //	offset   int64    the state is as of this offset
 //	count    int32    entries, by producer id, strictly increasing
 //	entry    count times:
-//	  producerId int64, epoch int16, lastTimestamp int64, batches int8 (0..Window),
+//	  producerId int64, epoch int16, lastTimestamp int64, batches uint8 (0..Window),
 //	  batch    batches times: firstSeq int32, lastSeq int32, firstOffset int64, lastOffset int64
 const (
 	snapshotMagic   = "SLPS"

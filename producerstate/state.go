@@ -10,8 +10,13 @@ import (
 	"github.com/sluicemq/sluice/batch"
 )
 
-// Window is how many batches per producer the state remembers: Kafka's 5, matching
-// max.in.flight.requests.per.connection ≤ 5 for an idempotent producer.
+// Window is how many runs of batches per producer the state remembers: a run is batches of
+// the producer that follow each other in both sequence and offset, as the batches of one
+// append always do (and consecutive appends with no other producer's batch between). Kafka
+// remembers 5 batches, matching max.in.flight.requests.per.connection ≤ 5 with one batch per
+// partition in a request; 5 runs remember at least that, and also every batch of a producer's
+// last 5 requests however many batches of the partition each carried: Sluice's client packs a
+// partition's waiting batches into one request, as it does without idempotence.
 const Window = 5
 
 // Errors, each mapped to Kafka's error code by the broker.
@@ -84,7 +89,9 @@ type Verdict struct {
 	LastOffset  batch.Offset
 }
 
-// BatchMeta is one remembered batch of a producer.
+// BatchMeta is one remembered run of a producer's batches: sequences FirstSeq..LastSeq at
+// offsets FirstOffset..LastOffset, one offset a sequence (a batch whose sequences wrap past
+// MaxInt32 is a run of its own).
 type BatchMeta struct {
 	FirstSeq, LastSeq       int32
 	FirstOffset, LastOffset batch.Offset
@@ -94,8 +101,8 @@ type BatchMeta struct {
 type Entry struct {
 	ProducerID int64
 	Epoch      int16
-	// Batches are its last batches (at most Window), oldest first; after an epoch bump only
-	// those of the current epoch.
+	// Batches are its last runs of batches (at most Window), oldest first; after an epoch
+	// bump only those of the current epoch.
 	Batches []BatchMeta
 	// LastTimestamp is the max timestamp of its last batch (expiry's clock).
 	LastTimestamp int64
@@ -107,16 +114,17 @@ type State struct {
 	producers map[int64]*producer
 }
 
-// producer is one producer's state, its window a ring of the last Window batches.
+// producer is one producer's state, its window a ring of its last batches: batches grows to
+// Window entries, head 0, and then wraps.
 type producer struct {
 	epoch   int16
 	n       uint8 // batches in the window
 	head    uint8 // index of the oldest
 	lastTs  int64
-	batches [Window]BatchMeta
+	batches []BatchMeta
 }
 
-func (p *producer) at(i int) *BatchMeta { return &p.batches[(int(p.head)+i)%Window] }
+func (p *producer) at(i int) *BatchMeta { return &p.batches[(int(p.head)+i)%len(p.batches)] }
 
 // last is the newest batch in the window; ok is false for an empty window.
 func (p *producer) last() (BatchMeta, bool) {
@@ -127,13 +135,21 @@ func (p *producer) last() (BatchMeta, bool) {
 }
 
 func (p *producer) push(m BatchMeta) {
-	if p.n < Window {
-		*p.at(int(p.n)) = m
+	if len(p.batches) < Window {
+		if len(p.batches) == cap(p.batches) { // grow, but never past Window
+			p.batches = append(make([]BatchMeta, 0, min(max(2*cap(p.batches), 5), Window)), p.batches...)
+		}
+		p.batches = append(p.batches, m)
 		p.n++
 		return
 	}
 	p.batches[p.head] = m
 	p.head = (p.head + 1) % Window
+}
+
+// reset empties the window for a new epoch, keeping its memory.
+func (p *producer) reset(epoch int16) {
+	p.epoch, p.n, p.head, p.batches = epoch, 0, 0, p.batches[:0]
 }
 
 func (p *producer) entry(id int64) Entry {
@@ -181,14 +197,14 @@ func (s *State) Check(bs []BatchInfo) (Verdict, error) {
 		}
 		if b.ProducerEpoch == p.epoch {
 			for j := 0; j < int(p.n); j++ {
-				m := p.at(j)
-				if m.FirstSeq != b.FirstSeq || m.LastSeq != b.LastSeq {
+				first, last, ok := p.at(j).holds(b)
+				if !ok {
 					continue
 				}
 				if len(bs) > 1 {
 					return Verdict{}, refuse(ErrDuplicateSequence, b, "in an append of several batches")
 				}
-				return Verdict{Duplicate: true, FirstOffset: m.FirstOffset, LastOffset: m.LastOffset}, nil
+				return Verdict{Duplicate: true, FirstOffset: first, LastOffset: last}, nil
 			}
 		}
 		lastSeq := int32(-1)
@@ -200,6 +216,26 @@ func (s *State) Check(bs []BatchInfo) (Verdict, error) {
 		}
 	}
 	return Verdict{}, nil
+}
+
+// holds reports whether the run m holds all of b's sequences, and the offsets they are at.
+func (m *BatchMeta) holds(b BatchInfo) (first, last batch.Offset, ok bool) {
+	if b.FirstSeq == m.FirstSeq && b.LastSeq == m.LastSeq {
+		return m.FirstOffset, m.LastOffset, true // also a batch whose sequences wrap
+	}
+	if b.FirstSeq > b.LastSeq || m.FirstSeq > m.LastSeq || b.FirstSeq < m.FirstSeq || b.LastSeq > m.LastSeq {
+		return 0, 0, false
+	}
+	first = m.FirstOffset + batch.Offset(b.FirstSeq-m.FirstSeq)
+	return first, first + batch.Offset(b.LastSeq-b.FirstSeq), true
+}
+
+// extends reports whether b continues the run m: the next sequences at the next offsets,
+// neither wrapping.
+func (m *BatchMeta) extends(b BatchInfo) bool {
+	return m.FirstSeq <= m.LastSeq && m.LastSeq < math.MaxInt32 && b.FirstSeq == m.LastSeq+1 &&
+		b.FirstSeq <= b.LastSeq && b.FirstOffset == m.LastOffset+1 &&
+		int64(b.LastOffset-b.FirstOffset) == int64(b.LastSeq-b.FirstSeq)
 }
 
 // checkFields refuses producer fields that contradict each other.
@@ -257,11 +293,20 @@ func (s *State) Update(b BatchInfo) {
 	}
 	p := s.producers[b.ProducerID]
 	if p == nil {
-		p = &producer{epoch: b.ProducerEpoch}
+		// Room for the whole window from the start: growing 1, 2, 4 would leave most
+		// producers in a larger allocation.
+		p = &producer{epoch: b.ProducerEpoch, batches: make([]BatchMeta, 0, Window)}
 		s.producers[b.ProducerID] = p
 	}
 	if b.ProducerEpoch != p.epoch {
-		*p = producer{epoch: b.ProducerEpoch}
+		p.reset(b.ProducerEpoch)
+	}
+	if p.n > 0 {
+		if m := p.at(int(p.n) - 1); m.extends(b) {
+			m.LastSeq, m.LastOffset = b.LastSeq, b.LastOffset
+			p.lastTs = b.MaxTimestamp
+			return
+		}
 	}
 	p.push(BatchMeta{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset})
 	p.lastTs = b.MaxTimestamp
@@ -319,6 +364,7 @@ func (s *State) Clone() *State {
 	c := &State{producers: make(map[int64]*producer, len(s.producers))}
 	for id, p := range s.producers {
 		cp := *p
+		cp.batches = slices.Clone(p.batches)
 		c.producers[id] = &cp
 	}
 	return c

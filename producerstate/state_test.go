@@ -30,14 +30,17 @@ func TestAddSeq(t *testing.T) {
 
 func TestCheckRules(t *testing.T) {
 	// The state in every case: producer 7 at epoch 2 has appended 3 batches of 10 records
-	// (sequences 0..29) at offsets 100..129; producer 8 at epoch 0 one batch ending at
-	// MaxInt32.
+	// (sequences 0..29) at offsets 100..129, one run; producer 8 at epoch 0 one batch ending
+	// at MaxInt32; producer 10 two batches of 2 with another producer's batch between (two
+	// runs: sequences 0..1 at 300, 2..3 at 310).
 	setup := func() *State {
 		s := New()
 		for i := int32(0); i < 3; i++ {
 			s.Update(info(7, 2, i*10, 10, 100+batch.Offset(i)*10))
 		}
 		s.Update(info(8, 0, math.MaxInt32-4, 5, 200))
+		s.Update(info(10, 0, 0, 2, 300))
+		s.Update(info(10, 0, 2, 2, 310))
 		return s
 	}
 	nonIdem := BatchInfo{ProducerID: -1, ProducerEpoch: -1, FirstSeq: -1, LastSeq: -1}
@@ -56,9 +59,13 @@ func TestCheckRules(t *testing.T) {
 		{"duplicate of the last", []BatchInfo{info(7, 2, 20, 10, 130)}, Verdict{Duplicate: true, FirstOffset: 120, LastOffset: 129}, nil},
 		{"duplicate of the first", []BatchInfo{info(7, 2, 0, 10, 130)}, Verdict{Duplicate: true, FirstOffset: 100, LastOffset: 109}, nil},
 		{"duplicate among several", []BatchInfo{nonIdem, info(7, 2, 10, 10, 131)}, Verdict{}, ErrDuplicateSequence},
-		{"same first, other last", []BatchInfo{info(7, 2, 20, 5, 130)}, Verdict{}, ErrOutOfOrderSequence},
+		{"inside a run", []BatchInfo{info(7, 2, 20, 5, 130)}, Verdict{Duplicate: true, FirstOffset: 120, LastOffset: 124}, nil},
+		{"across two batches of a run", []BatchInfo{info(7, 2, 5, 10, 130)}, Verdict{Duplicate: true, FirstOffset: 105, LastOffset: 114}, nil},
+		{"the second run", []BatchInfo{info(10, 0, 2, 2, 320)}, Verdict{Duplicate: true, FirstOffset: 310, LastOffset: 311}, nil},
+		{"across two runs", []BatchInfo{info(10, 0, 1, 2, 320)}, Verdict{}, ErrOutOfOrderSequence},
+		{"after two runs", []BatchInfo{info(10, 0, 4, 2, 320)}, Verdict{}, nil},
 		{"gap", []BatchInfo{info(7, 2, 31, 1, 130)}, Verdict{}, ErrOutOfOrderSequence},
-		{"overlap", []BatchInfo{info(7, 2, 25, 10, 130)}, Verdict{}, ErrOutOfOrderSequence},
+		{"overlapping the end in part", []BatchInfo{info(7, 2, 25, 10, 130)}, Verdict{}, ErrOutOfOrderSequence},
 		{"older epoch", []BatchInfo{info(7, 1, 30, 1, 130)}, Verdict{}, ErrInvalidProducerEpoch},
 		{"older epoch, duplicate sequences", []BatchInfo{info(7, 1, 20, 10, 130)}, Verdict{}, ErrInvalidProducerEpoch},
 		{"newer epoch from 0", []BatchInfo{info(7, 3, 0, 4, 130)}, Verdict{}, nil},
@@ -111,19 +118,36 @@ func equalEntries(a, b []Entry) bool {
 
 func TestUpdateWindow(t *testing.T) {
 	s := New()
-	for i := int32(0); i < 8; i++ {
-		s.Update(info(1, 0, i, 1, batch.Offset(i)))
+	// Another producer's batch between each two: every batch is a run of its own.
+	for i := int32(0); i < Window+3; i++ {
+		s.Update(info(1, 0, i, 1, batch.Offset(2*i)))
 	}
 	e, ok := s.Lookup(1)
-	if !ok || len(e.Batches) != Window || e.Batches[0].FirstSeq != 3 || e.Batches[Window-1].FirstSeq != 7 {
-		t.Fatalf("after 8 batches the window is %+v, want sequences 3..7", e)
+	if !ok || len(e.Batches) != Window || e.Batches[0].FirstSeq != 3 || e.Batches[Window-1].FirstSeq != Window+2 {
+		t.Fatalf("after %d batches the window is %+v, want sequences 3..%d", Window+3, e, Window+2)
 	}
-	// Older than the window: the producer cannot have it in flight with ≤ Window requests,
-	// so it is out of order rather than a duplicate.
-	if _, err := s.Check([]BatchInfo{info(1, 0, 2, 1, 8)}); !errors.Is(err, ErrOutOfOrderSequence) {
+	if v, err := s.Check([]BatchInfo{info(1, 0, 3, 1, 100)}); err != nil || !v.Duplicate || v.FirstOffset != 6 {
+		t.Fatalf("a retry of the window's oldest: %+v, %v; want a duplicate at 6", v, err)
+	}
+	// Older than the window: the producer cannot have it in flight with ≤ Window batches
+	// out, so it is out of order rather than a duplicate.
+	if _, err := s.Check([]BatchInfo{info(1, 0, 2, 1, 100)}); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("a retry older than the window: %v, want out of order", err)
 	}
-	s.Update(info(1, 1, 0, 1, 8))
+	// Batches that follow each other in sequence and offset extend the last run: an append
+	// of many batches is one run, and all of them are remembered.
+	next := batch.Offset(2*(Window+3) + 5)
+	for i := int32(Window + 3); i < 100; i++ {
+		s.Update(info(1, 0, i, 1, next))
+		next++
+	}
+	if e, _ := s.Lookup(1); len(e.Batches) != Window || e.Batches[Window-1].FirstSeq != Window+3 || e.Batches[Window-1].LastSeq != 99 {
+		t.Fatalf("after a run of batches: %+v, want the last run %d..99", e, Window+3)
+	}
+	if v, err := s.Check([]BatchInfo{info(1, 0, Window+4, 1, next)}); err != nil || !v.Duplicate || v.FirstOffset != 2*(Window+3)+6 {
+		t.Fatalf("a retry of the run's second batch: %+v, %v", v, err)
+	}
+	s.Update(info(1, 1, 0, 1, next))
 	if e, _ := s.Lookup(1); e.Epoch != 1 || len(e.Batches) != 1 {
 		t.Fatalf("after an epoch bump: %+v, want epoch 1 and one batch", e)
 	}
