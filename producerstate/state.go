@@ -114,17 +114,16 @@ type State struct {
 	producers map[int64]*producer
 }
 
-// producer is one producer's state, its window a ring of its last batches: batches grows to
-// Window entries, head 0, and then wraps.
+// producer is one producer's state, its window a ring of its last Window runs.
 type producer struct {
 	epoch   int16
-	n       uint8 // batches in the window
+	n       uint8 // runs in the window
 	head    uint8 // index of the oldest
 	lastTs  int64
-	batches []BatchMeta
+	batches [Window]BatchMeta
 }
 
-func (p *producer) at(i int) *BatchMeta { return &p.batches[(int(p.head)+i)%len(p.batches)] }
+func (p *producer) at(i int) *BatchMeta { return &p.batches[(int(p.head)+i)%Window] }
 
 // last is the newest batch in the window; ok is false for an empty window.
 func (p *producer) last() (BatchMeta, bool) {
@@ -135,11 +134,8 @@ func (p *producer) last() (BatchMeta, bool) {
 }
 
 func (p *producer) push(m BatchMeta) {
-	if len(p.batches) < Window {
-		if len(p.batches) == cap(p.batches) { // grow, but never past Window
-			p.batches = append(make([]BatchMeta, 0, min(max(2*cap(p.batches), 5), Window)), p.batches...)
-		}
-		p.batches = append(p.batches, m)
+	if p.n < Window {
+		*p.at(int(p.n)) = m
 		p.n++
 		return
 	}
@@ -147,10 +143,8 @@ func (p *producer) push(m BatchMeta) {
 	p.head = (p.head + 1) % Window
 }
 
-// reset empties the window for a new epoch, keeping its memory.
-func (p *producer) reset(epoch int16) {
-	p.epoch, p.n, p.head, p.batches = epoch, 0, 0, p.batches[:0]
-}
+// reset empties the window for a new epoch.
+func (p *producer) reset(epoch int16) { p.epoch, p.n, p.head = epoch, 0, 0 }
 
 func (p *producer) entry(id int64) Entry {
 	e := Entry{ProducerID: id, Epoch: p.epoch, LastTimestamp: p.lastTs, Batches: make([]BatchMeta, p.n)}
@@ -293,9 +287,7 @@ func (s *State) Update(b BatchInfo) {
 	}
 	p := s.producers[b.ProducerID]
 	if p == nil {
-		// Room for the whole window from the start: growing 1, 2, 4 would leave most
-		// producers in a larger allocation.
-		p = &producer{epoch: b.ProducerEpoch, batches: make([]BatchMeta, 0, Window)}
+		p = &producer{epoch: b.ProducerEpoch}
 		s.producers[b.ProducerID] = p
 	}
 	if b.ProducerEpoch != p.epoch {
@@ -364,7 +356,6 @@ func (s *State) Clone() *State {
 	c := &State{producers: make(map[int64]*producer, len(s.producers))}
 	for id, p := range s.producers {
 		cp := *p
-		cp.batches = slices.Clone(p.batches)
 		c.producers[id] = &cp
 	}
 	return c
