@@ -391,9 +391,8 @@ func TestProducerStickyPartitioning(t *testing.T) {
 	b := prodOpenBroker(t, prodBrokerConfig(t.TempDir(), "127.0.0.1:0"))
 	addr := b.Addr().String()
 	prodCreateTopic(t, addr, "sticky", 4)
-	off := false // the stored batches as batch.size cut them: an idempotent producer merges those waiting behind a full window
 	p := prodNew(t, client.ProducerConfig{
-		Config: client.Config{Brokers: []string{addr}}, Linger: time.Hour, BatchSize: 1024, EnableIdempotence: &off,
+		Config: client.Config{Brokers: []string{addr}}, Linger: time.Hour, BatchSize: 1024,
 	})
 	ctx := prodCtx(t, 10*time.Second)
 	const n = 300
