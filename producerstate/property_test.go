@@ -21,14 +21,7 @@ func simulate(t *testing.T, seed uint64, nBatches int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	const pid, epoch = 11, 0
-	sizes := make([]int32, nBatches)
-	firsts := make([]int32, nBatches)
-	seq := int32(0)
-	for i := range sizes {
-		sizes[i] = 1 + rng.Int32N(4)
-		firsts[i] = seq
-		seq += sizes[i]
-	}
+	sizes, firsts := randomBatches(rng, nBatches)
 	s := New()
 	var log []int // batch indexes in the order the broker appended them
 	var end batch.Offset
@@ -86,6 +79,18 @@ func simulate(t *testing.T, seed uint64, nBatches int) {
 	}
 }
 
+// randomBatches returns the record counts (1-4) of n batches and their first sequences.
+func randomBatches(rng *rand.Rand, n int) (sizes, firsts []int32) {
+	sizes, firsts = make([]int32, n), make([]int32, n)
+	seq := int32(0)
+	for i := range sizes {
+		sizes[i] = 1 + rng.Int32N(4)
+		firsts[i] = seq
+		seq += sizes[i]
+	}
+	return sizes, firsts
+}
+
 // offsetOf is where batch i is in the log, -1 if it is not there.
 func offsetOf(sizes []int32, log []int, i int) batch.Offset {
 	var off batch.Offset
@@ -113,14 +118,7 @@ func simulateRequests(t *testing.T, seed uint64, nBatches int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	const pid = 12
-	sizes := make([]int32, nBatches)
-	firsts := make([]int32, nBatches)
-	seq := int32(0)
-	for i := range sizes {
-		sizes[i] = 1 + rng.Int32N(4)
-		firsts[i] = seq
-		seq += sizes[i]
-	}
+	sizes, firsts := randomBatches(rng, nBatches)
 	s := New()
 	var log []int
 	var end batch.Offset
