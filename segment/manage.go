@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/producerstate"
@@ -497,22 +498,44 @@ func (l *Log) MaxTimestamp() int64 {
 // timestamp (Kafka's ListOffsets by timestamp); ok is false when no record is that new.
 func (l *Log) OffsetForTimestamp(ts int64) (off batch.Offset, recordTs int64, ok bool, err error) {
 	var hdr [batch.HeaderSize]byte
+	for {
+		off, recordTs, ok, retry, err := l.offsetForTimestamp(ts, &hdr)
+		if !retry {
+			return off, recordTs, ok, err
+		}
+		if e := l.closeErr.Load(); e != nil {
+			return 0, -1, false, *e // closed: reloading the list would spin
+		}
+		runtime.Gosched() // a truncation may be under way: let it finish, then look again
+	}
+}
+
+// offsetForTimestamp is one pass of OffsetForTimestamp over the segment list; retry reports
+// that a segment was retired or cut under it (as Read does), so that the caller looks again
+// in the log as it is now rather than answer from a half-cut segment.
+func (l *Log) offsetForTimestamp(ts int64, hdr *[batch.HeaderSize]byte) (off batch.Offset, recordTs int64, ok, retry bool, err error) {
 	for _, s := range l.Segments() {
 		if s.maxTs.Load() < ts {
 			continue
 		}
-		if ok, err := s.acquireFile(); err != nil {
-			return 0, -1, false, err
-		} else if !ok {
-			continue
+		acquired, err := s.acquireFile()
+		if err != nil {
+			return 0, -1, false, false, err
 		}
-		off, recordTs, ok, err = s.offsetForTimestamp(ts, &hdr)
+		if !acquired {
+			return 0, -1, false, true, nil
+		}
+		cuts := s.cuts.Load() // odd while a truncation cuts the segment
+		off, recordTs, ok, err = s.offsetForTimestamp(ts, hdr)
 		s.release()
+		if err != nil && (cuts%2 == 1 || s.cuts.Load() != cuts) {
+			return 0, -1, false, true, nil
+		}
 		if err != nil || ok {
-			return off, recordTs, ok, err
+			return off, recordTs, ok, false, err
 		}
 	}
-	return 0, -1, false, nil
+	return 0, -1, false, false, nil
 }
 
 func (s *Segment) offsetForTimestamp(ts int64, hdr *[batch.HeaderSize]byte) (batch.Offset, int64, bool, error) {

@@ -137,6 +137,12 @@ func TestTruncateUnderLoad(t *testing.T) {
 						continue
 					}
 					off := start + batch.Offset(rng.IntN(int(end-start)))
+					if rng.IntN(8) == 0 { // a ListOffsets by time: an answer or none, never an error
+						if _, _, _, err := l.OffsetForTimestamp(int64(rng.IntN(3000))); err != nil {
+							fail("offset for timestamp: " + err.Error())
+							return
+						}
+					}
 					s, err := l.Read(off, 1+rng.IntN(4<<10), end)
 					if errors.Is(err, ErrOffsetOutOfRange) || errors.Is(err, ErrReopen) {
 						continue // moved by a truncation or retention meanwhile
