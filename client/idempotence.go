@@ -33,9 +33,6 @@ package client
 //     until every earlier one has completed, and then starts over (as above) unless a later
 //     batch was acknowledged (which proves the failed one was written).
 //   - INVALID_PRODUCER_EPOCH fails the batch (not retriable).
-//   - Uncompressed batches waiting behind a full window are merged into one (up to half
-//     max.request.size) when it is sequenced: the backlog that a producer without
-//     idempotence packs into one request goes as one batch (mergeReadyLocked).
 //   - A partition whose sequences belong to an older epoch (another partition bumped it)
 //     moves to the new one, from sequence 0, once nothing of it is in flight: a batch of the
 //     old epoch never follows one of the new epoch on a partition.
