@@ -16,15 +16,15 @@ import (
 //	offset   int64    the state is as of this offset
 //	count    int32    entries, by producer id, strictly increasing
 //	entry    count times:
-//	  producerId int64, epoch int16, lastTimestamp int64, batches uint8 (0..Window),
-//	  batch    batches times: firstSeq int32, lastSeq int32, firstOffset int64, lastOffset int64
+//	  producerId int64, epoch int16, lastTimestamp int64, runs uint8 (0..Window),
+//	  run      runs times: firstSeq int32, lastSeq int32, firstOffset int64, lastOffset int64
 const (
 	snapshotMagic   = "SLPS"
 	snapshotVersion = 1
 	snapshotHeader  = 4 + 2 + 4 + 8 + 4
 	crcStart        = 4 + 2 + 4
 	entryHeaderSize = 8 + 2 + 8 + 1
-	batchMetaSize   = 4 + 4 + 8 + 8
+	runSize         = 4 + 4 + 8 + 8
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -101,12 +101,12 @@ func DecodeSnapshot(data []byte) (*State, batch.Offset, error) {
 		case p.epoch < 0:
 			return nil, 0, fmt.Errorf("%w: producer %d has epoch %d", ErrCorruptSnapshot, id, p.epoch)
 		case n > Window:
-			return nil, 0, fmt.Errorf("%w: producer %d has %d batches, the window is %d", ErrCorruptSnapshot, id, n, Window)
-		case len(rest) < n*batchMetaSize:
-			return nil, 0, fmt.Errorf("%w: producer %d's batches are cut short", ErrCorruptSnapshot, id)
+			return nil, 0, fmt.Errorf("%w: producer %d has %d runs, the window is %d", ErrCorruptSnapshot, id, n, Window)
+		case len(rest) < n*runSize:
+			return nil, 0, fmt.Errorf("%w: producer %d's runs are cut short", ErrCorruptSnapshot, id)
 		}
 		for j := 0; j < n; j++ {
-			m := BatchMeta{
+			m := Run{
 				FirstSeq:    int32(binary.BigEndian.Uint32(rest)),
 				LastSeq:     int32(binary.BigEndian.Uint32(rest[4:])),
 				FirstOffset: batch.Offset(binary.BigEndian.Uint64(rest[8:])),
@@ -116,7 +116,7 @@ func DecodeSnapshot(data []byte) (*State, batch.Offset, error) {
 				return nil, 0, fmt.Errorf("%w: producer %d has a batch %+v out of range (as of offset %d)", ErrCorruptSnapshot, id, m, offset)
 			}
 			p.push(m)
-			rest = rest[batchMetaSize:]
+			rest = rest[runSize:]
 		}
 		s.producers[id] = p
 		prevID = id

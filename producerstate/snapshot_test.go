@@ -32,10 +32,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 		// The decoded state decides as the original does.
 		for _, e := range s.Entries() {
-			if len(e.Batches) == 0 {
+			if len(e.Runs) == 0 {
 				continue
 			}
-			last := e.Batches[len(e.Batches)-1]
+			last := e.Runs[len(e.Runs)-1]
 			dup := BatchInfo{ProducerID: e.ProducerID, ProducerEpoch: e.Epoch, FirstSeq: last.FirstSeq, LastSeq: last.LastSeq}
 			if v, err := got.Check([]BatchInfo{dup}); err != nil || !v.Duplicate || v.FirstOffset != last.FirstOffset {
 				t.Fatalf("producer %d's last batch after a round trip: %+v, %v", e.ProducerID, v, err)

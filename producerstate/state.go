@@ -89,10 +89,10 @@ type Verdict struct {
 	LastOffset  batch.Offset
 }
 
-// BatchMeta is one remembered run of a producer's batches: sequences FirstSeq..LastSeq at
+// Run is one remembered run of a producer's batches: sequences FirstSeq..LastSeq at
 // offsets FirstOffset..LastOffset, one offset a sequence (a batch whose sequences wrap past
 // MaxInt32 is a run of its own).
-type BatchMeta struct {
+type Run struct {
 	FirstSeq, LastSeq       int32
 	FirstOffset, LastOffset batch.Offset
 }
@@ -101,9 +101,9 @@ type BatchMeta struct {
 type Entry struct {
 	ProducerID int64
 	Epoch      int16
-	// Batches are its last runs of batches (at most Window), oldest first; after an epoch
+	// Runs are its last runs of batches (at most Window), oldest first; after an epoch
 	// bump only those of the current epoch.
-	Batches []BatchMeta
+	Runs []Run
 	// LastTimestamp is the max timestamp of its last batch (expiry's clock).
 	LastTimestamp int64
 }
@@ -116,30 +116,30 @@ type State struct {
 
 // producer is one producer's state, its window a ring of its last Window runs.
 type producer struct {
-	epoch   int16
-	n       uint8 // runs in the window
-	head    uint8 // index of the oldest
-	lastTs  int64
-	batches [Window]BatchMeta
+	epoch  int16
+	n      uint8 // runs in the window
+	head   uint8 // index of the oldest
+	lastTs int64
+	runs   [Window]Run
 }
 
-func (p *producer) at(i int) *BatchMeta { return &p.batches[(int(p.head)+i)%Window] }
+func (p *producer) at(i int) *Run { return &p.runs[(int(p.head)+i)%Window] }
 
-// last is the newest batch in the window; ok is false for an empty window.
-func (p *producer) last() (BatchMeta, bool) {
+// last is the newest run in the window; ok is false for an empty window.
+func (p *producer) last() (Run, bool) {
 	if p.n == 0 {
-		return BatchMeta{}, false
+		return Run{}, false
 	}
 	return *p.at(int(p.n) - 1), true
 }
 
-func (p *producer) push(m BatchMeta) {
+func (p *producer) push(m Run) {
 	if p.n < Window {
 		*p.at(int(p.n)) = m
 		p.n++
 		return
 	}
-	p.batches[p.head] = m
+	p.runs[p.head] = m
 	p.head = (p.head + 1) % Window
 }
 
@@ -147,9 +147,9 @@ func (p *producer) push(m BatchMeta) {
 func (p *producer) reset(epoch int16) { p.epoch, p.n, p.head = epoch, 0, 0 }
 
 func (p *producer) entry(id int64) Entry {
-	e := Entry{ProducerID: id, Epoch: p.epoch, LastTimestamp: p.lastTs, Batches: make([]BatchMeta, p.n)}
-	for i := range e.Batches {
-		e.Batches[i] = *p.at(i)
+	e := Entry{ProducerID: id, Epoch: p.epoch, LastTimestamp: p.lastTs, Runs: make([]Run, p.n)}
+	for i := range e.Runs {
+		e.Runs[i] = *p.at(i)
 	}
 	return e
 }
@@ -213,7 +213,7 @@ func (s *State) Check(bs []BatchInfo) (Verdict, error) {
 }
 
 // holds reports whether the run m holds all of b's sequences, and the offsets they are at.
-func (m *BatchMeta) holds(b BatchInfo) (first, last batch.Offset, ok bool) {
+func (m *Run) holds(b BatchInfo) (first, last batch.Offset, ok bool) {
 	if b.FirstSeq == m.FirstSeq && b.LastSeq == m.LastSeq {
 		return m.FirstOffset, m.LastOffset, true // also a batch whose sequences wrap
 	}
@@ -226,7 +226,7 @@ func (m *BatchMeta) holds(b BatchInfo) (first, last batch.Offset, ok bool) {
 
 // extends reports whether b continues the run m: the next sequences at the next offsets,
 // neither wrapping.
-func (m *BatchMeta) extends(b BatchInfo) bool {
+func (m *Run) extends(b BatchInfo) bool {
 	return m.FirstSeq <= m.LastSeq && m.LastSeq < math.MaxInt32 && b.FirstSeq == m.LastSeq+1 &&
 		b.FirstSeq <= b.LastSeq && b.FirstOffset == m.LastOffset+1 &&
 		int64(b.LastOffset-b.FirstOffset) == int64(b.LastSeq-b.FirstSeq)
@@ -300,7 +300,7 @@ func (s *State) Update(b BatchInfo) {
 			return
 		}
 	}
-	p.push(BatchMeta{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset})
+	p.push(Run{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset})
 	p.lastTs = b.MaxTimestamp
 }
 

@@ -104,11 +104,11 @@ func equalEntries(a, b []Entry) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].ProducerID != b[i].ProducerID || a[i].Epoch != b[i].Epoch || a[i].LastTimestamp != b[i].LastTimestamp || len(a[i].Batches) != len(b[i].Batches) {
+		if a[i].ProducerID != b[i].ProducerID || a[i].Epoch != b[i].Epoch || a[i].LastTimestamp != b[i].LastTimestamp || len(a[i].Runs) != len(b[i].Runs) {
 			return false
 		}
-		for j := range a[i].Batches {
-			if a[i].Batches[j] != b[i].Batches[j] {
+		for j := range a[i].Runs {
+			if a[i].Runs[j] != b[i].Runs[j] {
 				return false
 			}
 		}
@@ -123,7 +123,7 @@ func TestUpdateWindow(t *testing.T) {
 		s.Update(info(1, 0, i, 1, batch.Offset(2*i)))
 	}
 	e, ok := s.Lookup(1)
-	if !ok || len(e.Batches) != Window || e.Batches[0].FirstSeq != 3 || e.Batches[Window-1].FirstSeq != Window+2 {
+	if !ok || len(e.Runs) != Window || e.Runs[0].FirstSeq != 3 || e.Runs[Window-1].FirstSeq != Window+2 {
 		t.Fatalf("after %d batches the window is %+v, want sequences 3..%d", Window+3, e, Window+2)
 	}
 	if v, err := s.Check([]BatchInfo{info(1, 0, 3, 1, 100)}); err != nil || !v.Duplicate || v.FirstOffset != 6 {
@@ -141,14 +141,14 @@ func TestUpdateWindow(t *testing.T) {
 		s.Update(info(1, 0, i, 1, next))
 		next++
 	}
-	if e, _ := s.Lookup(1); len(e.Batches) != Window || e.Batches[Window-1].FirstSeq != Window+3 || e.Batches[Window-1].LastSeq != 99 {
+	if e, _ := s.Lookup(1); len(e.Runs) != Window || e.Runs[Window-1].FirstSeq != Window+3 || e.Runs[Window-1].LastSeq != 99 {
 		t.Fatalf("after a run of batches: %+v, want the last run %d..99", e, Window+3)
 	}
 	if v, err := s.Check([]BatchInfo{info(1, 0, Window+4, 1, next)}); err != nil || !v.Duplicate || v.FirstOffset != 2*(Window+3)+6 {
 		t.Fatalf("a retry of the run's second batch: %+v, %v", v, err)
 	}
 	s.Update(info(1, 1, 0, 1, next))
-	if e, _ := s.Lookup(1); e.Epoch != 1 || len(e.Batches) != 1 {
+	if e, _ := s.Lookup(1); e.Epoch != 1 || len(e.Runs) != 1 {
 		t.Fatalf("after an epoch bump: %+v, want epoch 1 and one batch", e)
 	}
 	s.Update(BatchInfo{ProducerID: -1, ProducerEpoch: -1, FirstSeq: -1})
@@ -187,7 +187,7 @@ func TestClone(t *testing.T) {
 	c := s.Clone()
 	s.Update(info(1, 0, 1, 1, 1))
 	s.Update(info(2, 0, 0, 1, 2))
-	if e, _ := c.Lookup(1); c.Len() != 1 || len(e.Batches) != 1 {
+	if e, _ := c.Lookup(1); c.Len() != 1 || len(e.Runs) != 1 {
 		t.Fatalf("the clone follows the original: %+v", c.Entries())
 	}
 }

@@ -83,7 +83,7 @@ func mustAppendAt(t testing.TB, l *Log, pid int64, epoch int16) {
 }
 
 func equalEntry(a, b producerstate.Entry) bool {
-	return a.ProducerID == b.ProducerID && a.Epoch == b.Epoch && a.LastTimestamp == b.LastTimestamp && slices.Equal(a.Batches, b.Batches)
+	return a.ProducerID == b.ProducerID && a.Epoch == b.Epoch && a.LastTimestamp == b.LastTimestamp && slices.Equal(a.Runs, b.Runs)
 }
 
 // appendProducers appends rounds batches of 1-3 records from 3 producers, a retry of the
@@ -114,7 +114,7 @@ func checkProducersRebuilt(t testing.TB, l *Log, want []producerstate.Entry) {
 		t.Fatalf("producer state\n%+v\nwant\n%+v", got, want)
 	}
 	for _, e := range want {
-		last := e.Batches[len(e.Batches)-1]
+		last := e.Runs[len(e.Runs)-1]
 		n := int(last.LastSeq - last.FirstSeq + 1)
 		info := mustAppend(t, l, idemBatch(t, e.ProducerID, e.Epoch, last.FirstSeq, n))
 		if !info.Duplicate || info.FirstOffset != last.FirstOffset {
