@@ -42,11 +42,11 @@ type Log struct {
 	appendMu sync.Mutex
 	active   *Segment // guarded by appendMu
 	closed   bool     // guarded by appendMu
-	// producers is the idempotent producers' state as of the log end (producers.go), and
-	// pendingSnap the snapshot the last roll took of it for the flusher to write; both
-	// guarded by appendMu.
+	// producers is the idempotent producers' state as of the log end (producers.go), guarded
+	// by appendMu; pendingSnap is the snapshot the last roll took of it, stored under
+	// appendMu and taken by the flusher (under flushMu), or cleared by a truncation.
 	producers   *producerstate.State
-	pendingSnap *pendingSnapshot
+	pendingSnap atomic.Pointer[pendingSnapshot]
 	// closeErr is what operations on the closed log return (ErrClosed, or ErrDeleted when
 	// Delete closed it); nil while the log is open. Stored under appendMu with closed, loaded
 	// without a lock by readers.
@@ -391,10 +391,10 @@ func (l *Log) append(buf []byte, info AppendInfo, assign bool, leaderEpoch int32
 		if r := s.recent.Load(); r != nil {
 			r.record(b, at)
 		}
+		l.producers.Update(producerstate.InfoOf(b)) // offsets as stamped; ignores a batch without a producer id
 		at += int64(len(b))
 		rest = r
 	}
-	l.updateProducersLocked(buf)
 	s.nextOffset = info.LastOffset + 1
 	size := pos + int64(len(buf))
 	s.size.Store(size)

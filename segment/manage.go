@@ -44,7 +44,7 @@ func (l *Log) close(why error) error {
 		if err == nil && why == ErrClosed {
 			// The state as of the log end, so the next Open replays nothing. Closed: no
 			// append changes it now.
-			l.pendingSnap = nil
+			l.pendingSnap.Store(nil)
 			if serr := l.writeSnapshot(l.producers, batch.Offset(l.end.Load()), true); serr != nil {
 				l.logger.Warn("could not write the producer-state snapshot at close", "err", serr)
 			}
@@ -465,7 +465,7 @@ func (l *Log) truncateFullyLocked(off batch.Offset) error {
 	l.segments.Store(&kept)
 	l.active = s
 	l.producers = producerstate.New()
-	l.pendingSnap = nil
+	l.pendingSnap.Store(nil)
 	l.appendMu.Unlock()
 	l.removeAllSnapshots()
 	var errs []error

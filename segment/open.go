@@ -41,6 +41,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.opts.DistrustUnsynced = true
 	}
 	segs, err := l.recover()
+	if err == nil {
+		// Before the stopped mark goes: a log whose producer state cannot be rebuilt fails
+		// to open, and keeps the mark.
+		l.producers, err = l.loadProducers(segs, segs[len(segs)-1].nextOffset)
+	}
 	if err != nil {
 		for _, s := range segs {
 			_ = s.closeFiles()
@@ -53,14 +58,6 @@ func Open(dir string, opts Options) (*Log, error) {
 			l.logger.Warn("could not clear the stopped mark", "err", err)
 		}
 	}
-	producers, err := l.loadProducers(segs, segs[len(segs)-1].nextOffset)
-	if err != nil {
-		for _, s := range segs {
-			_ = s.closeFiles()
-		}
-		return nil, fmt.Errorf("open log %s: %w", dir, err)
-	}
-	l.producers = producers
 	l.segments.Store(&segs)
 	l.active = segs[len(segs)-1]
 	l.start.Store(int64(segs[0].base))
@@ -68,6 +65,16 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.synced.Store(int64(l.active.nextOffset))
 	go l.flushLoop()
 	return l, nil
+}
+
+// parseBase reads the offset a segment file (or a producer-state snapshot) is named by: 20
+// decimal digits.
+func parseBase(stem string) (batch.Offset, bool) {
+	off, err := strconv.ParseInt(stem, 10, 64)
+	if err != nil || len(stem) != 20 || off < 0 {
+		return 0, false
+	}
+	return batch.Offset(off), true
 }
 
 // listSegments removes leftovers (retired segments, temp files, indexes without a log) and
@@ -82,13 +89,13 @@ func (l *Log) listSegments() ([]batch.Offset, error) {
 	var bases []batch.Offset
 	for _, name := range names {
 		if stem, ok := strings.CutSuffix(name, logSuffix); ok {
-			base, err := strconv.ParseInt(stem, 10, 64)
-			if err != nil || len(stem) != 20 || base < 0 {
+			base, ok := parseBase(stem)
+			if !ok {
 				l.logger.Warn("ignoring file that is not a segment", "file", name)
 				continue
 			}
 			logs[stem] = true
-			bases = append(bases, batch.Offset(base))
+			bases = append(bases, base)
 		}
 	}
 	for _, name := range names {

@@ -120,7 +120,9 @@ var Defaults = Options{
 	WritebackBytes:     4 << 20,
 	PreallocateBytes:   64 << 20,
 	RetryBackoff:       time.Second,
-	RetryBackoffMax:    time.Minute,
+
+	ProducerIDExpiration: 24 * time.Hour,
+	RetryBackoffMax:      time.Minute,
 }
 
 func (o Options) withDefaults() Options {
@@ -133,7 +135,7 @@ func (o Options) withDefaults() Options {
 	}
 	o.SegmentBytes = min(o.SegmentBytes, math.MaxInt32)
 	if o.ProducerIDExpiration <= 0 {
-		o.ProducerIDExpiration = 24 * time.Hour
+		o.ProducerIDExpiration = d.ProducerIDExpiration
 	}
 	if o.SegmentMs <= 0 {
 		o.SegmentMs = d.SegmentMs

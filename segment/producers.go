@@ -3,7 +3,8 @@ package segment
 // Behavior: the producer state (idempotence).
 //
 // The log owns its partition's producerstate.State, guarded by appendMu, and keeps it as of
-// the log end: every batch below the end applied, none above. Append (the leader's) checks its
+// the log end: every batch below the end applied, none above. The snapshot a roll takes is
+// handed to the flusher through an atomic pointer, which a truncation clears. Append (the leader's) checks its
 // batches against it after assigning their offsets and before writing, under appendMu: a
 // duplicate writes nothing and returns the first offsets with AppendInfo.Duplicate; a refusal
 // returns the producerstate error wrapped, writing nothing and changing no state; otherwise
@@ -23,7 +24,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -65,30 +65,17 @@ func (l *Log) checkProducersLocked(buf []byte, next batch.Offset) (producerstate
 	return v, nil
 }
 
-// updateProducersLocked records the batches of buf, as written (offsets stamped), in the
-// state. Called with appendMu held, after the write.
-func (l *Log) updateProducersLocked(buf []byte) {
-	for rest := buf; len(rest) > 0; {
-		b, r, _ := batch.Next(rest)
-		l.producers.Update(producerstate.InfoOf(b))
-		rest = r
-	}
-}
-
 // snapshotAtRollLocked hands the flusher the state as of a roll at base (the log end).
 // Called with appendMu held.
 func (l *Log) snapshotAtRollLocked(base batch.Offset) {
-	l.pendingSnap = &pendingSnapshot{state: l.producers.Clone(), offset: base}
+	l.pendingSnap.Store(&pendingSnapshot{state: l.producers.Clone(), offset: base})
 }
 
 // writePendingSnapshotLocked writes the snapshot the last roll left, if any. A failure is
 // logged, not returned: a missing snapshot only makes recovery replay more of the log.
 // Called with flushMu held.
 func (l *Log) writePendingSnapshotLocked() {
-	l.appendMu.Lock()
-	p := l.pendingSnap
-	l.pendingSnap = nil
-	l.appendMu.Unlock()
+	p := l.pendingSnap.Swap(nil)
 	if p == nil {
 		return
 	}
@@ -97,31 +84,16 @@ func (l *Log) writePendingSnapshotLocked() {
 	}
 }
 
-// writeSnapshot writes st as of offset to <offset>.snapshot: through a temp file and a
-// rename, so a reader never sees half a file; durably (fsync of the file and the directory)
-// when durable is set.
+// writeSnapshot writes st as of offset to <offset>.snapshot, through a temp file and a rename
+// (a reader never sees half a file); durably (fsync of the file and the directory) when durable
+// is set.
 func (l *Log) writeSnapshot(st *producerstate.State, offset batch.Offset, durable bool) error {
 	path := segmentPath(l.dir, offset, snapshotSuffix)
 	data := st.AppendSnapshot(nil, offset)
 	if durable {
 		return vfs.WriteFileAtomic(l.opts.FS, path, data)
 	}
-	tmp := path + ".tmp"
-	f, err := l.opts.FS.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(data, 0)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = l.opts.FS.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = l.opts.FS.Remove(tmp)
-	}
-	return err
+	return vfs.ReplaceFile(l.opts.FS, path, data)
 }
 
 // snapshotOffsets lists the offsets of the snapshot files in the log's directory, ascending.
@@ -136,12 +108,12 @@ func (l *Log) snapshotOffsets() ([]batch.Offset, error) {
 		if !ok {
 			continue
 		}
-		off, err := strconv.ParseInt(stem, 10, 64)
-		if err != nil || len(stem) != 20 || off < 0 {
+		off, ok := parseBase(stem)
+		if !ok {
 			l.logger.Warn("ignoring file that is not a producer-state snapshot", "file", name)
 			continue
 		}
-		offs = append(offs, batch.Offset(off))
+		offs = append(offs, off)
 	}
 	return offs, nil // ReadDir sorts, and the 20-digit names sort numerically
 }
@@ -270,7 +242,7 @@ func replayProducers(st *producerstate.State, segs []*Segment, from, to batch.Of
 // flushMu and appendMu held (appends wait: none may be checked against the state of the
 // batches that are gone).
 func (l *Log) reloadProducersLocked() error {
-	l.pendingSnap = nil
+	l.pendingSnap.Store(nil)
 	st, err := l.loadProducers(l.Segments(), batch.Offset(l.end.Load()))
 	if err != nil {
 		return err

@@ -14,13 +14,25 @@ import (
 // It is the one home of the checkpoint write: the recovery point, the leader-epoch and
 // replication-offset checkpoints.
 func WriteFileAtomic(fsys FS, path string, data []byte) error {
+	return replaceFile(fsys, path, data, true)
+}
+
+// ReplaceFile is WriteFileAtomic without its fsyncs: a reader never sees half a file, but a
+// crash may leave the old file, the new one, or the new one empty or torn. For files whose
+// readers detect damage themselves and can do without them (segment's producer-state
+// snapshots carry a CRC, and recovery falls back to an older one).
+func ReplaceFile(fsys FS, path string, data []byte) error {
+	return replaceFile(fsys, path, data, false)
+}
+
+func replaceFile(fsys FS, path string, data []byte, durable bool) error {
 	tmp := path + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("atomic write: %w", err)
 	}
 	_, err = f.WriteAt(data, 0)
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -31,6 +43,9 @@ func WriteFileAtomic(fsys FS, path string, data []byte) error {
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
 		return fmt.Errorf("atomic write: %w", err)
+	}
+	if !durable {
+		return nil
 	}
 	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("atomic write: sync directory: %w", err)
