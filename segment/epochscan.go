@@ -51,23 +51,14 @@ func (s *Segment) scanEpochs(entries []EpochStart, hdr *[batch.HeaderSize]byte) 
 	}
 	defer s.release()
 	cuts := s.cuts.Load()
-	limit := s.size.Load()
-	for pos := int64(0); pos < limit; {
-		h, err := s.readHeader(pos, hdr)
-		if err == nil {
-			var size int
-			if size, err = batch.SizeOf(h); err == nil {
-				if e := h.PartitionLeaderEpoch(); e >= 0 && (len(entries) == 0 || e > entries[len(entries)-1].Epoch) {
-					entries = append(entries, EpochStart{Epoch: e, StartOffset: h.BaseOffset()})
-				}
-				pos += int64(size)
-				continue
-			}
+	err = s.eachHeader(0, s.size.Load(), hdr, func(h batch.Batch, _ int64) bool {
+		if e := h.PartitionLeaderEpoch(); e >= 0 && (len(entries) == 0 || e > entries[len(entries)-1].Epoch) {
+			entries = append(entries, EpochStart{Epoch: e, StartOffset: h.BaseOffset()})
 		}
-		if cuts%2 == 1 || s.cuts.Load() != cuts {
-			return entries, true, nil
-		}
-		return entries, false, err
+		return true
+	})
+	if err != nil && (cuts%2 == 1 || s.cuts.Load() != cuts) {
+		return entries, true, nil
 	}
-	return entries, false, nil
+	return entries, false, err
 }

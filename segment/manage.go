@@ -363,21 +363,16 @@ func (l *Log) truncateSegmentLocked(t *Segment, off batch.Offset) error {
 		t.maxTs.Store(last.Timestamp)
 		t.firstTs = t.times.Entry(0).Timestamp
 	}
-	for p := from; p < pos; {
-		h, err := t.readHeader(p, &hdr)
-		if err != nil {
-			return err
-		}
-		sz, err := batch.SizeOf(h)
-		if err != nil {
-			return err
-		}
+	err = t.eachHeader(from, pos, &hdr, func(h batch.Batch, p int64) bool {
 		t.maxTs.Store(max(t.maxTs.Load(), h.MaxTimestamp()))
 		if p == 0 {
 			t.firstTs = h.MaxTimestamp()
 		}
 		t.lastBatchBase = h.BaseOffset()
-		p += int64(sz)
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	t.dropCorruptFrom(pos, newEnd)
 	t.size.Store(pos)

@@ -186,56 +186,53 @@ func (l *Log) readSnapshot(off batch.Offset) (*producerstate.State, error) {
 
 // replayProducers applies to st the headers of the batches in segs based in [from, to).
 func replayProducers(st *producerstate.State, segs []*Segment, from, to batch.Offset) error {
+	if from >= to {
+		return nil // nothing after the snapshot: a clean open reads no data
+	}
 	var hdr [batch.HeaderSize]byte
 	for i, s := range segs {
-		if from >= to {
+		if s.base >= to {
 			return nil
 		}
 		if i+1 < len(segs) && segs[i+1].base <= from {
 			continue // wholly before from
 		}
-		if ok, err := s.acquireFile(); !ok || err != nil {
-			return fmt.Errorf("segment %d: open: %v", s.base, err)
+		ok, err := s.acquireFile()
+		if err != nil {
+			return fmt.Errorf("segment %d: %w", s.base, err)
 		}
-		err := func() error {
-			defer s.release()
-			limit := s.size.Load()
-			pos := int64(0)
-			if from > s.base {
-				p, _, found, err := s.locate(from, limit, &hdr)
-				if err != nil {
-					return err
-				}
-				if !found {
-					return nil
-				}
-				pos = p
-			}
-			for pos < limit {
-				h, err := s.readHeader(pos, &hdr)
-				if err != nil {
-					return err
-				}
-				size, err := batch.SizeOf(h)
-				if err != nil {
-					return fmt.Errorf("segment %d at %d: %w", s.base, pos, err)
-				}
-				if h.BaseOffset() >= to {
-					break
-				}
-				if h.BaseOffset() >= from {
-					st.Update(producerstate.InfoOf(h))
-					from = h.NextOffset()
-				}
-				pos += int64(size)
-			}
-			return nil
-		}()
+		if !ok { // its files are closing: the log holds it, so only a close of the log does that
+			return fmt.Errorf("segment %d: %w", s.base, ErrClosed)
+		}
+		err = replaySegment(st, s, from, to, &hdr)
+		s.release()
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// replaySegment applies to st the headers of s's batches based in [from, to).
+func replaySegment(st *producerstate.State, s *Segment, from, to batch.Offset, hdr *[batch.HeaderSize]byte) error {
+	limit := s.size.Load()
+	pos := int64(0)
+	if from > s.base {
+		p, _, found, err := s.locate(from, limit, hdr)
+		if err != nil || !found {
+			return err
+		}
+		pos = p
+	}
+	return s.eachHeader(pos, limit, hdr, func(h batch.Batch, _ int64) bool {
+		if h.BaseOffset() >= to {
+			return false
+		}
+		if h.BaseOffset() >= from {
+			st.Update(producerstate.InfoOf(h))
+		}
+		return true
+	})
 }
 
 // reloadProducersLocked rebuilds the state after a truncation to the log end. Called with

@@ -433,6 +433,26 @@ func (s *Segment) readHeader(pos int64, hdr *[batch.HeaderSize]byte) (batch.Batc
 	return batch.Batch(hdr[:]), nil
 }
 
+// eachHeader calls fn with the header of each batch from pos up to limit, in order (h aliases
+// hdr), until fn returns false. The error is a header's read or its length's.
+func (s *Segment) eachHeader(pos, limit int64, hdr *[batch.HeaderSize]byte, fn func(h batch.Batch, pos int64) bool) error {
+	for pos < limit {
+		h, err := s.readHeader(pos, hdr)
+		if err != nil {
+			return err
+		}
+		size, err := batch.SizeOf(h)
+		if err != nil {
+			return fmt.Errorf("segment %d at %d: %w", s.base, pos, err)
+		}
+		if !fn(h, pos) {
+			return nil
+		}
+		pos += int64(size)
+	}
+	return nil
+}
+
 // locate returns the position of the first batch at or below limit whose last offset is >= off
 // (the batch holding off, or the next one after a gap), its header, and whether one exists.
 func (s *Segment) locate(off batch.Offset, limit int64, hdr *[batch.HeaderSize]byte) (int64, batch.Batch, bool, error) {
