@@ -161,3 +161,26 @@ func TestIdempotenceAcrossLeaderChange(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerIDExpiration: the broker's loop (producer.id.expiration.check.interval.ms)
+// makes a partition forget a producer idle for producer.id.expiration.ms; its next batch,
+// not from sequence 0, is then UNKNOWN_PRODUCER_ID, and one from 0 starts it again.
+func TestProducerIDExpiration(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.ProducerIDExpiration = 50 * time.Millisecond
+	cfg.ProducerIDExpirationCheck = 20 * time.Millisecond
+	b := startBroker(t, cfg)
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "expiring", 1)
+	if r := produceRaw(t, c, "expiring", 0, wire.AcksLeader, idemRecords(t, 3, 0, 0, 2)); r.ErrorCode != wire.NoError {
+		t.Fatalf("produce: %v", r.ErrorCode)
+	}
+	l := b.partition("expiring", 0).log()
+	waitFor(t, 10*time.Second, "the idle producer expired", func() bool { return l.ProducerCount() == 0 })
+	if r := produceRaw(t, c, "expiring", 0, wire.AcksLeader, idemRecords(t, 3, 0, 2, 1)); r.ErrorCode != wire.ErrUnknownProducerID {
+		t.Fatalf("the expired producer's next batch: %v, want UNKNOWN_PRODUCER_ID", r.ErrorCode)
+	}
+	if r := produceRaw(t, c, "expiring", 0, wire.AcksLeader, idemRecords(t, 3, 1, 0, 1)); r.ErrorCode != wire.NoError {
+		t.Fatalf("the producer from sequence 0 at a bumped epoch: %v", r.ErrorCode)
+	}
+}
