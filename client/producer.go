@@ -67,12 +67,13 @@ package client
 // Close or SendSync, which wait for callbacks.
 //
 // Goroutines: the housekeeper (metadata refreshes; partitions without a leader) and, if
-// idempotent, the producer-id goroutine (pidLoop) started by NewProducer, and per broker that leads a partition the producer writes to, a sender and a
-// receiver, started on first use. Close stops and waits for all of them.
+// idempotent, the producer-id goroutine (pidLoop), started by NewProducer; and per broker
+// that leads a partition the producer writes to, a sender and a receiver, started on first
+// use. Close stops and waits for all of them.
 //
 // Lock order: accPartition.mu, then brokerSender.mu, bufferMemory.mu, batchPool.mu,
-// Producer.pidMu or Producer.sendersMu (leaves). Producer.topicsMu and flushMu are leaves too. No lock is held
-// across network I/O or a callback.
+// Producer.pidMu or Producer.sendersMu (leaves). Producer.topicsMu and flushMu are leaves too.
+// No lock is held across network I/O or a callback.
 
 import (
 	"context"

@@ -282,9 +282,10 @@ func (s *brokerSender) drain(now time.Time, send bool) (req *produceRequest, nex
 			case req != nil && size+b.builder.EstimatedSize() > p.cfg.MaxRequestSize:
 				// Next request: run loops while drain returns one.
 			case p.idem && !p.idemReadyLocked(ap, b, taken):
-				// Idempotence holds it (idempotence.go): no producer id yet, the partition's
-				// window of 5 unacknowledged batches is full, a retry waits to be the first
-				// unacknowledged batch, or the partition waits to start its sequences over.
+				// Idempotence holds it (idempotence.go): no producer id yet, the partition has
+				// its window of requests out (5, from the one that carried its first
+				// unacknowledged batch), a retry waits to be the first unacknowledged batch, or
+				// the partition waits to start its sequences over.
 				// Completions and a new id signal the sender.
 			default:
 				if open {
