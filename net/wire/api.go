@@ -46,6 +46,7 @@ const (
 	DescribeGroups              APIKey = 15
 	CreatePartitions            APIKey = 37
 	IncrementalAlterConfigs     APIKey = 44
+	OffsetDelete                APIKey = 47
 	AlterPartitionReassignments APIKey = 45
 	ListPartitionReassignments  APIKey = 46
 	AlterPartition              APIKey = 56
@@ -91,6 +92,7 @@ var apiTable = []apiInfo{
 	{IncrementalAlterConfigs, "IncrementalAlterConfigs", false, 0, 0},
 	{AlterPartitionReassignments, "AlterPartitionReassignments", false, 0, 0},
 	{ListPartitionReassignments, "ListPartitionReassignments", false, 0, 0},
+	{OffsetDelete, "OffsetDelete", false, 0, 0},
 	{AlterPartition, "AlterPartition", false, 0, 0},
 	{DescribeCluster, "DescribeCluster", true, 0, 0},
 	{BrokerRegistration, "BrokerRegistration", false, 0, 0},

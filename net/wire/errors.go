@@ -108,9 +108,11 @@ const (
 	ErrMemberIDRequired             ErrorCode = 79
 	ErrPreferredLeaderNotAvailable  ErrorCode = 80
 	ErrGroupMaxSizeReached          ErrorCode = 81
+	ErrFencedInstanceID             ErrorCode = 82
 	ErrEligibleLeadersNotAvailable  ErrorCode = 83
 	ErrElectionNotNeeded            ErrorCode = 84
 	ErrNoReassignmentInProgress     ErrorCode = 85
+	ErrGroupSubscribedToTopic       ErrorCode = 86
 	ErrInvalidRecord                ErrorCode = 87
 	ErrUnstableOffsetCommit         ErrorCode = 88
 	ErrThrottlingQuotaExceeded      ErrorCode = 89
@@ -200,6 +202,7 @@ var errorTable = []errorInfo{
 	{ErrMemberIDRequired, "MEMBER_ID_REQUIRED", false, "the member must rejoin with the member id it was given"},
 	{ErrPreferredLeaderNotAvailable, "PREFERRED_LEADER_NOT_AVAILABLE", true, "the preferred leader is not available"},
 	{ErrGroupMaxSizeReached, "GROUP_MAX_SIZE_REACHED", false, "the group has reached its maximum size"},
+	{ErrFencedInstanceID, "FENCED_INSTANCE_ID", false, "another member with the same group.instance.id has joined; this one is fenced"},
 	{ErrEligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true, "no eligible replica can become leader"},
 	{ErrElectionNotNeeded, "ELECTION_NOT_NEEDED", true, "the partition already has the requested leader"},
 	{ErrNoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, "no partition reassignment is in progress"},
