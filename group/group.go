@@ -351,7 +351,7 @@ func (g *Group) Join(now time.Time, req JoinRequest) (memberID string, resp *Joi
 	switch g.state {
 	case PreparingRebalance:
 		fx = g.updateAndPark(now, m, req)
-		return m.id, nil, fx
+		return m.id, nil, g.merge(fx, g.tryCompleteJoin(now))
 	case CompletingRebalance:
 		if sameProtocols(m.protocols, req.Protocols) {
 			m.expires = now.Add(m.sessionTimeout)
