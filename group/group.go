@@ -420,7 +420,7 @@ func (g *Group) joinNew(now time.Time, req JoinRequest) (string, *JoinResponse, 
 		fx.Persist = rec
 		reply := Reply{MemberID: newID, Join: r}
 		fx.Replies = append(fx.Replies, reply)
-		g.inflight = append(g.inflight, inflight{generation: g.generation, replies: []Reply{reply},
+		g.addInflight(inflight{generation: g.generation, replies: []Reply{reply},
 			static: true, instanceID: req.InstanceID, oldID: oldID, newID: newID, oldMember: saved, stateAtChange: g.state})
 		return newID, nil, fx
 	}
@@ -430,6 +430,16 @@ func (g *Group) joinNew(now time.Time, req JoinRequest) (string, *JoinResponse, 
 	}
 	fx = g.merge(fx, g.tryCompleteJoin(now))
 	return newID, nil, fx
+}
+
+// addInflight remembers the Replies of a Persist until PersistFailed or PersistDone. A
+// Persist replaces an earlier one of the same generation (whose Replies the coordinator
+// delivered or is answering), and only the current and the previous generation are kept.
+func (g *Group) addInflight(f inflight) {
+	g.inflight = slices.DeleteFunc(g.inflight, func(o inflight) bool {
+		return o.generation == f.generation || o.generation < f.generation-1
+	})
+	g.inflight = append(g.inflight, f)
 }
 
 func (g *Group) replaceID(m *member, newID string) {
@@ -688,7 +698,7 @@ func (g *Group) Sync(now time.Time, req SyncRequest) (resp *SyncResponse, fx Eff
 		}
 	}
 	fx.Replies = append(fx.Replies, replies...)
-	g.inflight = append(g.inflight, inflight{generation: g.generation, replies: replies})
+	g.addInflight(inflight{generation: g.generation, replies: replies})
 	return nil, fx
 }
 
@@ -842,8 +852,9 @@ func (g *Group) PersistFailed(now time.Time, generation int32, err wire.ErrorCod
 	return fx
 }
 
-// PersistDone reports that the Persist of generation committed; its Replies are delivered.
-// (Optional: it only lets the group forget them early.)
+// PersistDone reports that the Persist of generation committed and its Replies were
+// delivered. Optional: it only lets a later PersistFailed of that generation not answer
+// them twice.
 func (g *Group) PersistDone(generation int32) {
 	g.inflight = slices.DeleteFunc(g.inflight, func(f inflight) bool { return f.generation == generation })
 }
@@ -898,21 +909,15 @@ func (g *Group) answerAll(err wire.ErrorCode) Effects {
 	for _, id := range g.order {
 		fx.Replies = append(fx.Replies, g.answerParked(g.members[id], err)...)
 	}
-	for _, f := range g.inflight {
-		for _, r := range f.replies {
-			if r.Join != nil {
-				fx.Replies = append(fx.Replies, Reply{MemberID: r.MemberID, Join: errJoin(r.MemberID, err)})
-			} else {
-				fx.Replies = append(fx.Replies, Reply{MemberID: r.MemberID, Sync: &SyncResponse{Err: err}})
-			}
-		}
-	}
+	// Replies waiting for a Persist stay with the coordinator, which delivers them when
+	// the write commits or answers them from PersistFailed.
 	g.inflight = nil
 	return fx
 }
 
 // MarkDead marks the group deleted: state Dead, no members, parked requests answered
-// ErrCoordinatorNotAvailable.
+// ErrCoordinatorNotAvailable. A Persist still in flight is forgotten: PersistFailed does
+// nothing afterwards.
 func (g *Group) MarkDead() Effects {
 	fx := g.answerAll(wire.ErrCoordinatorNotAvailable)
 	g.state = Dead

@@ -48,7 +48,8 @@ type driver struct {
 	cfg        Config
 	g          *Group
 	ids        map[string]int
-	last       *Record
+	last       *Record // the last Persist
+	committed  *Record // the one before it, which a failed last write falls back to
 }
 
 func (s *driver) configure(args map[string]string) {
@@ -223,6 +224,7 @@ func (s *driver) run(cmd string) []string {
 			c = errByName(s.t, v)
 		}
 		fx = s.g.PersistFailed(s.now, gen(s.t, a), c)
+		s.last = s.committed
 	case "restore":
 		var v []byte
 		if s.last != nil {
@@ -262,7 +264,7 @@ func (s *driver) run(cmd string) []string {
 		}
 	}
 	if fx.Persist != nil {
-		s.last = fx.Persist
+		s.committed, s.last = s.last, fx.Persist
 		s.checkRecord(fx.Persist)
 		out = append(out, "  persist "+formatRecord(s.t, fx.Persist))
 	}
@@ -300,9 +302,17 @@ func formatRecord(t *testing.T, r *Record) string {
 	return fmt.Sprintf("gen=%d type=%s protocol=%s leader=%s members=[%s]", g.generation, g.protocolType, g.protocol, g.leader, strings.Join(ms, " "))
 }
 
+// short abbreviates the oversized ids of the bad-input script.
+func short(id string) string {
+	if len(id) > 40 {
+		return fmt.Sprintf("%s...(%d bytes)", id[:4], len(id))
+	}
+	return id
+}
+
 func formatJoin(id string, r *JoinResponse) string {
 	if r.Err != wire.NoError {
-		return id + ": " + code(r.Err) + " member=" + r.MemberID
+		return short(id) + ": " + code(r.Err) + " member=" + short(r.MemberID)
 	}
 	s := fmt.Sprintf("%s: ok gen=%d protocol=%s leader=%s", id, r.Generation, r.Protocol, r.Leader)
 	if r.SkipAssignment {
