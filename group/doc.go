@@ -15,6 +15,13 @@
 //	                        └──── join with new metadata, leave, session expiry ──── Stable
 //	any state ──MarkDead──▶ Dead
 //
+// Members leave by LeaveGroup, by their session timeout (not while a join or sync of theirs
+// is parked), by not rejoining before the rebalance timeout, or by not sending SyncGroup
+// within the rebalance timeout after the join completed. A new dynamic member first gets
+// MEMBER_ID_REQUIRED and stays pending (holding up the join) until it rejoins or its session
+// timeout passes. From Empty the join waits InitialRebalanceDelay, extended by the delay
+// while new members arrive, up to the rebalance timeout.
+//
 // A request that cannot be answered at once (a join waiting for the others, a sync waiting
 // for the leader) is parked: the call returns a nil response and the answer comes later in
 // Effects.Replies, addressed by member id. The coordinator delivers the Replies of an

@@ -120,6 +120,7 @@ type member struct {
 	protocols                            []Protocol
 	assignment                           []byte
 	joinParked, syncParked               bool
+	synced                               bool // has sent a SyncGroup this generation
 	expires                              time.Time // session deadline
 }
 
@@ -178,6 +179,9 @@ type Group struct {
 	initialDelay     bool
 	newMemberAdded   bool
 	initialRemaining time.Duration
+	// CompletingRebalance and Stable: members that have not sent a SyncGroup of this
+	// generation by then are removed (Kafka's pending-sync timeout, the rebalance timeout).
+	syncDeadline time.Time
 
 	inflight []inflight
 }
@@ -536,6 +540,7 @@ func (g *Group) prepareRebalance(now time.Time) []Reply {
 		g.initialDelay = false
 		g.joinDeadline = now.Add(g.maxRebalanceTimeout())
 	}
+	g.syncDeadline = time.Time{}
 	g.transition(now, PreparingRebalance)
 	return out
 }
@@ -582,9 +587,11 @@ func (g *Group) completeJoin(now time.Time) Effects {
 		g.leader = g.order[0]
 	}
 	g.transition(now, CompletingRebalance)
+	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	for _, id := range g.order {
 		m := g.members[id]
 		m.joinParked = false
+		m.synced = false
 		m.expires = now.Add(m.sessionTimeout)
 		fx.Replies = append(fx.Replies, Reply{MemberID: id, Join: g.joinResponse(m, id == g.leader)})
 	}
@@ -664,6 +671,7 @@ func (g *Group) Sync(now time.Time, req SyncRequest) (resp *SyncResponse, fx Eff
 		return fail(wire.ErrRebalanceInProgress)
 	case Stable:
 		m.expires = now.Add(m.sessionTimeout)
+		g.markSynced(m)
 		return &SyncResponse{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: m.assignment}, fx
 	case CompletingRebalance:
 	default:
@@ -681,6 +689,7 @@ func (g *Group) Sync(now time.Time, req SyncRequest) (resp *SyncResponse, fx Eff
 	}
 	m.syncParked = true
 	m.expires = now.Add(m.sessionTimeout)
+	g.markSynced(m)
 	if m.id != g.leader {
 		return nil, fx
 	}
@@ -700,6 +709,16 @@ func (g *Group) Sync(now time.Time, req SyncRequest) (resp *SyncResponse, fx Eff
 	fx.Replies = append(fx.Replies, replies...)
 	g.addInflight(inflight{generation: g.generation, replies: replies})
 	return nil, fx
+}
+
+func (g *Group) markSynced(m *member) {
+	m.synced = true
+	for _, o := range g.members {
+		if !o.synced {
+			return
+		}
+	}
+	g.syncDeadline = time.Time{}
 }
 
 // Heartbeat handles a Heartbeat request.
@@ -772,6 +791,14 @@ func (g *Group) Tick(now time.Time) Effects {
 		}
 		fx = g.merge(fx, g.removeAndUpdate(now, m, wire.ErrUnknownMemberID))
 	}
+	if (g.state == CompletingRebalance || g.state == Stable) && !g.syncDeadline.IsZero() && !now.Before(g.syncDeadline) {
+		g.syncDeadline = time.Time{}
+		for _, id := range slices.Clone(g.order) {
+			if m, ok := g.members[id]; ok && !m.synced {
+				fx = g.merge(fx, g.removeAndUpdate(now, m, wire.ErrUnknownMemberID))
+			}
+		}
+	}
 	if g.state == PreparingRebalance && !g.joinDeadline.IsZero() && !now.Before(g.joinDeadline) {
 		if g.initialDelay && g.newMemberAdded && g.initialRemaining > 0 {
 			d := min(g.cfg.InitialRebalanceDelay, g.initialRemaining)
@@ -807,6 +834,9 @@ func (g *Group) NextDeadline() time.Time {
 	}
 	if g.state == PreparingRebalance {
 		earlier(g.joinDeadline)
+	}
+	if g.state == CompletingRebalance || g.state == Stable {
+		earlier(g.syncDeadline)
 	}
 	return t
 }
