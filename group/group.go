@@ -120,7 +120,7 @@ type member struct {
 	protocols                            []Protocol
 	assignment                           []byte
 	joinParked, syncParked               bool
-	synced                               bool // has sent a SyncGroup this generation
+	synced                               bool      // has sent a SyncGroup this generation
 	expires                              time.Time // session deadline
 }
 
