@@ -186,8 +186,12 @@ type Group struct {
 	inflight []inflight
 }
 
-// New is an Empty group at generation 0.
+// New is an Empty group at generation 0. A zero MaxSessionTimeout means Kafka's 30 minutes
+// (a zero MinSessionTimeout, InitialRebalanceDelay or MaxSize means none).
 func New(id string, cfg Config, now time.Time) *Group {
+	if cfg.MaxSessionTimeout == 0 {
+		cfg.MaxSessionTimeout = 30 * time.Minute
+	}
 	return &Group{id: id, cfg: cfg, stateTimestamp: now, members: map[string]*member{},
 		static: map[string]string{}, pending: map[string]time.Time{}}
 }

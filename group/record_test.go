@@ -136,3 +136,21 @@ func FuzzDecodeKey(f *testing.F) {
 		}
 	})
 }
+
+func TestZeroConfigAcceptsSessions(t *testing.T) {
+	g := New("g", Config{}, time.Time{})
+	id, resp, _ := g.Join(time.Time{}, JoinRequest{SessionTimeout: 45 * time.Second, ProtocolType: "consumer",
+		Protocols: []Protocol{{Name: "range"}}})
+	if resp == nil || resp.Err != wire.ErrMemberIDRequired || id == "" {
+		t.Fatalf("join: %q %+v", id, resp)
+	}
+}
+
+func TestStateNames(t *testing.T) {
+	for s, want := range map[State]string{Empty: "Empty", PreparingRebalance: "PreparingRebalance",
+		CompletingRebalance: "CompletingRebalance", Stable: "Stable", Dead: "Dead"} {
+		if s.String() != want {
+			t.Errorf("%d: %s", s, s)
+		}
+	}
+}
