@@ -19,9 +19,17 @@ const (
 	OffsetCommit APIKey = 8
 	OffsetFetch  APIKey = 9
 	ListGroups   APIKey = 16
-	APIVersions  APIKey = 18
-	CreateTopics APIKey = 19
-	DeleteTopics APIKey = 20
+	// The classic consumer group protocol (the group coordinator, broker/groups.go).
+	FindCoordinator APIKey = 10
+	JoinGroup       APIKey = 11
+	Heartbeat       APIKey = 12
+	LeaveGroup      APIKey = 13
+	SyncGroup       APIKey = 14
+	DescribeGroups  APIKey = 15
+	OffsetDelete    APIKey = 47
+	APIVersions     APIKey = 18
+	CreateTopics    APIKey = 19
+	DeleteTopics    APIKey = 20
 	// InitProducerID gives an idempotent producer its producer id and epoch.
 	InitProducerID APIKey = 22
 	// OffsetForLeaderEpoch (KIP-101): a follower asks where an epoch ends before it fetches.
@@ -38,15 +46,8 @@ const (
 // Replica fetch needs no key of its own: as in Kafka, a follower sends Fetch
 // with ReplicaID set to its broker id.
 const (
-	FindCoordinator             APIKey = 10
-	JoinGroup                   APIKey = 11
-	Heartbeat                   APIKey = 12
-	LeaveGroup                  APIKey = 13
-	SyncGroup                   APIKey = 14
-	DescribeGroups              APIKey = 15
 	CreatePartitions            APIKey = 37
 	IncrementalAlterConfigs     APIKey = 44
-	OffsetDelete                APIKey = 47
 	AlterPartitionReassignments APIKey = 45
 	ListPartitionReassignments  APIKey = 46
 	AlterPartition              APIKey = 56
@@ -71,15 +72,15 @@ var apiTable = []apiInfo{
 	{Fetch, "Fetch", true, 0, 2},
 	{ListOffsets, "ListOffsets", true, 0, 0},
 	{Metadata, "Metadata", true, 0, 1},
-	{OffsetCommit, "OffsetCommit", true, 0, 0},
+	{OffsetCommit, "OffsetCommit", true, 0, 1},
 	{OffsetFetch, "OffsetFetch", true, 0, 0},
-	{FindCoordinator, "FindCoordinator", false, 0, 0},
-	{JoinGroup, "JoinGroup", false, 0, 0},
-	{Heartbeat, "Heartbeat", false, 0, 0},
-	{LeaveGroup, "LeaveGroup", false, 0, 0},
-	{SyncGroup, "SyncGroup", false, 0, 0},
-	{DescribeGroups, "DescribeGroups", false, 0, 0},
-	{ListGroups, "ListGroups", true, 0, 0},
+	{FindCoordinator, "FindCoordinator", true, 0, 0},
+	{JoinGroup, "JoinGroup", true, 0, 0},
+	{Heartbeat, "Heartbeat", true, 0, 0},
+	{LeaveGroup, "LeaveGroup", true, 0, 0},
+	{SyncGroup, "SyncGroup", true, 0, 0},
+	{DescribeGroups, "DescribeGroups", true, 0, 0},
+	{ListGroups, "ListGroups", true, 0, 1},
 	{APIVersions, "ApiVersions", true, 0, 0},
 	{CreateTopics, "CreateTopics", true, 0, 0},
 	{DeleteTopics, "DeleteTopics", true, 0, 0},
@@ -92,7 +93,7 @@ var apiTable = []apiInfo{
 	{IncrementalAlterConfigs, "IncrementalAlterConfigs", false, 0, 0},
 	{AlterPartitionReassignments, "AlterPartitionReassignments", false, 0, 0},
 	{ListPartitionReassignments, "ListPartitionReassignments", false, 0, 0},
-	{OffsetDelete, "OffsetDelete", false, 0, 0},
+	{OffsetDelete, "OffsetDelete", true, 0, 0},
 	{AlterPartition, "AlterPartition", false, 0, 0},
 	{DescribeCluster, "DescribeCluster", true, 0, 0},
 	{BrokerRegistration, "BrokerRegistration", false, 0, 0},
@@ -215,11 +216,25 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 	case Metadata:
 		return &MetadataRequest{Version: version}, nil
 	case OffsetCommit:
-		return new(OffsetCommitRequest), nil
+		return &OffsetCommitRequest{Version: version}, nil
 	case OffsetFetch:
 		return new(OffsetFetchRequest), nil
 	case ListGroups:
-		return new(ListGroupsRequest), nil
+		return &ListGroupsRequest{Version: version}, nil
+	case FindCoordinator:
+		return new(FindCoordinatorRequest), nil
+	case JoinGroup:
+		return new(JoinGroupRequest), nil
+	case SyncGroup:
+		return new(SyncGroupRequest), nil
+	case Heartbeat:
+		return new(HeartbeatRequest), nil
+	case LeaveGroup:
+		return new(LeaveGroupRequest), nil
+	case DescribeGroups:
+		return new(DescribeGroupsRequest), nil
+	case OffsetDelete:
+		return new(OffsetDeleteRequest), nil
 	case DeleteGroups:
 		return new(DeleteGroupsRequest), nil
 	case InitProducerID:
@@ -270,7 +285,21 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 	case OffsetFetch:
 		return new(OffsetFetchResponse), nil
 	case ListGroups:
-		return new(ListGroupsResponse), nil
+		return &ListGroupsResponse{Version: version}, nil
+	case FindCoordinator:
+		return new(FindCoordinatorResponse), nil
+	case JoinGroup:
+		return new(JoinGroupResponse), nil
+	case SyncGroup:
+		return new(SyncGroupResponse), nil
+	case Heartbeat:
+		return new(HeartbeatResponse), nil
+	case LeaveGroup:
+		return new(LeaveGroupResponse), nil
+	case DescribeGroups:
+		return new(DescribeGroupsResponse), nil
+	case OffsetDelete:
+		return new(OffsetDeleteResponse), nil
 	case DeleteGroups:
 		return new(DeleteGroupsResponse), nil
 	case InitProducerID:

@@ -2,29 +2,45 @@ package wire
 
 // ListGroups (key 16) lists the consumer groups a coordinator knows.
 //
-// Behavior: Sluice's groups have no membership yet, so a group is known from its first
-// committed offset until its last one is deleted (with its topic); each is answered with
-// ProtocolType "", Kafka's for a group that only commits offsets. Groups come sorted by id.
-// A cluster of several brokers will answer from each coordinator, as Kafka's do, and a
-// client merges the answers.
+// Behavior: every broker answers with the groups it coordinates (a client asks each and merges
+// the answers, as Kafka's do), sorted by id: every group with members, a snapshot or a
+// committed offset, with its protocol type ("" for a group that only commits offsets) and, in
+// v1, its state (Empty, PreparingRebalance, CompletingRebalance, Stable). v1's StatesFilter
+// keeps only the groups in those states (empty: all).
 
-// ListGroupsRequest asks for every group; it has no fields.
-type ListGroupsRequest struct{}
+// ListGroupsRequest asks for the groups.
+type ListGroupsRequest struct {
+	Version      int16    // 0 or 1
+	StatesFilter []string // v1+
+}
+
+// APIVersion implements Versioned.
+func (l *ListGroupsRequest) APIVersion() int16 { return l.Version }
 
 // Key returns ListGroups.
 func (*ListGroupsRequest) Key() APIKey { return ListGroups }
 
-// AppendTo appends the body's encoding (nothing).
-func (*ListGroupsRequest) AppendTo(dst []byte) []byte { return dst }
+// AppendTo appends the body's encoding (nothing in v0).
+func (l *ListGroupsRequest) AppendTo(dst []byte) []byte {
+	if l.Version >= 1 {
+		dst = appendStrings(dst, l.StatesFilter)
+	}
+	return dst
+}
 
-// ReadFrom decodes b into l (see Message): b must be empty.
-func (*ListGroupsRequest) ReadFrom(b []byte) error {
+// ReadFrom decodes b into l (see Message), in the layout of l.Version.
+func (l *ListGroupsRequest) ReadFrom(b []byte) error {
 	r := reader{b: b}
+	l.StatesFilter = l.StatesFilter[:0]
+	if l.Version >= 1 {
+		l.StatesFilter = r.strings(l.StatesFilter)
+	}
 	return r.done()
 }
 
 // ListGroupsResponse lists the groups.
 type ListGroupsResponse struct {
+	Version    int16 // the layout: the version of the request it answers
 	ThrottleMs int32
 	ErrorCode  ErrorCode
 	Groups     []ListedGroup
@@ -34,6 +50,7 @@ type ListGroupsResponse struct {
 type ListedGroup struct {
 	GroupID      string
 	ProtocolType string // "" for a group that only commits offsets
+	GroupState   string // v1+
 }
 
 const minListedGroup = sizeString * 2
@@ -45,7 +62,16 @@ func (*ListGroupsResponse) Key() APIKey { return ListGroups }
 func (l *ListGroupsResponse) AppendTo(dst []byte) []byte {
 	dst = appendInt32(dst, l.ThrottleMs)
 	dst = appendInt16(dst, int16(l.ErrorCode))
-	return appendArray(dst, l.Groups)
+	dst = appendArrayLen(dst, len(l.Groups))
+	for i := range l.Groups {
+		g := &l.Groups[i]
+		dst = appendString(dst, g.GroupID)
+		dst = appendString(dst, g.ProtocolType)
+		if l.Version >= 1 {
+			dst = appendString(dst, g.GroupState)
+		}
+	}
+	return dst
 }
 
 // ReadFrom decodes b into l (see Message).
@@ -58,11 +84,10 @@ func (l *ListGroupsResponse) ReadFrom(b []byte) error {
 		g := &l.Groups[i]
 		g.GroupID = r.stringReuse(g.GroupID)
 		g.ProtocolType = r.stringReuse(g.ProtocolType)
+		g.GroupState = ""
+		if l.Version >= 1 {
+			g.GroupState = r.stringReuse(g.GroupState)
+		}
 	}
 	return r.done()
-}
-
-func (g *ListedGroup) appendTo(dst []byte) []byte {
-	dst = appendString(dst, g.GroupID)
-	return appendString(dst, g.ProtocolType)
 }

@@ -9,14 +9,23 @@ package wire
 // (ErrIllegalGeneration, ErrUnknownMemberID, ErrRebalanceInProgress). The
 // committed offset is the NEXT offset to consume. Results are per
 // partition.
+//
+// Versions: v1 adds GroupInstanceID after MemberID (a static member's commit, KIP-345: a
+// member id replaced by a newer instance is FENCED_INSTANCE_ID).
 
 // OffsetCommitRequest commits offsets for a group.
 type OffsetCommitRequest struct {
-	GroupID      string
-	GenerationID int32 // -1 for a simple (group-less) commit
-	MemberID     string
-	Topics       []OffsetCommitRequestTopic
+	// Version is the version to send (0 or 1).
+	Version         int16
+	GroupID         string
+	GenerationID    int32 // -1 for a simple (group-less) commit
+	MemberID        string
+	GroupInstanceID *string // v1+
+	Topics          []OffsetCommitRequestTopic
 }
+
+// APIVersion implements Versioned.
+func (o *OffsetCommitRequest) APIVersion() int16 { return o.Version }
 
 // OffsetCommitRequestTopic is one topic's offsets.
 type OffsetCommitRequestTopic struct {
@@ -45,6 +54,9 @@ func (o *OffsetCommitRequest) AppendTo(dst []byte) []byte {
 	dst = appendString(dst, o.GroupID)
 	dst = appendInt32(dst, o.GenerationID)
 	dst = appendString(dst, o.MemberID)
+	if o.Version >= 1 {
+		dst = appendNullableString(dst, o.GroupInstanceID)
+	}
 	return appendArray(dst, o.Topics)
 }
 
@@ -54,6 +66,10 @@ func (o *OffsetCommitRequest) ReadFrom(b []byte) error {
 	o.GroupID = r.stringReuse(o.GroupID)
 	o.GenerationID = r.int32()
 	o.MemberID = r.stringReuse(o.MemberID)
+	o.GroupInstanceID = nil
+	if o.Version >= 1 {
+		o.GroupInstanceID = r.nullableString()
+	}
 	o.Topics = readSlice(&r, o.Topics, minOffsetCommitRequestTopic)
 	for i := range o.Topics {
 		o.Topics[i].readFrom(&r)
