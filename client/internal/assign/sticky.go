@@ -35,9 +35,9 @@ func assignSticky(members []Member, partitions map[string]int32, cooperative boo
 type sticky struct {
 	members []*Member
 	topics  []string
-	counts  []int32 // partition count per topic
-	first   []int   // number of each topic's partition 0
-	topicOf []int   // topic of each partition
+	counts  []int32  // partition count per topic
+	first   []int    // number of each topic's partition 0
+	topicOf []int    // topic of each partition
 	subs    [][]bool // subs[member][topic]
 	// eligible lists, per topic, the subscribed members in member order.
 	eligible [][]int
