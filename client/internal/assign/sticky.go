@@ -190,7 +190,8 @@ func (s *sticky) moveOne(byLoad []int, load func(a, b int) int) bool {
 
 // pick returns the position in held[d] of the partition to move to r, -1 if r can take none.
 // Cheapest first: one r owns (moving it back costs nothing), then one d does not own, then one
-// d owns (the cooperative protocol will withhold it this round).
+// d owns (the cooperative protocol will withhold it this round); within a rank the highest
+// partition.
 func (s *sticky) pick(d, r int) int {
 	best, bestRank := -1, 0
 	for at, i := range s.held[d] {
@@ -205,7 +206,7 @@ func (s *sticky) pick(d, r int) int {
 		default:
 			rank = 2
 		}
-		if rank > bestRank {
+		if rank >= bestRank { // the last of a rank: owners keep their lower partitions
 			best, bestRank = at, rank
 		}
 	}
