@@ -26,6 +26,7 @@ func assignSticky(members []Member, partitions map[string]int32, cooperative boo
 	s.keepOwned()
 	s.assignFree()
 	s.balance()
+	s.restore()
 	return s.result(cooperative)
 }
 
@@ -178,14 +179,82 @@ func (s *sticky) moveOne(byLoad []int, load func(a, b int) int) bool {
 				break
 			}
 			if at := s.pick(d, r); at >= 0 {
-				i := s.held[d][at]
-				s.held[d] = slices.Delete(s.held[d], at, at+1)
-				s.give(i, r)
+				s.move(s.held[d][at], r)
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// move reassigns partition i to m.
+func (s *sticky) move(i, m int) {
+	from := s.assigned[i]
+	at := slices.Index(s.held[from], i)
+	s.held[from] = slices.Delete(s.held[from], at, at+1)
+	s.give(i, m)
+}
+
+// restore hands partitions that balance moved away from their owner back to it where a chain
+// of free partitions can make up for it: the owner passes a partition it does not own to a
+// member subscribed to its topic, that member passes one it does not own on, and so on until
+// the member that had taken the owner's partition is reached. Counts do not change, so balance
+// holds; each hand-back lowers the number of partitions away from their owner (a partition
+// passed on was away from its owner already, or reaches it), so the loop ends.
+func (s *sticky) restore() {
+	for changed := true; changed; {
+		changed = false
+		for i, o := range s.owner {
+			r := s.assigned[i]
+			if o < 0 || o == r || !s.subs[o][s.topicOf[i]] {
+				continue
+			}
+			hops := s.freePath(o, r)
+			if hops == nil {
+				continue
+			}
+			s.move(i, o)
+			for _, h := range hops {
+				s.move(h.partition, h.to)
+			}
+			changed = true
+		}
+	}
+}
+
+type hop struct{ partition, to int }
+
+// freePath finds, breadth first, a chain of hops from member from to member to, each passing a
+// partition its holder does not own to a member subscribed to its topic; nil if there is none.
+func (s *sticky) freePath(from, to int) []hop {
+	prev := make([]hop, len(s.members)) // how each reached member was reached
+	seen := make([]bool, len(s.members))
+	seen[from] = true
+	queue := []int{from}
+	for len(queue) > 0 && !seen[to] {
+		c := queue[0]
+		queue = queue[1:]
+		for _, i := range s.held[c] {
+			if s.owner[i] == c {
+				continue
+			}
+			for _, m := range s.eligible[s.topicOf[i]] {
+				if !seen[m] {
+					seen[m], prev[m] = true, hop{partition: i, to: m}
+					queue = append(queue, m)
+				}
+			}
+		}
+	}
+	if !seen[to] {
+		return nil
+	}
+	var hops []hop
+	for m := to; m != from; m = s.assigned[prev[m].partition] {
+		hops = append(hops, prev[m])
+	}
+	slices.Reverse(hops)
+	return hops
 }
 
 // pick returns the position in held[d] of the partition to move to r, -1 if r can take none.
