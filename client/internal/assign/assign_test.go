@@ -8,7 +8,9 @@ import (
 // These tests pin the assignors to Kafka's documented examples and to the edges of the input
 // contract: unknown topics, topics nobody subscribes to, members with nothing, member order.
 
-func tp(topic string, ps ...int32) TopicPartitions { return TopicPartitions{Topic: topic, Partitions: ps} }
+func tp(topic string, ps ...int32) TopicPartitions {
+	return TopicPartitions{Topic: topic, Partitions: ps}
+}
 
 func TestKafkaExamples(t *testing.T) {
 	two := []Member{

@@ -2,6 +2,7 @@ package assign
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -40,6 +41,9 @@ type sticky struct {
 	first   []int    // number of each topic's partition 0
 	topicOf []int    // topic of each partition
 	subs    [][]bool // subs[member][topic]
+	// class numbers the distinct subscriptions (over the topics here): members with the same
+	// class are interchangeable.
+	class []int
 	// eligible lists, per topic, the subscribed members in member order.
 	eligible [][]int
 	// owner is the member whose claim on the partition won, -1 when nobody in the group
@@ -48,6 +52,8 @@ type sticky struct {
 	// Invariant: assigned[i] == m exactly when i is in held[m]; -1 when unassigned.
 	assigned []int
 	held     [][]int
+	// sideways is how many more sideways moves balance may make (see takeSideways).
+	sideways int
 }
 
 func newSticky(ms []*Member, partitions map[string]int32) *sticky {
@@ -74,12 +80,22 @@ func newSticky(ms []*Member, partitions map[string]int32) *sticky {
 			}
 		}
 	}
+	s.class = make([]int, len(ms))
+	classes := map[string]int{}
+	for j := range ms {
+		k := fmt.Sprint(s.subs[j])
+		if _, ok := classes[k]; !ok {
+			classes[k] = len(classes)
+		}
+		s.class[j] = classes[k]
+	}
 	s.owner = make([]int, n)
 	s.assigned = make([]int, n)
 	for i := range n {
 		s.owner[i], s.assigned[i] = -1, -1
 	}
 	s.held = make([][]int, len(ms))
+	s.sideways = n
 
 	// Resolve claims: the highest generation wins; members are visited in member order and
 	// an equal generation does not displace, so ties go to the first member.
@@ -146,8 +162,10 @@ func (s *sticky) assignFree() {
 }
 
 // balance moves one partition at a time from a most loaded member to a least loaded one that
-// subscribes to its topic and holds at least two fewer, until no such move exists. Each move
-// lowers the sum of squared counts, so the loop ends.
+// subscribes to its topic and holds at least two fewer, until no such move exists. Between
+// members of different subscriptions only partitions the donor does not own move: balance
+// across subscriptions is best effort and never costs a revocation, which is what lets a second
+// rebalance converge. Each move lowers the sum of squared counts, so the loop ends.
 func (s *sticky) balance() {
 	byLoad := make([]int, len(s.members))
 	for m := range byLoad {
@@ -178,10 +196,33 @@ func (s *sticky) moveOne(byLoad []int, load func(a, b int) int) bool {
 			if len(s.held[r]) >= len(s.held[d])-1 {
 				break
 			}
-			if at := s.pick(d, r); at >= 0 {
-				s.move(s.held[d][at], r)
+			at, rank := s.pick(d, r)
+			if at < 0 {
+				continue
+			}
+			if rank == 1 && s.sideways > 0 && s.takeSideways(byLoad, r) {
+				s.sideways--
 				return true
 			}
+			s.move(s.held[d][at], r)
+			return true
+		}
+	}
+	return false
+}
+
+// takeSideways is the alternative to taking an owned partition from a donor: r takes a partition
+// its holder does not own from a member holding at least one more than r. That never raises
+// the sum of squared counts; s.sideways bounds how often it is tried, so balance still ends.
+func (s *sticky) takeSideways(byLoad []int, r int) bool {
+	for k := len(byLoad) - 1; k >= 0; k-- {
+		x := byLoad[k]
+		if len(s.held[x]) <= len(s.held[r]) {
+			return false
+		}
+		if at, rank := s.pick(x, r); at >= 0 && rank > 1 {
+			s.move(s.held[x][at], r)
+			return true
 		}
 	}
 	return false
@@ -261,25 +302,28 @@ func (s *sticky) freePath(from, to int) []hop {
 // Cheapest first: one r owns (moving it back costs nothing), then one d does not own, then one
 // d owns (the cooperative protocol will withhold it this round); within a rank the highest
 // partition.
-func (s *sticky) pick(d, r int) int {
+func (s *sticky) pick(d, r int) (at, rank int) {
 	best, bestRank := -1, 0
 	for at, i := range s.held[d] {
 		if !s.subs[r][s.topicOf[i]] {
 			continue
 		}
-		rank := 1
+		rank = 1
 		switch s.owner[i] {
 		case r:
-			return at
+			return at, 3
 		case d:
 		default:
 			rank = 2
+		}
+		if rank == 1 && s.class[d] != s.class[r] {
+			continue
 		}
 		if rank >= bestRank { // the last of a rank: owners keep their lower partitions
 			best, bestRank = at, rank
 		}
 	}
-	return best
+	return best, bestRank
 }
 
 // result lists each member's partitions; cooperative leaves out those assigned away from their
