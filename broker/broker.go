@@ -36,8 +36,8 @@ type Broker struct {
 	ctrl          *cluster.Controller
 	member        *cluster.Member // registration and heartbeats (lifecycle.go); nil for a controller-only node
 	srv           *server.Server
-	offsets       *offsetStore
-	disk          *diskMonitor // free space of the data directory's filesystem (diskspace.go)
+	groups        *groupCoordinator // consumer groups and committed offsets (groupcoord.go)
+	disk          *diskMonitor      // free space of the data directory's filesystem (diskspace.go)
 	// uncleanStart: the previous run stopped without its clean-shutdown marker. Leader-epoch
 	// checkpoints are written behind the appends (epochwriter.go), so after such a stop each
 	// log's epochs are rebuilt from its batch headers rather than trusted from the file.
@@ -166,6 +166,8 @@ func Open(cfg Config) (*Broker, error) {
 	// The offsets topic's logs open now (the offset store loads from them); the others once
 	// the listeners serve, in the background, so that metadata is answered while they open.
 	b.markOpening(md)
+	b.groups = newGroupCoordinator(b) // before the offsets topic's leaderships are applied
+	b.groups.topics = topicIDs(md)
 	if err := b.reconcileTopics(md, OffsetsTopic); err != nil {
 		return fail(err)
 	}
@@ -197,8 +199,12 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.register(); err != nil {
 		return stopServing(err)
 	}
-	if b.offsets, err = b.openOffsetStore(); err != nil {
-		return stopServing(err)
+	if len(cfg.Voters) <= 1 {
+		// A single-node quorum: the topic can have one replica only, so it is made now, as
+		// before there were clusters, rather than on the first group request.
+		if err := b.groups.createTopicNow(); err != nil {
+			return stopServing(err)
+		}
 	}
 	close(b.ready)
 	updates, stop := ctrl.Subscribe()
@@ -225,6 +231,8 @@ func Open(cfg Config) (*Broker, error) {
 	go b.retentionLoop()
 	go b.every(b.cfg.ProducerIDExpirationCheck, b.expireProducers)
 	go b.healLoop()
+	b.wg.Add(1)
+	go b.every(groupTickInterval, b.groups.tick)
 	go func() {
 		defer b.wg.Done()
 		b.disk.run(b.ctx.Done())
@@ -269,6 +277,11 @@ func (c Config) withDefaults() Config {
 	c.MessageMaxBytes = positive(c.MessageMaxBytes, d.MessageMaxBytes)
 	c.SocketRequestMaxBytes = positive(c.SocketRequestMaxBytes, d.SocketRequestMaxBytes)
 	c.OffsetsTopicPartitions = positive(c.OffsetsTopicPartitions, d.OffsetsTopicPartitions)
+	c.OffsetsTopicReplication = positive(c.OffsetsTopicReplication, d.OffsetsTopicReplication)
+	c.OffsetsCommitTimeout = positive(c.OffsetsCommitTimeout, d.OffsetsCommitTimeout)
+	c.GroupInitialRebalanceDelay = nonZero(c.GroupInitialRebalanceDelay, d.GroupInitialRebalanceDelay)
+	c.GroupMinSessionTimeout = positive(c.GroupMinSessionTimeout, d.GroupMinSessionTimeout)
+	c.GroupMaxSessionTimeout = positive(c.GroupMaxSessionTimeout, d.GroupMaxSessionTimeout)
 	c.SegmentBytes = positive(c.SegmentBytes, d.SegmentBytes)
 	c.SegmentMs = positive(c.SegmentMs, d.SegmentMs)
 	c.RetentionCheck = positive(c.RetentionCheck, d.RetentionCheck)
@@ -467,6 +480,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	// errors (NOT_LEADER_OR_FOLLOWER) as they follow them; then the heartbeats stop.
 	b.controlledShutdown(ctx)
 	b.cancel()
+	b.groups.closeShards() // parked joins and syncs answer NOT_COORDINATOR before the server closes
 	if b.member != nil {
 		b.member.Close()
 	}
@@ -609,6 +623,20 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleListGroups(c, h, body)
 	case wire.DeleteGroups:
 		return b.handleDeleteGroups(c, h, body)
+	case wire.FindCoordinator:
+		return b.handleFindCoordinator(c, h, body)
+	case wire.JoinGroup:
+		return b.handleJoinGroup(c, h, body)
+	case wire.SyncGroup:
+		return b.handleSyncGroup(c, h, body)
+	case wire.Heartbeat:
+		return b.handleHeartbeat(c, h, body)
+	case wire.LeaveGroup:
+		return b.handleLeaveGroup(c, h, body)
+	case wire.DescribeGroups:
+		return b.handleDescribeGroups(c, h, body)
+	case wire.OffsetDelete:
+		return b.handleOffsetDelete(c, h, body)
 	case wire.DescribeCluster:
 		return b.handleDescribeCluster(c, h, body)
 	case wire.DescribeReplicas:

@@ -512,6 +512,7 @@ func TestListOffsets(t *testing.T) {
 func TestOffsetCommitSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	b := startBroker(t, testConfig(t, dir))
+	awaitGroups(t, b)
 	c := dial(t, b.Addr().String())
 	createTopic(t, c, "oc", 2)
 	md := "cursor"
@@ -544,6 +545,7 @@ func TestOffsetCommitSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2 := startBroker(t, testConfig(t, dir))
+	awaitGroups(t, b2)
 	check(dial(t, b2.Addr().String()))
 }
 
@@ -626,6 +628,7 @@ func TestAutoCreateTopics(t *testing.T) {
 
 func TestOffsetCommitErrors(t *testing.T) {
 	b := startBroker(t, testConfig(t, t.TempDir()))
+	awaitGroups(t, b)
 	c := dial(t, b.Addr().String())
 	createTopic(t, c, "oe", 1)
 	long := string(bytes.Repeat([]byte("m"), 5000))
@@ -862,6 +865,7 @@ func TestAdvertisedUnixPathTooLongStaysRelative(t *testing.T) {
 func TestDeletedTopicForgetsCommittedOffsets(t *testing.T) {
 	dir := t.TempDir()
 	b := startBroker(t, testConfig(t, dir))
+	awaitGroups(t, b)
 	c := dial(t, b.Addr().String())
 	commit := func(c *client.Conn, group, topic string, offset int64) {
 		t.Helper()
@@ -908,6 +912,7 @@ func TestDeletedTopicForgetsCommittedOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2 := startBroker(t, testConfig(t, dir))
+	awaitGroups(t, b2)
 	c2 := dial(t, b2.Addr().String())
 	createTopic(t, c2, "gone", 1)
 	for _, g := range []string{"g1", "g2", "g3"} {
@@ -932,6 +937,7 @@ func TestRetentionSkipsOffsetsTopicEvenWhenItWouldEmptyIt(t *testing.T) {
 	cfg.OffsetsTopicPartitions = 1
 	cfg.RetentionCheck = 10 * time.Millisecond
 	b := startBroker(t, cfg)
+	awaitGroups(t, b)
 	c := dial(t, b.Addr().String())
 	zero := []wire.ConfigEntry{{Name: "retention.ms", Value: strPtr("0")}, {Name: "retention.bytes", Value: strPtr("0")}}
 	if res := alterTopic(t, c, OffsetsTopic, zero...); res.ErrorCode != wire.NoError {
@@ -974,6 +980,7 @@ func TestRetentionSkipsOffsetsTopicEvenWhenItWouldEmptyIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2 := startBroker(t, cfg)
+	awaitGroups(t, b2)
 	var fr wire.OffsetFetchResponse
 	call(t, dial(t, b2.Addr().String()), &wire.OffsetFetchRequest{GroupID: "g", Topics: []wire.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}}, &fr)
 	if got := fr.Topics[0].Partitions[0].Offset; got != 42 {
@@ -992,6 +999,7 @@ func TestRetentionKeepsCommittedOffsets(t *testing.T) {
 	cfg.SegmentMs = time.Millisecond
 	cfg.RetentionCheck = 10 * time.Millisecond
 	b := startBroker(t, cfg)
+	awaitGroups(t, b)
 	c := dial(t, b.Addr().String())
 	createTopic(t, c, "t", 1)
 	commit := func(group string, offset int64) {
@@ -1017,6 +1025,7 @@ func TestRetentionKeepsCommittedOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2 := startBroker(t, cfg)
+	awaitGroups(t, b2)
 	var fr wire.OffsetFetchResponse
 	call(t, dial(t, b2.Addr().String()), &wire.OffsetFetchRequest{GroupID: "idle", Topics: []wire.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}}, &fr)
 	if got := fr.Topics[0].Partitions[0].Offset; got != 42 {

@@ -63,6 +63,14 @@ type Config struct {
 	AutoCreateTopics       bool  // auto.create.topics.enable: false
 	OffsetsTopicPartitions int   // offsets.topic.num.partitions: 50
 
+	// Consumer groups (groupcoord.go).
+	OffsetsTopicReplication    int           // offsets.topic.replication.factor: 3 (the live brokers if fewer)
+	OffsetsCommitTimeout       time.Duration // offsets.commit.timeout.ms: 5 s for a coordinator write to commit
+	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms: 3 s; negative = none
+	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms: 6 s
+	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms: 30 min
+	GroupMaxSize               int           // group.max.size: 0 = no limit
+
 	SegmentBytes   int64         // log.segment.bytes: 1 GiB
 	SegmentMs      time.Duration // log.roll.ms / log.roll.hours: 7 days
 	SegmentJitter  time.Duration // log.roll.jitter.ms / log.roll.jitter.hours: 0
@@ -180,39 +188,44 @@ func (r Roles) String() string {
 // 127.0.0.1:9092 and a unix socket in the data directory.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:                   "data",
-		Listen:                    "127.0.0.1:9092",
-		NumPartitions:             1,
-		DefaultReplication:        1,
-		MessageMaxBytes:           1 << 20,
-		SocketRequestMaxBytes:     wire.MaxRequestBytes,
-		OffsetsTopicPartitions:    50,
-		SegmentBytes:              1 << 30,
-		SegmentMs:                 7 * 24 * time.Hour,
-		RetentionMs:               7 * 24 * time.Hour,
-		RetentionBytes:            -1,
-		RetentionCheck:            5 * time.Minute,
-		ProducerIDExpiration:      24 * time.Hour,
-		ProducerIDExpirationCheck: 10 * time.Minute,
-		FlushMessages:             math.MaxInt64,
-		FlushMs:                   cluster.Forever,
-		IndexIntervalBytes:        4096,
-		IndexMaxBytes:             10 << 20,
-		WritebackBytes:            segment.Defaults.WritebackBytes,
-		SharedMemoryBytes:         64 << 20,
-		ScrubBytesPerSec:          4 << 20,
-		PreallocateBytes:          segment.Defaults.PreallocateBytes,
-		IdleTimeout:               10 * time.Minute,
-		LogRetryBackoff:           segment.Defaults.RetryBackoff,
-		LogRetryBackoffMax:        segment.Defaults.RetryBackoffMax,
-		RequestTimeout:            server.DefaultRequestTimeout,
-		QueuedMaxRequestBytes:     server.DefaultQueuedMaxRequestBytes,
-		ShutdownTimeout:           30 * time.Second,
-		ControllerListenerName:    "CONTROLLER",
-		HeartbeatInterval:         2 * time.Second,
-		SessionTimeout:            9 * time.Second,
-		SpaceAlertFreePercent:     5,
-		BallastBytes:              64 << 20,
+		DataDir:                    "data",
+		Listen:                     "127.0.0.1:9092",
+		NumPartitions:              1,
+		DefaultReplication:         1,
+		MessageMaxBytes:            1 << 20,
+		SocketRequestMaxBytes:      wire.MaxRequestBytes,
+		OffsetsTopicPartitions:     50,
+		OffsetsTopicReplication:    3,
+		OffsetsCommitTimeout:       5 * time.Second,
+		GroupInitialRebalanceDelay: 3 * time.Second,
+		GroupMinSessionTimeout:     6 * time.Second,
+		GroupMaxSessionTimeout:     30 * time.Minute,
+		SegmentBytes:               1 << 30,
+		SegmentMs:                  7 * 24 * time.Hour,
+		RetentionMs:                7 * 24 * time.Hour,
+		RetentionBytes:             -1,
+		RetentionCheck:             5 * time.Minute,
+		ProducerIDExpiration:       24 * time.Hour,
+		ProducerIDExpirationCheck:  10 * time.Minute,
+		FlushMessages:              math.MaxInt64,
+		FlushMs:                    cluster.Forever,
+		IndexIntervalBytes:         4096,
+		IndexMaxBytes:              10 << 20,
+		WritebackBytes:             segment.Defaults.WritebackBytes,
+		SharedMemoryBytes:          64 << 20,
+		ScrubBytesPerSec:           4 << 20,
+		PreallocateBytes:           segment.Defaults.PreallocateBytes,
+		IdleTimeout:                10 * time.Minute,
+		LogRetryBackoff:            segment.Defaults.RetryBackoff,
+		LogRetryBackoffMax:         segment.Defaults.RetryBackoffMax,
+		RequestTimeout:             server.DefaultRequestTimeout,
+		QueuedMaxRequestBytes:      server.DefaultQueuedMaxRequestBytes,
+		ShutdownTimeout:            30 * time.Second,
+		ControllerListenerName:     "CONTROLLER",
+		HeartbeatInterval:          2 * time.Second,
+		SessionTimeout:             9 * time.Second,
+		SpaceAlertFreePercent:      5,
+		BallastBytes:               64 << 20,
 
 		ReplicaLagTimeMax:            30 * time.Second,
 		ReplicaFetchMaxBytes:         1 << 20,

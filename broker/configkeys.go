@@ -41,10 +41,11 @@ const (
 	groupLog       = "Logs (the broker-wide defaults of topic configs)"
 	groupStorage   = "Disk space and I/O"
 	groupReplicas  = "Replication"
+	groupGroups    = "Consumer groups"
 )
 
 // configGroups is the order of docs/configuration.md's sections.
-var configGroups = []string{groupCluster, groupListeners, groupLog, groupReplicas, groupStorage}
+var configGroups = []string{groupCluster, groupListeners, groupLog, groupReplicas, groupGroups, groupStorage}
 
 // configDefs is the registry, by group (docs/configuration.md sorts each group by name).
 var configDefs = []configDef{
@@ -129,6 +130,42 @@ var configDefs = []configDef{
 	{Name: "offsets.topic.num.partitions", Type: cluster.ConfigInt, Default: "50", Origin: kafka, Group: groupCluster,
 		Doc: "partitions of __consumer_offsets, fixed when it is first created",
 		set: func(c *Config, p prop) error { return p.integer(&c.OffsetsTopicPartitions, 1, math.MaxInt32) }},
+	{Name: "offsets.topic.replication.factor", Type: cluster.ConfigShort, Default: "3", Origin: kafka, Group: groupGroups,
+		Doc: "replicas of __consumer_offsets, created on the first group request; the live brokers then if fewer",
+		set: func(c *Config, p prop) error { return p.integer(&c.OffsetsTopicReplication, 1, math.MaxInt16) }},
+	{Name: "offsets.commit.timeout.ms", Type: cluster.ConfigInt, Default: "5000", Origin: kafka, Group: groupGroups,
+		Doc: "how long a commit (or a group's snapshot) waits for every in-sync replica before it fails with REQUEST_TIMED_OUT",
+		set: func(c *Config, p prop) error { return p.dur(&c.OffsetsCommitTimeout, time.Millisecond, positiveMs) }},
+	{Name: "group.initial.rebalance.delay.ms", Type: cluster.ConfigInt, Default: "3000", Origin: kafka, Group: groupGroups,
+		Doc: "how long the first rebalance of an empty group waits for more members, extended by each join up to the rebalance timeout",
+		set: func(c *Config, p prop) error {
+			var d time.Duration
+			if err := p.dur(&d, time.Millisecond, bounds{lo: 0, hi: math.MaxInt32}); err != nil {
+				return err
+			}
+			if d == 0 {
+				d = -1 // none (the field's zero is the default)
+			}
+			c.GroupInitialRebalanceDelay = d
+			return nil
+		}},
+	{Name: "group.min.session.timeout.ms", Type: cluster.ConfigInt, Default: "6000", Origin: kafka, Group: groupGroups,
+		Doc: "the shortest session.timeout.ms a member may ask for (INVALID_SESSION_TIMEOUT below)",
+		set: func(c *Config, p prop) error { return p.dur(&c.GroupMinSessionTimeout, time.Millisecond, positiveMs) }},
+	{Name: "group.max.session.timeout.ms", Type: cluster.ConfigInt, Default: "1800000", Origin: kafka, Group: groupGroups,
+		Doc: "the longest session.timeout.ms a member may ask for (INVALID_SESSION_TIMEOUT above)",
+		set: func(c *Config, p prop) error { return p.dur(&c.GroupMaxSessionTimeout, time.Millisecond, positiveMs) }},
+	{Name: "group.max.size", Type: cluster.ConfigInt, Default: "2147483647", Origin: kafka, Group: groupGroups,
+		Doc: "the most members a group may have (GROUP_MAX_SIZE_REACHED beyond)",
+		set: func(c *Config, p prop) error {
+			if err := p.integer(&c.GroupMaxSize, 1, math.MaxInt32); err != nil {
+				return err
+			}
+			if c.GroupMaxSize == math.MaxInt32 {
+				c.GroupMaxSize = 0
+			}
+			return nil
+		}},
 	{Name: "process.roles", Type: cluster.ConfigList, Default: "broker,controller", Origin: kafka, Group: groupCluster,
 		Doc: "broker (hosts partitions, no vote), controller (votes in the quorum), or both (KRaft's combined mode)",
 		set: func(c *Config, p prop) error {

@@ -2,18 +2,17 @@ package broker
 
 // Behavior: DeleteGroups.
 //
-// Sluice's groups have no membership yet (a group is its committed offsets), so deleting a
-// group deletes its committed offsets: one tombstone per partition it committed, appended to
-// the group's partition of OffsetsTopic, as a commit is, and answered once they are durable.
-// Kafka refuses a group with members (NON_EMPTY_GROUP); with no membership there is none to
-// refuse, so once groups have members this is where the check goes. A commit that is appended
-// before the tombstones but not yet durable is not in memory when the group is read, and
-// survives the deletion: stop the group's consumers first, as Kafka requires.
+// The group's coordinator deletes a group that has no members (others: NON_EMPTY_GROUP, as
+// Kafka): one tombstone per committed offset and one for its snapshot, appended to the group's
+// partition of OffsetsTopic as a commit is, and answered once they are committed. A commit
+// appended before the tombstones but not yet committed is not in memory when the group is
+// read, and survives the deletion: stop the group's consumers first, as Kafka requires.
 
 import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/group"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
 )
@@ -52,63 +51,57 @@ func (b *Broker) handleDeleteGroups(c *server.Conn, h wire.RequestHeader, body [
 	return pend
 }
 
-// deleteGroup writes tombstones for every offset group has committed and calls finish, once,
-// with the outcome: NoError once they are durable (and gone from memory), GROUP_ID_NOT_FOUND
-// for a group with no committed offset, or the append's error.
-func (b *Broker) deleteGroup(group string, finish func(wire.ErrorCode)) {
-	s := b.offsets
-	if group == "" {
+// deleteGroup deletes group at its coordinator and calls finish, once, with the outcome:
+// NoError once its tombstones are committed, GROUP_ID_NOT_FOUND for a group the coordinator
+// does not know, NON_EMPTY_GROUP for one with members, or the refusal or the append's error.
+// The group is gone from memory at once (Dead: a request parked on it is answered), as in
+// Kafka; should the tombstones fail, a later coordinator's replay brings it back.
+func (b *Broker) deleteGroup(id string, finish func(wire.ErrorCode)) {
+	if id == "" {
 		finish(wire.ErrInvalidGroupID)
 		return
 	}
-	// Held from reading the group's offsets to the append, as a commit holds it.
-	s.writeMu.Lock()
-	s.mu.RLock()
-	var gps []groupPartition
-	for gp := range s.offsets {
-		if gp.group == group {
-			gps = append(gps, gp)
-		}
-	}
-	s.mu.RUnlock()
-	if len(gps) == 0 {
-		s.writeMu.Unlock()
-		finish(wire.ErrGroupIDNotFound)
+	gc := b.groups
+	sh, err := gc.shardFor(id)
+	if err != nil {
+		finish(errorCode(err))
 		return
 	}
-	p, err := b.coordinatorFor(group) // NOT_COORDINATOR where another broker leads its partition
-	if err != nil {
-		s.writeMu.Unlock()
-		finish(errorCode(err))
+	// Held from reading the group's offsets to the append, as a commit holds it.
+	gc.writeMu.Lock()
+	defer gc.writeMu.Unlock()
+	if !sh.lock() {
+		finish(wire.ErrNotCoordinator)
+		return
+	}
+	e := sh.entry(id, false)
+	switch {
+	case e == nil || e.g.State() == group.Dead:
+		sh.mu.Unlock()
+		finish(wire.ErrGroupIDNotFound)
+		return
+	case !e.g.Empty():
+		sh.mu.Unlock()
+		finish(wire.ErrNonEmptyGroup)
 		return
 	}
 	now := time.Now().UnixMilli()
-	builder := batch.NewBuilder(batch.DefaultBuilderOptions())
-	for _, gp := range gps {
-		builder.Append(&batch.Record{Timestamp: now, Key: encodeOffsetKey(gp)}) // null value: deleted
+	recs := make([]*batch.Record, 0, len(e.offsets)+1)
+	for tp := range e.offsets {
+		recs = append(recs, &batch.Record{Timestamp: now, Key: encodeOffsetKey(groupPartition{id, tp})}) // null value: deleted
 	}
-	bt, err := builder.Build()
-	var info appendInfo
-	l := p.log()
-	if err == nil {
-		info, err = l.Append(bt, p.leaderEpoch())
-	}
-	s.writeMu.Unlock()
-	if err != nil {
-		b.logger.Error("deleting a group's committed offsets", "group", group, "err", err)
-		finish(errorCode(err))
-		return
-	}
-	l.OnSynced(info.LastOffset, func(err error) {
+	recs = append(recs, &batch.Record{Timestamp: now, Key: group.EncodeKey(id)})
+	calls := e.take(e.g.MarkDead())
+	calls = append(calls, e.drain(wire.ErrCoordinatorNotAvailable)...)
+	delete(sh.groups, id)
+	b.appendAcksAll(sh.p, sh.epoch, recs, b.cfg.OffsetsCommitTimeout, func(err error) {
 		if err != nil {
-			finish(errorCode(err))
-			return
+			b.logger.Error("deleting a group", "group", id, "err", err)
 		}
-		s.mu.Lock()
-		for _, gp := range gps {
-			delete(s.offsets, gp)
-		}
-		s.mu.Unlock()
-		finish(wire.NoError)
+		finish(errorCode(err))
 	})
+	sh.mu.Unlock()
+	for _, call := range calls {
+		call()
+	}
 }

@@ -59,6 +59,10 @@ var (
 	// ErrCoordinatorNotAvailable refuses an offset commit or fetch for a group whose
 	// __consumer_offsets partition has no leader, or whose log here is not open.
 	ErrCoordinatorNotAvailable = errors.New("broker: the group's coordinator is not available")
+	// ErrCoordinatorLoadInProgress refuses a group request while this broker, the new leader of
+	// the group's __consumer_offsets partition, replays it (COORDINATOR_LOAD_IN_PROGRESS,
+	// retriable).
+	ErrCoordinatorLoadInProgress = errors.New("broker: the group's coordinator is loading its offsets partition")
 	// ErrProducerIDsUnavailable refuses an InitProducerId while this broker's block of producer
 	// ids is used up and the controller gives it no new one (no active controller, or this
 	// broker's registration is being renewed): COORDINATOR_NOT_AVAILABLE, retriable, as Kafka.
@@ -178,6 +182,13 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrInvalidRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		return wire.ErrRequestTimedOut
+	case errors.Is(err, ErrCoordinatorLoadInProgress):
+		return wire.ErrCoordinatorLoadInProgress
+	}
+	// A protocol code wrapped as it is (the group coordinator's answers).
+	var code wire.ErrorCode
+	if errors.As(err, &code) {
+		return code
 	}
 	return wire.ErrUnknownServerError
 }

@@ -164,6 +164,9 @@ func (b *Broker) setLeadership(p *partition, pm cluster.PartitionMeta) {
 	if old == v {
 		return // an ISR change at the same leadership
 	}
+	if p.tp.topic == OffsetsTopic && b.groups != nil {
+		b.groups.leadershipChanged(p) // a coordinator's shard loads or unloads
+	}
 	oldLeader, oldEpoch := unpackLead(old)
 	switch {
 	case first:

@@ -318,14 +318,16 @@ func TestAckWaitRegisteredAfterLoss(t *testing.T) {
 func TestOffsetsNotCoordinator(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.OffsetsTopicPartitions = 1
+	cfg.OffsetsTopicReplication = 1 // broker 2 is a registration only: it would never replicate
 	b, c := twoBrokers(t, cfg)
+	awaitGroups(t, b)
 	const group = "g"
-	if part := coordinator.Partition(group, 1); part != 0 || b.offsets.partitionFor(group) != 0 {
+	if part := coordinator.Partition(group, 1); part != 0 || partitionFor(group, b.groups.partitions()) != 0 {
 		t.Fatalf("group's partition %d", part)
 	}
 	commit := func(offset int64) wire.ErrorCode {
 		var resp wire.OffsetCommitResponse
-		call(t, c, &wire.OffsetCommitRequest{GroupID: group, Topics: []wire.OffsetCommitRequestTopic{
+		call(t, c, &wire.OffsetCommitRequest{GroupID: group, GenerationID: -1, Topics: []wire.OffsetCommitRequestTopic{
 			{Topic: "t", Partitions: []wire.OffsetCommitRequestPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}},
 		}}, &resp)
 		return resp.Topics[0].Partitions[0].ErrorCode
@@ -368,6 +370,10 @@ func TestOffsetsNotCoordinator(t *testing.T) {
 		t.Fatalf("commit with no coordinator: %v, want COORDINATOR_NOT_AVAILABLE", code)
 	}
 	moveLeader(t, b, OffsetsTopic, 0, 1)
+	waitFor(t, 10*time.Second, "the coordinator to load again", func() bool {
+		top, _ := fetch()
+		return top != wire.ErrCoordinatorLoadInProgress
+	})
 	if top, part := fetch(); top != wire.NoError || part.Offset != 7 {
 		t.Fatalf("offset fetch at the coordinator again: %v / %+v, want offset 7", top, part)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// The committed-offset records are read back from the offsets log at start (offsetStore.replay,
-// apply): whatever bytes a record's key and value hold, the decoders must not panic, and what
+// The committed-offset records are read back from the offsets log by a new coordinator (groupCoordinator.replay):
+// whatever bytes a record's key and value hold, the decoders must not panic, and what
 // they accept must be exactly what the encoders write.
 
 func offsetKeySeeds() [][]byte {
@@ -42,7 +42,7 @@ func FuzzDecodeOffsetKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		gp, ok := decodeOffsetKey(data)
 		if !ok {
-			return // what a rejected decode returns is unused (apply skips the record)
+			return // what a rejected decode returns is unused (replay skips the record)
 		}
 		// Exact: version 0 is the only version read, the string lengths and the fixed-size
 		// partition leave no byte unaccounted for, and a length of 0xffff (null) is refused.
@@ -84,7 +84,7 @@ func FuzzDecodeOffsetValue(f *testing.F) {
 		c, ok := decodeOffsetValue(data)
 		if !ok {
 			// A rejected value may come back partly filled (a null metadata with trailing
-			// bytes): apply ignores it when !ok, so only ok counts.
+			// bytes): replay ignores it when !ok, so only ok counts.
 			return
 		}
 		// The commit time (bytes 14-22) is not decoded (nothing reads it back), so it is taken
@@ -92,13 +92,6 @@ func FuzzDecodeOffsetValue(f *testing.F) {
 		now := int64(binary.BigEndian.Uint64(data[14:]))
 		if enc := encodeOffsetValue(c, now); !bytes.Equal(enc, data) {
 			t.Fatalf("value %x decoded to %+v, which encodes to %x", data, c, enc)
-		}
-		// apply installs exactly the decoded value.
-		s := &offsetStore{offsets: map[groupPartition]committed{}}
-		key := encodeOffsetKey(groupPartition{"g", topicPartition{"t", 0}})
-		s.apply(key, data)
-		if got, ok := s.offsets[groupPartition{"g", topicPartition{"t", 0}}]; !ok || !sameCommitted(got, c) {
-			t.Fatalf("apply installed %+v (%v), want %+v", got, ok, c)
 		}
 	})
 }
@@ -110,7 +103,7 @@ func sameCommitted(a, b committed) bool {
 	return a.metadata == nil || *a.metadata == *b.metadata
 }
 
-// FuzzOffsetRecord goes the other way: what handleOffsetCommit encodes, replay (apply) reads
+// FuzzOffsetRecord goes the other way: what handleOffsetCommit encodes, replay reads
 // back as the same committed offset, and a null value deletes it.
 func FuzzOffsetRecord(f *testing.F) {
 	f.Add("g", "t", int32(0), int64(42), int32(3), int64(1700000000000), "", false)
@@ -133,15 +126,6 @@ func FuzzOffsetRecord(f *testing.F) {
 		}
 		if got, ok := decodeOffsetValue(value); !ok || !sameCommitted(got, c) {
 			t.Fatalf("value %+v: decoded %+v, %v", c, got, ok)
-		}
-		s := &offsetStore{offsets: map[groupPartition]committed{}}
-		s.apply(key, value)
-		if got, ok := s.offsets[gp]; !ok || !sameCommitted(got, c) || len(s.offsets) != 1 {
-			t.Fatalf("apply installed %+v (%v, %d entries), want %+v", got, ok, len(s.offsets), c)
-		}
-		s.apply(key, nil)
-		if len(s.offsets) != 0 {
-			t.Fatalf("a null value left %d entries", len(s.offsets))
 		}
 	})
 }

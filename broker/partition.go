@@ -332,7 +332,7 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 	for _, p := range gone {
 		b.dropPartition(p)
 	}
-	if s := b.offsets; s != nil {
+	if s := b.groups; s != nil {
 		// The groups' offsets of deleted topics go, whether or not this broker hosted them
 		// (a group's coordinator need not host the partitions it commits for).
 		s.reconcileTopics(md)
