@@ -184,7 +184,7 @@ func threeBrokers(t *testing.T, tweak func(*Config)) ([]*Broker, []Config) {
 }
 
 // waitFor polls cond until it holds, for at most d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

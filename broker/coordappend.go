@@ -58,6 +58,7 @@ func (b *Broker) appendAcksAll(p *partition, epoch int32, records []*batch.Recor
 		finish(coordinatorWriteError(err))
 		return
 	}
+	p.wake() // the followers' parked fetches take the records now, not at their max wait
 	b.replicaAppended(p, l)
 	if !p.cfg.Load().WriteCaching {
 		l.OnSynced(info.LastOffset, p.syncedFn)

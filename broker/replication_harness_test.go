@@ -43,7 +43,7 @@ const (
 // rcluster is the cluster. brokers[i] is nil while node i is down; cfgs[i] is what restarts it
 // (on the same data directory and addresses).
 type rcluster struct {
-	t    *testing.T
+	t    testing.TB
 	net  *faultnet.Net
 	cfgs []Config
 	logs []*tailBuffer
@@ -65,7 +65,7 @@ func replicationConfig(c *Config) {
 }
 
 // newRCluster starts the three nodes with replicationConfig (then tweak, if set).
-func newRCluster(t *testing.T, tweak func(*Config)) *rcluster {
+func newRCluster(t testing.TB, tweak func(*Config)) *rcluster {
 	t.Helper()
 	c := &rcluster{t: t, net: faultnet.New(), cfgs: make([]Config, 3), brokers: make([]*Broker, 3), logs: make([]*tailBuffer, 3)}
 	t.Cleanup(func() { _ = c.net.Close() }) // after the brokers' cleanups (LIFO)
@@ -496,7 +496,7 @@ func (c *rcluster) checkIdentical(topic string, part int32, leader int32, hw bat
 }
 
 // logRecords is the record values of batches by offset.
-func logRecords(t *testing.T, bs []batch.Batch) map[int64]string {
+func logRecords(t testing.TB, bs []batch.Batch) map[int64]string {
 	t.Helper()
 	out := map[int64]string{}
 	for _, b := range bs {
