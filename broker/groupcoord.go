@@ -89,8 +89,26 @@ type shard struct {
 type groupEntry struct {
 	g       *group.Group
 	offsets map[topicPartition]committed
-	joins   map[string]func(*group.JoinResponse)
-	syncs   map[string]func(*group.SyncResponse)
+	// joins and syncs are the parked requests by member id, oldest first: a member's second
+	// join (or sync) while one is parked has the machine answer the first in the same Effects
+	// (REBALANCE_IN_PROGRESS), and replies are matched to requests in that order.
+	joins map[string][]func(*group.JoinResponse)
+	syncs map[string][]func(*group.SyncResponse)
+}
+
+// pop takes the oldest callback parked under id.
+func pop[T any](m map[string][]func(T), id string) func(T) {
+	q := m[id]
+	if len(q) == 0 {
+		return nil
+	}
+	cb := q[0]
+	if len(q) == 1 {
+		delete(m, id)
+	} else {
+		m[id] = q[1:]
+	}
+	return cb
 }
 
 type committed struct {
@@ -286,14 +304,12 @@ func (e *groupEntry) take(fx group.Effects) []func() {
 	for _, r := range fx.Replies {
 		switch {
 		case r.Join != nil:
-			if cb := e.joins[r.MemberID]; cb != nil {
-				delete(e.joins, r.MemberID)
+			if cb := pop(e.joins, r.MemberID); cb != nil {
 				resp := r.Join
 				calls = append(calls, func() { cb(resp) })
 			}
 		case r.Sync != nil:
-			if cb := e.syncs[r.MemberID]; cb != nil {
-				delete(e.syncs, r.MemberID)
+			if cb := pop(e.syncs, r.MemberID); cb != nil {
 				resp := r.Sync
 				calls = append(calls, func() { cb(resp) })
 			}
@@ -306,15 +322,19 @@ func (e *groupEntry) take(fx group.Effects) []func() {
 // snapshot's write when the group went (unloaded, deleted). Call with the shard's mu held.
 func (e *groupEntry) drain(code wire.ErrorCode) []func() {
 	var calls []func()
-	for id, cb := range e.joins {
+	for id, q := range e.joins {
 		delete(e.joins, id)
 		resp := &group.JoinResponse{Err: code, MemberID: id}
-		calls = append(calls, func() { cb(resp) })
+		for _, cb := range q {
+			calls = append(calls, func() { cb(resp) })
+		}
 	}
-	for id, cb := range e.syncs {
+	for id, q := range e.syncs {
 		delete(e.syncs, id)
 		resp := &group.SyncResponse{Err: code}
-		calls = append(calls, func() { cb(resp) })
+		for _, cb := range q {
+			calls = append(calls, func() { cb(resp) })
+		}
 	}
 	return calls
 }
@@ -338,6 +358,7 @@ func (sh *shard) apply(e *groupEntry, fx group.Effects) []func() {
 		var calls []func()
 		if cur := sh.groups[e.g.ID()]; cur == e {
 			if err == nil {
+				e.g.PersistDone(gen)
 				calls = e.take(group.Effects{Replies: replies})
 			} else {
 				code := errorCode(err)
@@ -492,8 +513,8 @@ func (c *groupCoordinator) replay(p *partition) (map[string]*groupEntry, int, er
 }
 
 func newGroupEntry(g *group.Group) *groupEntry {
-	return &groupEntry{g: g, offsets: map[topicPartition]committed{}, joins: map[string]func(*group.JoinResponse){},
-		syncs: map[string]func(*group.SyncResponse){}}
+	return &groupEntry{g: g, offsets: map[topicPartition]committed{}, joins: map[string][]func(*group.JoinResponse){},
+		syncs: map[string][]func(*group.SyncResponse){}}
 }
 
 // entry is group's entry in sh, created (Empty) if create and it has none. Call with sh.mu held.

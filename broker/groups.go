@@ -151,19 +151,14 @@ func (b *Broker) handleJoinGroup(c *server.Conn, h wire.RequestHeader, body []by
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: bytes.Clone(p.Metadata)})
 	}
-	var calls []func()
 	// A member's earlier join still parked (its client gave up on it and sent another) is
-	// answered REBALANCE_IN_PROGRESS: the newer one is the one that counts.
-	if old := e.joins[req.MemberID]; old != nil && req.MemberID != "" {
-		delete(e.joins, req.MemberID)
-		calls = append(calls, func() { old(&group.JoinResponse{Err: wire.ErrRebalanceInProgress, MemberID: req.MemberID}) })
-	}
+	// answered by the machine in fx, REBALANCE_IN_PROGRESS; it is first in the member's queue.
 	memberID, r, fx := e.g.Join(time.Now(), jr)
 	pend := c.NewPending()
 	if r == nil {
-		e.joins[memberID] = func(r *group.JoinResponse) { complete(pend, h, joinResponse(r)) }
+		e.joins[memberID] = append(e.joins[memberID], func(r *group.JoinResponse) { complete(pend, h, joinResponse(r)) })
 	}
-	calls = append(calls, sh.apply(e, fx)...)
+	calls := sh.apply(e, fx)
 	if created && r != nil && r.Err != wire.NoError && r.Err != wire.ErrMemberIDRequired {
 		delete(sh.groups, req.GroupID) // a refused first join leaves no group behind
 	}
@@ -205,17 +200,12 @@ func (b *Broker) handleSyncGroup(c *server.Conn, h wire.RequestHeader, body []by
 			sr.Assignments[a.MemberID] = bytes.Clone(a.Assignment)
 		}
 	}
-	var calls []func()
-	if old := e.syncs[req.MemberID]; old != nil && req.MemberID != "" {
-		delete(e.syncs, req.MemberID)
-		calls = append(calls, func() { old(&group.SyncResponse{Err: wire.ErrRebalanceInProgress}) })
-	}
 	r, fx := e.g.Sync(time.Now(), sr)
 	pend := c.NewPending()
 	if r == nil {
-		e.syncs[req.MemberID] = func(r *group.SyncResponse) { complete(pend, h, syncResponse(r)) }
+		e.syncs[req.MemberID] = append(e.syncs[req.MemberID], func(r *group.SyncResponse) { complete(pend, h, syncResponse(r)) })
 	}
-	calls = append(calls, sh.apply(e, fx)...)
+	calls := sh.apply(e, fx)
 	sh.mu.Unlock()
 	if r != nil {
 		complete(pend, h, syncResponse(r))

@@ -375,3 +375,30 @@ func awaitGroups(t *testing.T, b *Broker) {
 		return true
 	})
 }
+
+// A member whose join is parked and who joins again (its client timed out the first request)
+// has the first answered REBALANCE_IN_PROGRESS and the second answered with the generation.
+func TestGroupSecondParkedJoin(t *testing.T) {
+	b := startBroker(t, groupTestConfig(t))
+	c1, c2 := dial(t, b.Addr().String()), dial(t, b.Addr().String())
+	createTopic(t, c1, "t", 1)
+	const g = "g-twice"
+	awaitCoordinator(t, c1, g)
+	m1, j1 := joinNew(t, c1, g, 10*time.Second)
+	if r := recv(t, j1, "join"); r.ErrorCode != wire.NoError {
+		t.Fatalf("join: %+v", r)
+	}
+	var s wire.SyncGroupResponse
+	call(t, c1, &wire.SyncGroupRequest{GroupID: g, MemberID: m1, GenerationID: 1}, &s)
+	m2, first := joinNew(t, c2, g, 10*time.Second) // parked: m1 has not rejoined
+	waitFor(t, 5*time.Second, "the rebalance to start", func() bool { return heartbeat(t, c1, g, m1, 1) == wire.ErrRebalanceInProgress })
+	second := joinAsync(t, dial(t, b.Addr().String()), joinReq(g, m2, 10*time.Second))
+	if r := recv(t, first, "the first parked join"); r.ErrorCode != wire.ErrRebalanceInProgress {
+		t.Fatalf("the replaced join: %+v, want REBALANCE_IN_PROGRESS", r)
+	}
+	r1 := recv(t, joinAsync(t, c1, joinReq(g, m1, 10*time.Second)), "the leader's rejoin")
+	r2 := recv(t, second, "the second join")
+	if r1.ErrorCode != wire.NoError || r2.ErrorCode != wire.NoError || r2.GenerationID != 2 || r2.MemberID != m2 {
+		t.Fatalf("rejoin %+v, second join %+v", r1, r2)
+	}
+}
