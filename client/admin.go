@@ -405,36 +405,17 @@ func listOffsets(ctx context.Context, call func(context.Context, wire.Request, w
 	return errors.Join(errs...)
 }
 
-// ListGroups returns the ids of the consumer groups the broker knows, sorted (Kafka's
-// Admin.listConsumerGroups). Sluice's groups have no membership yet: a group is known from its
-// first committed offset until its last one is deleted with its topic.
-func (a *Admin) ListGroups(ctx context.Context) ([]string, error) {
-	var resp wire.ListGroupsResponse
-	if err := a.call(ctx, &wire.ListGroupsRequest{}, &resp); err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
-	}
-	if err := resultErr("list groups", resp.ErrorCode, nil); err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(resp.Groups))
-	for i, g := range resp.Groups {
-		ids[i] = g.GroupID
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
-
 // ListGroupOffsets returns the offsets group has committed (Kafka's
 // Admin.listConsumerGroupOffsets): for each partition, the next offset its consumers will read.
-// A group that has committed nothing has none. Sluice has no group membership yet, so a group
-// is only its committed offsets.
+// A group that has committed nothing has none. It asks the group's coordinator, as
+// DescribeGroups does.
 func (a *Admin) ListGroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
 	op := fmt.Sprintf("list offsets of group %.300q", group)
 	if group == "" {
 		return nil, fmt.Errorf("%s: %w", op, ErrNoGroup)
 	}
 	var resp wire.OffsetFetchResponse
-	if err := a.call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
+	if err := a.groupCall(ctx, group, &wire.OffsetFetchRequest{GroupID: group}, &resp, func() wire.ErrorCode { return groupCode(&resp) }); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return committedOffsets(op, &resp)
@@ -465,8 +446,9 @@ func committedOffsets(op string, resp *wire.OffsetFetchResponse) (map[TopicParti
 
 // CommitGroupOffsets sets group's committed offsets (Kafka's Admin.alterConsumerGroupOffsets):
 // each the next offset to consume, as Consumer.CommitOffsets takes them. Partitions not named
-// keep theirs. Sluice has no group membership yet, so nothing stops a consumer of the group
-// that is running from committing over them: stop the group's consumers first, as Kafka asks.
+// keep theirs. The commit is a standalone one (no generation), which the coordinator takes only
+// while the group has no members (else UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION): stop the
+// group's consumers first, as Kafka asks.
 // The partitions whose commit failed are named in the error, which joins one per partition.
 func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
 	op := fmt.Sprintf("commit offsets of group %.300q", group)
@@ -493,7 +475,7 @@ func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets ma
 		t.Partitions = append(t.Partitions, wire.OffsetCommitRequestPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
 	}
 	var resp wire.OffsetCommitResponse
-	if err := a.call(ctx, req, &resp); err != nil {
+	if err := a.groupCall(ctx, group, req, &resp, func() wire.ErrorCode { return groupCode(&resp) }); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	answered := map[TopicPartition]wire.ErrorCode{}
