@@ -295,7 +295,7 @@ func TestGroupDelete(t *testing.T) {
 		t.Fatalf("consume: %q", out)
 	}
 	run := func(args ...string) (string, string, error) { return e.runCmd(groupCmd(), args...) }
-	if out, _, err := run("list"); err != nil || out != "doomed\n" {
+	if out, _, err := run("list"); err != nil || strings.Join(strings.Fields(out), " ") != "GROUP PROTOCOL-TYPE STATE doomed - Empty" {
 		t.Fatalf("group list: %q %v", out, err)
 	}
 	out, _, err := run("delete", "doomed")
