@@ -101,8 +101,8 @@ func (a *Admin) coordinatorConn(ctx context.Context, group string) (*Conn, func(
 		return nil, nil, err
 	}
 	leader := int32(-1)
-	if len(md.Topics) == 1 && md.Topics[0].ErrorCode == wire.NoError && len(md.Topics[0].Partitions) > 0 {
-		ps := md.Topics[0].Partitions
+	if t := slices.IndexFunc(md.Topics, func(mt wire.MetadataTopic) bool { return mt.Topic == offsetsTopic }); t >= 0 && md.Topics[t].ErrorCode == wire.NoError {
+		ps := md.Topics[t].Partitions
 		p := coordinator.Partition(group, int32(len(ps)))
 		if i := slices.IndexFunc(ps, func(mp wire.MetadataPartition) bool { return mp.Partition == p }); i >= 0 {
 			leader = ps[i].Leader
