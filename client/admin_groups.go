@@ -343,3 +343,37 @@ func groupCode(resp wire.Response) wire.ErrorCode {
 	}
 	return wire.NoError
 }
+
+// DeleteGroups deletes each group at its coordinator (Kafka's Admin.deleteConsumerGroups): its
+// committed offsets and its state, so that its consumers start over where auto.offset.reset
+// says. The coordinator refuses a group with members (wire.ErrNonEmptyGroup) and one it does
+// not know (wire.ErrGroupIDNotFound). The result has every group asked, with nil (deleted) or
+// its error, naming it.
+func (a *Admin) DeleteGroups(ctx context.Context, groups ...string) map[string]error {
+	ctx, cancel := apiContext(ctx, a.cfg.DefaultAPITimeout)
+	defer cancel()
+	out := make(map[string]error, len(groups))
+	for _, group := range groups {
+		op := fmt.Sprintf("delete group %.300q", group)
+		if group == "" {
+			out[group] = fmt.Errorf("%s: %w", op, ErrNoGroup)
+			continue
+		}
+		var resp wire.DeleteGroupsResponse
+		code := func() wire.ErrorCode {
+			if len(resp.Results) != 1 {
+				return wire.NoError
+			}
+			return resp.Results[0].ErrorCode
+		}
+		switch err := a.groupCall(ctx, group, &wire.DeleteGroupsRequest{Groups: []string{group}}, &resp, code); {
+		case err != nil:
+			out[group] = fmt.Errorf("%s: %w", op, err)
+		case len(resp.Results) != 1 || resp.Results[0].GroupID != group:
+			out[group] = fmt.Errorf("%s: %d results for 1 group", op, len(resp.Results))
+		default:
+			out[group] = resultErr(op, resp.Results[0].ErrorCode, nil)
+		}
+	}
+	return out
+}

@@ -129,6 +129,9 @@ func TestAdminDescribeListAndDeleteGroupOffsets(t *testing.T) {
 	if _, err := a.DeleteGroupOffsets(ctx, "nobody", []client.TopicPartition{o0}); !errors.Is(err, wire.ErrGroupIDNotFound) {
 		t.Errorf("delete offsets of an unknown group: %v; want GROUP_ID_NOT_FOUND", err)
 	}
+	if res := a.DeleteGroups(ctx, "g", "nobody"); !errors.Is(res["g"], wire.ErrNonEmptyGroup) || !errors.Is(res["nobody"], wire.ErrGroupIDNotFound) {
+		t.Errorf("delete a group with a member and an unknown one: %v; want NON_EMPTY_GROUP and GROUP_ID_NOT_FOUND", res)
+	}
 	if _, err := a.DescribeGroups(ctx, ""); !errors.Is(err, client.ErrNoGroup) {
 		t.Errorf("describe no group: %v; want ErrNoGroup", err)
 	}

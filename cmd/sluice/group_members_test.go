@@ -136,6 +136,7 @@ func TestGroupMembersDescribeAndDeleteOffsets(t *testing.T) {
 		{[]string{"delete-offsets", "g", "--topic", "old", "--partition", "3"}, "--partition 3: topic old has partitions 0 to 0"},
 		{[]string{"delete-offsets", "nobody", "--topic", "old"}, "GROUP_ID_NOT_FOUND"},
 		{[]string{"describe", "nobody"}, "consumer group nobody does not exist"},
+		{[]string{"delete", "g"}, "NON_EMPTY_GROUP"},
 	} {
 		if _, _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%v: %v; want an error saying %q", tc.args, err, tc.wantErr)
