@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -351,11 +352,67 @@ type ListedOffset struct {
 // specs says. With a consumer's committed offsets, the high watermarks give its lag. The
 // partitions that could not be looked up are left out of the result, and the error joins one
 // error per partition, naming it and wrapping the broker's code (a missing topic or partition
-// also matches ErrUnknownTopic). The Admin's one broker answers for the partitions it leads:
-// on a cluster of one broker, every partition.
+// also matches ErrUnknownTopic). Each partition is asked at its leader, found in the metadata
+// of the Admin's broker (on a connection dialled for the call when that is another broker);
+// one without a known leader is asked at the Admin's broker, which says why.
 func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]OffsetSpec) (map[TopicPartition]ListedOffset, error) {
 	out := make(map[TopicPartition]ListedOffset, len(specs))
-	return out, listOffsets(ctx, a.call, specs, out)
+	if len(specs) == 0 {
+		return out, nil
+	}
+	ctx, cancel := apiContext(ctx, a.cfg.DefaultAPITimeout)
+	defer cancel()
+	var topics []string
+	for tp := range specs {
+		topics = append(topics, tp.Topic)
+	}
+	sort.Strings(topics)
+	topics = slices.Compact(topics)
+	var md wire.MetadataResponse
+	if err := a.call(ctx, &wire.MetadataRequest{Topics: topics}, &md); err != nil {
+		return out, fmt.Errorf("list offsets: %w", err)
+	}
+	leaders := map[TopicPartition]int32{}
+	for _, t := range md.Topics {
+		for _, p := range t.Partitions {
+			leaders[TopicPartition{t.Topic, p.Partition}] = p.Leader
+		}
+	}
+	byLeader := map[int32]map[TopicPartition]OffsetSpec{}
+	for tp, spec := range specs {
+		id, ok := leaders[tp]
+		if !ok || id < 0 {
+			id = -1 // the Admin's broker answers why
+		}
+		if byLeader[id] == nil {
+			byLeader[id] = map[TopicPartition]OffsetSpec{}
+		}
+		byLeader[id][tp] = spec
+	}
+	ids := make([]int32, 0, len(byLeader))
+	for id := range byLeader {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		conn, release := a.conn, func() {}
+		if id >= 0 {
+			var err error
+			if conn, release, err = a.brokerConn(ctx, md.Brokers, id); err != nil {
+				errs = append(errs, fmt.Errorf("list offsets at broker %d: %w", id, err))
+				continue
+			}
+		}
+		call := func(ctx context.Context, req wire.Request, resp wire.Response) error {
+			return conn.callWithin(ctx, a.cfg.RequestTimeout, req, resp)
+		}
+		if err := listOffsets(ctx, call, byLeader[id], out); err != nil {
+			errs = append(errs, err)
+		}
+		release()
+	}
+	return out, errors.Join(errs...)
 }
 
 // listOffsets asks one broker, through call, for the offsets specs names (one ListOffsets

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,39 @@ func TestAdminGroupOffsetsAtTheCoordinator(t *testing.T) {
 	_, err = a.ListGroupOffsets(short, group)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, wire.ErrNotCoordinator) {
 		t.Fatalf("a coordinator the metadata misnames: %v; want the deadline and NOT_COORDINATOR", err)
+	}
+}
+
+// TestAdminListOffsetsAtLeaders: partitions led by three brokers are each looked up at their
+// leader (the others answer NOT_LEADER_OR_FOLLOWER), from an Admin bootstrapped at one of them,
+// so that group describe shows every partition's log end on a cluster; a missing topic is
+// still named.
+func TestAdminListOffsetsAtLeaders(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.addTopic("r", 2, 0, 1)
+	c.mu.Lock()
+	for i, p := range c.topics["r"] {
+		p.next = int64(10 * (i + 1))
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := NewAdmin(ctx, c.brokers[0].addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	specs := map[TopicPartition]OffsetSpec{{"absent", 0}: OffsetLatest}
+	for p := range int32(3) {
+		specs[TopicPartition{"r", p}] = OffsetLatest
+	}
+	got, err := a.ListOffsets(ctx, specs)
+	if len(got) != 3 || !errors.Is(err, ErrUnknownTopic) || !strings.Contains(err.Error(), "absent-0") || strings.Contains(err.Error(), "r-") {
+		t.Fatalf("ListOffsets: %v, %v; want r's three partitions and absent-0 unknown", got, err)
+	}
+	for p := range int32(3) {
+		if o := got[TopicPartition{"r", p}].Offset; o != int64(10*(p+1)) {
+			t.Errorf("r-%d ends at %d, want %d", p, o, 10*(p+1))
+		}
 	}
 }
