@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -351,11 +352,67 @@ type ListedOffset struct {
 // specs says. With a consumer's committed offsets, the high watermarks give its lag. The
 // partitions that could not be looked up are left out of the result, and the error joins one
 // error per partition, naming it and wrapping the broker's code (a missing topic or partition
-// also matches ErrUnknownTopic). The Admin's one broker answers for the partitions it leads:
-// on a cluster of one broker, every partition.
+// also matches ErrUnknownTopic). Each partition is asked at its leader, found in the metadata
+// of the Admin's broker (on a connection dialled for the call when that is another broker);
+// one without a known leader is asked at the Admin's broker, which says why.
 func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]OffsetSpec) (map[TopicPartition]ListedOffset, error) {
 	out := make(map[TopicPartition]ListedOffset, len(specs))
-	return out, listOffsets(ctx, a.call, specs, out)
+	if len(specs) == 0 {
+		return out, nil
+	}
+	ctx, cancel := apiContext(ctx, a.cfg.DefaultAPITimeout)
+	defer cancel()
+	var topics []string
+	for tp := range specs {
+		topics = append(topics, tp.Topic)
+	}
+	sort.Strings(topics)
+	topics = slices.Compact(topics)
+	var md wire.MetadataResponse
+	if err := a.call(ctx, &wire.MetadataRequest{Topics: topics}, &md); err != nil {
+		return out, fmt.Errorf("list offsets: %w", err)
+	}
+	leaders := map[TopicPartition]int32{}
+	for _, t := range md.Topics {
+		for _, p := range t.Partitions {
+			leaders[TopicPartition{t.Topic, p.Partition}] = p.Leader
+		}
+	}
+	byLeader := map[int32]map[TopicPartition]OffsetSpec{}
+	for tp, spec := range specs {
+		id, ok := leaders[tp]
+		if !ok || id < 0 {
+			id = -1 // the Admin's broker answers why
+		}
+		if byLeader[id] == nil {
+			byLeader[id] = map[TopicPartition]OffsetSpec{}
+		}
+		byLeader[id][tp] = spec
+	}
+	ids := make([]int32, 0, len(byLeader))
+	for id := range byLeader {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		conn, release := a.conn, func() {}
+		if id >= 0 {
+			var err error
+			if conn, release, err = a.brokerConn(ctx, md.Brokers, id); err != nil {
+				errs = append(errs, fmt.Errorf("list offsets at broker %d: %w", id, err))
+				continue
+			}
+		}
+		call := func(ctx context.Context, req wire.Request, resp wire.Response) error {
+			return conn.callWithin(ctx, a.cfg.RequestTimeout, req, resp)
+		}
+		if err := listOffsets(ctx, call, byLeader[id], out); err != nil {
+			errs = append(errs, err)
+		}
+		release()
+	}
+	return out, errors.Join(errs...)
 }
 
 // listOffsets asks one broker, through call, for the offsets specs names (one ListOffsets
@@ -405,36 +462,17 @@ func listOffsets(ctx context.Context, call func(context.Context, wire.Request, w
 	return errors.Join(errs...)
 }
 
-// ListGroups returns the ids of the consumer groups the broker knows, sorted (Kafka's
-// Admin.listConsumerGroups). Sluice's groups have no membership yet: a group is known from its
-// first committed offset until its last one is deleted with its topic.
-func (a *Admin) ListGroups(ctx context.Context) ([]string, error) {
-	var resp wire.ListGroupsResponse
-	if err := a.call(ctx, &wire.ListGroupsRequest{}, &resp); err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
-	}
-	if err := resultErr("list groups", resp.ErrorCode, nil); err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(resp.Groups))
-	for i, g := range resp.Groups {
-		ids[i] = g.GroupID
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
-
 // ListGroupOffsets returns the offsets group has committed (Kafka's
 // Admin.listConsumerGroupOffsets): for each partition, the next offset its consumers will read.
-// A group that has committed nothing has none. Sluice has no group membership yet, so a group
-// is only its committed offsets.
+// A group that has committed nothing has none. It asks the group's coordinator, as
+// DescribeGroups does.
 func (a *Admin) ListGroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
 	op := fmt.Sprintf("list offsets of group %.300q", group)
 	if group == "" {
 		return nil, fmt.Errorf("%s: %w", op, ErrNoGroup)
 	}
 	var resp wire.OffsetFetchResponse
-	if err := a.call(ctx, &wire.OffsetFetchRequest{GroupID: group}, &resp); err != nil {
+	if err := a.groupCall(ctx, group, &wire.OffsetFetchRequest{GroupID: group}, &resp, func() wire.ErrorCode { return groupCode(&resp) }); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return committedOffsets(op, &resp)
@@ -465,8 +503,9 @@ func committedOffsets(op string, resp *wire.OffsetFetchResponse) (map[TopicParti
 
 // CommitGroupOffsets sets group's committed offsets (Kafka's Admin.alterConsumerGroupOffsets):
 // each the next offset to consume, as Consumer.CommitOffsets takes them. Partitions not named
-// keep theirs. Sluice has no group membership yet, so nothing stops a consumer of the group
-// that is running from committing over them: stop the group's consumers first, as Kafka asks.
+// keep theirs. The commit is a standalone one (no generation), which the coordinator takes only
+// while the group has no members (else UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION): stop the
+// group's consumers first, as Kafka asks.
 // The partitions whose commit failed are named in the error, which joins one per partition.
 func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
 	op := fmt.Sprintf("commit offsets of group %.300q", group)
@@ -493,7 +532,7 @@ func (a *Admin) CommitGroupOffsets(ctx context.Context, group string, offsets ma
 		t.Partitions = append(t.Partitions, wire.OffsetCommitRequestPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
 	}
 	var resp wire.OffsetCommitResponse
-	if err := a.call(ctx, req, &resp); err != nil {
+	if err := a.groupCall(ctx, group, req, &resp, func() wire.ErrorCode { return groupCode(&resp) }); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	answered := map[TopicPartition]wire.ErrorCode{}

@@ -295,7 +295,7 @@ func TestGroupDelete(t *testing.T) {
 		t.Fatalf("consume: %q", out)
 	}
 	run := func(args ...string) (string, string, error) { return e.runCmd(groupCmd(), args...) }
-	if out, _, err := run("list"); err != nil || out != "doomed\n" {
+	if out, _, err := run("list"); err != nil || strings.Join(strings.Fields(out), " ") != "GROUP PROTOCOL-TYPE STATE doomed - Empty" {
 		t.Fatalf("group list: %q %v", out, err)
 	}
 	out, _, err := run("delete", "doomed")
@@ -311,7 +311,7 @@ func TestGroupDelete(t *testing.T) {
 	}
 	// A known and an unknown group: the known one goes, the unknown one is reported alone.
 	out, _, err = run("delete", "doomed", "never")
-	if err == nil || !strings.Contains(err.Error(), "group never: GROUP_ID_NOT_FOUND") || strings.Contains(err.Error(), "doomed") ||
+	if err == nil || !strings.Contains(err.Error(), `delete group "never": the group does not exist (GROUP_ID_NOT_FOUND)`) || strings.Contains(err.Error(), "doomed") ||
 		!strings.Contains(out, "('doomed') was successful") {
 		t.Fatalf("delete of a known and an unknown group: %q, %v; want doomed deleted, only never's GROUP_ID_NOT_FOUND", out, err)
 	}
@@ -327,7 +327,7 @@ func TestGroupDelete(t *testing.T) {
 	if out, _, err := run("list"); err != nil || out != "" {
 		t.Fatalf("group list after delete and restart: %q %v; want none", out, err)
 	}
-	if _, _, err := run("delete", "doomed"); err == nil || !strings.Contains(err.Error(), "group doomed: GROUP_ID_NOT_FOUND") {
+	if _, _, err := run("delete", "doomed"); err == nil || !strings.Contains(err.Error(), `delete group "doomed": the group does not exist (GROUP_ID_NOT_FOUND)`) {
 		t.Fatalf("delete of a deleted group after a restart: %v", err)
 	}
 	if _, _, err := run("delete"); err == nil {

@@ -16,57 +16,26 @@ import (
 	"github.com/sluicemq/sluice/client"
 )
 
-// groupCmd is kafka-consumer-groups for what Sluice's groups are today: committed offsets,
-// with no membership (no members to list, no rebalances).
+// groupCmd is kafka-consumer-groups: list, describe, reset and delete consumer groups and their
+// committed offsets.
 func groupCmd() *cobra.Command {
 	cmd, env := adminCommand("group", "List consumer groups, show their committed offsets and lag, and reset them")
 
 	var describeTopic string
 	describe := &cobra.Command{
 		Use:   "describe GROUP",
-		Short: "Show a group's committed offset, the log end and the lag of each partition",
-		Long: `Show, for each partition a group has committed an offset in (only --topic's with
---topic), the committed offset (the next record the group's consumers read), the log's end
-offset and the lag between them, as kafka-consumer-groups --describe does. Sluice's groups have
-no members yet: a group is its committed offsets.`,
+		Short: "Show a group's state, members, and each partition's committed offset, log end, lag and owner",
+		Long: `Show a group as kafka-consumer-groups --describe (with --state and --members) does:
+its protocol and state; its members (member id, group.instance.id, client id, host and the
+partitions assigned to it); and, for each partition the group has committed an offset in or
+assigned to a member (only --topic's with --topic), the committed offset (the next record the
+group's consumers read), the log's end offset, the lag between them, and the member that owns
+it. '-' stands for what there is none of: no commit, no owner.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			group := args[0]
 			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
-				committed, err := a.ListGroupOffsets(ctx, group)
-				if err != nil {
-					return err
-				}
-				specs := map[client.TopicPartition]client.OffsetSpec{}
-				for tp := range committed {
-					if describeTopic != "" && tp.Topic != describeTopic {
-						delete(committed, tp)
-						continue
-					}
-					specs[tp] = client.OffsetLatest
-				}
-				if len(committed) == 0 {
-					what := "any partition"
-					if describeTopic != "" {
-						what = "topic " + describeTopic
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "Group %s has no committed offset in %s.\n", group, what)
-					return nil
-				}
-				ends, endsErr := a.ListOffsets(ctx, specs) // a partition without an end shows "-"
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG")
-				for _, tp := range sortedPartitions(committed) {
-					end, lag := "-", "-"
-					if e, ok := ends[tp]; ok {
-						end, lag = strconv.FormatInt(e.Offset, 10), strconv.FormatInt(max(e.Offset-committed[tp], 0), 10)
-					}
-					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", group, tp.Topic, tp.Partition, committed[tp], end, lag)
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				return endsErr
+				return describeGroup(ctx, cmd, a, group, describeTopic)
 			})
 		},
 	}
@@ -94,8 +63,8 @@ nothing (move those with another option, or leave them out with --partition). An
 outside the log's range is moved to its nearest end, with a warning. Without --execute it
 only prints the new offsets.
 
-Stop the group's consumers first: Sluice's groups have no membership yet, so a running
-consumer of the group would commit its own position over the reset.`,
+Stop the group's consumers first, as Kafka asks: a running consumer of the group would
+commit its own position over the reset.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			group := args[0]
@@ -227,23 +196,31 @@ consumer of the group would commit its own position over the reset.`,
 
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the consumer groups (those with a committed offset)",
-		Args:  noArgs("to see one group, use describe GROUP"),
+		Short: "List the consumer groups, with their protocol type and state",
+		Long: `List the consumer groups of the cluster (every broker is asked for those it
+coordinates), as kafka-consumer-groups --list --state does: each group's id, its protocol type
+("consumer" for a group of consumers, '-' for one that only commits offsets) and its state
+(Empty, PreparingRebalance, CompletingRebalance, Stable).`,
+		Args: noArgs("to see one group, use describe GROUP"),
 		RunE: func(*cobra.Command, []string) error {
 			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
-				ids, err := a.ListGroups(ctx)
-				if err != nil {
-					return err
+				groups, err := a.ListGroups(ctx) // the brokers that answered, and the error of the others
+				if len(groups) > 0 {
+					w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+					fmt.Fprintln(w, "GROUP\tPROTOCOL-TYPE\tSTATE")
+					for _, g := range groups {
+						fmt.Fprintf(w, "%s\t%s\t%s\n", g.ID, orDash(g.ProtocolType), orDash(g.State))
+					}
+					if ferr := w.Flush(); ferr != nil {
+						return ferr
+					}
 				}
-				for _, id := range ids {
-					fmt.Fprintln(cmd.OutOrStdout(), id)
-				}
-				return nil
+				return err
 			})
 		},
 	}
 
-	cmd.AddCommand(list, describe, reset, groupDeleteCmd(cmd, env))
+	cmd.AddCommand(list, describe, reset, groupDeleteCmd(cmd, env), groupDeleteOffsetsCmd(cmd, env))
 	return cmd
 }
 

@@ -9,33 +9,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/net/wire"
 )
 
 // groupDeleteCmd is `group delete`, as kafka-consumer-groups --delete.
 func groupDeleteCmd(parent *cobra.Command, env *adminEnv) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete GROUP...",
-		Short: "Delete consumer groups (today: their committed offsets)",
-		Long: `Delete consumer groups, as kafka-consumer-groups --delete. Sluice's groups have no
-membership yet, so a group is its committed offsets, and deleting it deletes them: its
-consumers then start where auto.offset.reset (consume --from-beginning) says. Stop them first:
-a running consumer of the group would commit its position again.`,
+		Short: "Delete consumer groups and their committed offsets",
+		Long: `Delete consumer groups, as kafka-consumer-groups --delete: each group's committed offsets
+and state, at its coordinator. Its consumers then start where auto.offset.reset (consume
+--from-beginning) says. The coordinator refuses a group that has members (NON_EMPTY_GROUP):
+stop its consumers first.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, groups []string) error {
-			return env.withConn(func(ctx context.Context, c *client.Conn) error {
-				var resp wire.DeleteGroupsResponse
-				if err := c.Call(ctx, &wire.DeleteGroupsRequest{Groups: groups}, &resp); err != nil {
-					return err
-				}
+			return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
+				results := a.DeleteGroups(ctx, groups...)
 				var deleted []string
 				var errs []error
-				for _, r := range resp.Results {
-					if r.ErrorCode == wire.NoError {
-						deleted = append(deleted, "'"+r.GroupID+"'")
+				for _, g := range groups {
+					if err := results[g]; err != nil {
+						errs = append(errs, err)
 						continue
 					}
-					errs = append(errs, fmt.Errorf("group %s: %w", r.GroupID, r.ErrorCode))
+					deleted = append(deleted, "'"+g+"'")
 				}
 				if len(deleted) > 0 {
 					fmt.Fprintf(parent.OutOrStdout(), "Deletion of requested consumer groups (%s) was successful.\n", strings.Join(deleted, ", "))

@@ -206,6 +206,7 @@ var errorTable = []errorInfo{
 	{ErrEligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true, "no eligible replica can become leader"},
 	{ErrElectionNotNeeded, "ELECTION_NOT_NEEDED", true, "the partition already has the requested leader"},
 	{ErrNoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, "no partition reassignment is in progress"},
+	{ErrGroupSubscribedToTopic, "GROUP_SUBSCRIBED_TO_TOPIC", false, "a member of the group is subscribed to the topic, so its offsets cannot be deleted"},
 	{ErrInvalidRecord, "INVALID_RECORD", false, "a record failed the broker's validation"},
 	{ErrUnstableOffsetCommit, "UNSTABLE_OFFSET_COMMIT", true, "pending offsets must be resolved first"},
 	{ErrThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a throttling quota was exceeded"},
