@@ -151,3 +151,20 @@ func fromTopicPartitions(ts []wire.ConsumerTopicPartitions) []TopicPartition {
 	sortTPs(out)
 	return slices.Compact(out)
 }
+
+// GroupMetadata is a member's place in its group (Kafka's ConsumerGroupMetadata).
+type GroupMetadata struct {
+	GroupID         string
+	Generation      int32 // -1: not in a generation (not joined yet, or out of it)
+	MemberID        string
+	GroupInstanceID string
+}
+
+// GroupMetadata returns the consumer's group, generation and member id.
+func (c *Consumer) GroupMetadata() GroupMetadata {
+	md := GroupMetadata{GroupID: c.cfg.GroupID, Generation: -1, GroupInstanceID: c.cfg.GroupInstanceID}
+	if g := c.groupOf(); g != nil {
+		md.Generation, md.MemberID, _ = g.identity()
+	}
+	return md
+}
