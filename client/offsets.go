@@ -545,6 +545,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 			c.cl.InvalidateMetadata()
 		} else {
 			var retry []TopicPartition
+			fenced := wire.NoError
 			c.mu.Lock()
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
@@ -558,7 +559,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 						retry = append(retry, tp)
 						last = fmt.Errorf("%s: %w", tp, p.ErrorCode)
 					case fencedCommit(p.ErrorCode):
-						c.commitFenced(p.ErrorCode)
+						fenced = p.ErrorCode
 						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w: %w", tp, c.cfg.GroupID, ErrCommitFailed, p.ErrorCode))
 					default:
 						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w", tp, c.cfg.GroupID, p.ErrorCode))
@@ -566,6 +567,9 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 				}
 			}
 			c.mu.Unlock()
+			if fenced != wire.NoError {
+				c.commitFenced(fenced) // the next Poll rejoins
+			}
 			if len(retry) == 0 {
 				return errors.Join(errs...)
 			}
