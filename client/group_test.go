@@ -367,3 +367,44 @@ func TestSubscribeAndAssignExclude(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupMaxPollIntervalLeavesAndRejoins: a member that does not Poll within
+// max.poll.interval.ms leaves the group and its partitions move; its commit then fails with
+// ErrCommitFailed, and its next Poll tells the listener the partitions were lost and rejoins.
+func TestGroupMaxPollIntervalLeavesAndRejoins(t *testing.T) {
+	f := newGroupFixture(t)
+	f.createTopic("slow", 2)
+	for p := range int32(2) {
+		f.produceValues("slow", p, consumerValues(3, "v")...)
+	}
+	off := new(bool)
+	a := f.newMember("a", "slow", "slow", client.ConsumerConfig{MaxPollInterval: time.Second, EnableAutoCommit: off})
+	b := f.newMember("b", "slow", "slow", client.ConsumerConfig{EnableAutoCommit: off})
+	ms := []*member{a, b}
+	waitFor(t, 30*time.Second, func() string { return "no 1/1 split with records:" + describe(ms) }, func() bool {
+		if !split(ms, "slow", 2, 1, 1) {
+			return false
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.recs[a.c.Assignment()[0]]) >= 3
+	})
+	owned := a.c.Assignment()
+	a.halt()
+	waitFor(t, 30*time.Second, func() string { return "b did not take a's partition:" + describe(ms) }, func() bool { return len(b.c.Assignment()) == 2 })
+	if err := a.c.CommitSync(context.Background()); !errors.Is(err, client.ErrCommitFailed) {
+		t.Fatalf("commit after leaving: %v, want ErrCommitFailed", err)
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	waitFor(t, 20*time.Second, func() string { return "a did not rejoin:" + describe(ms) }, func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, _ = a.c.Poll(pctx)
+		pcancel()
+		return split(ms, "slow", 2, 1, 1)
+	})
+	ev, _, _ := a.snapshot()
+	if !slices.Contains(ev, "lost "+owned[0].String()) {
+		t.Errorf("a's listener saw %v, want %s lost", ev, owned[0])
+	}
+}
