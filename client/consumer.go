@@ -226,11 +226,12 @@ var (
 	ErrNoGroup  = errors.New("client: consumer has no group.id")
 )
 
-// Consumer reads records from assigned partitions (Kafka's KafkaConsumer with assign(), not
-// yet subscribe(): group membership and rebalancing are not implemented).
+// Consumer reads records from partitions it assigns itself (Assign, Kafka's assign()) or that
+// its group gives it (Subscribe, Kafka's subscribe(): group membership and rebalancing, in
+// group.go, rebalance.go and subscribe.go).
 //
 // Goroutines: one fetcher per partition leader (started on first need), one committer that
-// sends every commit in the order it was asked for, and, with auto-commit, one ticker. Each
+// sends every commit in the order it was asked for, with auto-commit one ticker, and with Subscribe one heartbeat goroutine. Each
 // fetcher keeps one Fetch (a long poll) in flight for the partitions it leads, and queues the
 // responses undecoded; Poll decodes and decompresses them on the caller's goroutine. A
 // partition goes into the next fetch while fewer than responsesAhead (2) of its responses wait
@@ -336,7 +337,7 @@ type partState struct {
 	committed int64 // last offset committed by this consumer or read from the group, -1 none
 }
 
-// NewConsumer connects to the cluster. It assigns nothing; call Assign.
+// NewConsumer connects to the cluster. It assigns nothing; call Assign or Subscribe.
 func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
