@@ -233,9 +233,9 @@ var (
 // Goroutines: one fetcher per partition leader (started on first need), one committer that
 // sends every commit in the order it was asked for, with auto-commit one ticker, and with
 // Subscribe one heartbeat goroutine (group.go). Each fetcher keeps one Fetch (a long poll) in
-// flight for the partitions it leads, and queues the responses undecoded; Poll decodes and decompresses them on the caller's goroutine. A
-// partition goes into the next fetch while fewer than responsesAhead (2) of its responses wait
-// for Poll, so fetches go on while the application processes the current records, and at most
+// flight for the partitions it leads, and queues the responses undecoded; Poll decodes and
+// decompresses them on the caller's goroutine. A partition goes into the next fetch while
+// fewer than responsesAhead (2) of its responses wait for Poll, so fetches go on while the application processes the current records, and at most
 // three responses per partition are held (the one Poll is draining and two more, waiting or in
 // flight). A response that ends in an error is not fetched past (until a seek), nor one that
 // ends in a reset until Poll applies it.
