@@ -235,10 +235,11 @@ var (
 // Subscribe one heartbeat goroutine (group.go). Each fetcher keeps one Fetch (a long poll) in
 // flight for the partitions it leads, and queues the responses undecoded; Poll decodes and
 // decompresses them on the caller's goroutine. A partition goes into the next fetch while
-// fewer than responsesAhead (2) of its responses wait for Poll, so fetches go on while the application processes the current records, and at most
-// three responses per partition are held (the one Poll is draining and two more, waiting or in
-// flight). A response that ends in an error is not fetched past (until a seek), nor one that
-// ends in a reset until Poll applies it.
+// fewer than responsesAhead (2) of its responses wait for Poll, so fetches go on while the
+// application processes the current records, and at most three responses per partition are
+// held (the one Poll is draining and two more, waiting or in flight). A response that ends in
+// an error is not fetched past (until a seek), nor one that ends in a reset until Poll
+// applies it.
 // Close stops and waits for every goroutine.
 //
 // Positions: a partition's position is the offset of the next record Poll will return
