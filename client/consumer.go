@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/batch"
+	"github.com/sluicemq/sluice/client/internal/assign"
 	"github.com/sluicemq/sluice/net/wire"
 )
 
@@ -30,6 +31,30 @@ type ConsumerConfig struct {
 	// GroupID is group.id: the consumer group whose committed offsets the consumer starts from
 	// and commits to. Empty: no group, no commits, start from AutoOffsetReset.
 	GroupID string
+
+	// Group membership (Subscribe; see group.go and CONSUMER.md). Assign ignores these.
+
+	// GroupInstanceID is group.instance.id (unset): a static member (KIP-345). One that
+	// restarts within SessionTimeout gets its partitions back with no rebalance, and Close does
+	// not leave the group (the coordinator waits SessionTimeout for it).
+	GroupInstanceID string
+	// SessionTimeout is session.timeout.ms (45 s): a member the coordinator does not hear from
+	// for this long is removed and its partitions move.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is heartbeat.interval.ms (3 s): how often a member tells the
+	// coordinator it is alive, and learns of a rebalance.
+	HeartbeatInterval time.Duration
+	// MaxPollInterval is max.poll.interval.ms (5 min), also the rebalance timeout: a member
+	// that does not call Poll for this long leaves the group (its partitions move), and the
+	// next Poll rejoins.
+	MaxPollInterval time.Duration
+	// Assignors is partition.assignment.strategy (["range", "cooperative-sticky"], as Kafka
+	// 3.x): "range", "roundrobin", "cooperative-sticky". They are offered in order and the
+	// coordinator picks one every member supports.
+	Assignors []string
+	// RebalanceListener (nil: none) is told of the partitions a rebalance takes away or gives;
+	// it runs inside Poll, on the caller's goroutine, so it may call CommitSync.
+	RebalanceListener RebalanceListener
 
 	// FetchMinBytes is fetch.min.bytes (1): the broker answers a fetch once this many bytes are
 	// available, or after FetchMaxWait.
@@ -99,6 +124,9 @@ type ConsumerConfig struct {
 	// whose broker does not know FetchShared, fetches through the socket. new(false) always
 	// fetches through the socket. Other transports ignore it.
 	FileReads *bool
+
+	// assignors are Assignors resolved (groupDefaults).
+	assignors []assign.Assignor
 
 	// hooks are file reads' test seams (fileReadHooks), nil but in this package's tests.
 	hooks *fileReadHooks
@@ -173,6 +201,9 @@ func (c ConsumerConfig) withDefaults() (ConsumerConfig, error) {
 	default:
 		return c, fmt.Errorf("%w: auto.offset.reset %q: want earliest, latest or none", ErrConsumerConfig, c.AutoOffsetReset)
 	}
+	if err := c.groupDefaults(); err != nil {
+		return c, err
+	}
 	if c.EnableAutoCommit != nil && *c.EnableAutoCommit && c.GroupID == "" {
 		return c, fmt.Errorf("%w: enable.auto.commit needs a group.id", ErrConsumerConfig)
 	}
@@ -195,18 +226,20 @@ var (
 	ErrNoGroup  = errors.New("client: consumer has no group.id")
 )
 
-// Consumer reads records from assigned partitions (Kafka's KafkaConsumer with assign(), not
-// yet subscribe(): group membership and rebalancing are not implemented).
+// Consumer reads records from partitions it assigns itself (Assign, Kafka's assign()) or that
+// its group gives it (Subscribe, Kafka's subscribe(): group membership and rebalancing, in
+// group.go, rebalance.go and subscribe.go).
 //
 // Goroutines: one fetcher per partition leader (started on first need), one committer that
-// sends every commit in the order it was asked for, and, with auto-commit, one ticker. Each
-// fetcher keeps one Fetch (a long poll) in flight for the partitions it leads, and queues the
-// responses undecoded; Poll decodes and decompresses them on the caller's goroutine. A
-// partition goes into the next fetch while fewer than responsesAhead (2) of its responses wait
-// for Poll, so fetches go on while the application processes the current records, and at most
-// three responses per partition are held (the one Poll is draining and two more, waiting or in
-// flight). A response that ends in an error is not fetched past (until a seek), nor one that
-// ends in a reset until Poll applies it.
+// sends every commit in the order it was asked for, with auto-commit one ticker, and with
+// Subscribe one heartbeat goroutine (group.go). Each fetcher keeps one Fetch (a long poll) in
+// flight for the partitions it leads, and queues the responses undecoded; Poll decodes and
+// decompresses them on the caller's goroutine. A partition goes into the next fetch while
+// fewer than responsesAhead (2) of its responses wait for Poll, so fetches go on while the
+// application processes the current records, and at most three responses per partition are
+// held (the one Poll is draining and two more, waiting or in flight). A response that ends in
+// an error is not fetched past (until a seek), nor one that ends in a reset until Poll
+// applies it.
 // Close stops and waits for every goroutine.
 //
 // Positions: a partition's position is the offset of the next record Poll will return
@@ -265,6 +298,9 @@ type Consumer struct {
 		fetchers   map[int32]*fetcher
 		epochSeq   uint64
 		closed     bool
+		// manual: Assign was called; group: Subscribe was (group membership). At most one.
+		manual bool
+		group  *groupMember
 	}
 }
 
@@ -302,7 +338,7 @@ type partState struct {
 	committed int64 // last offset committed by this consumer or read from the group, -1 none
 }
 
-// NewConsumer connects to the cluster. It assigns nothing; call Assign.
+// NewConsumer connects to the cluster. It assigns nothing; call Assign or Subscribe.
 func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -408,12 +444,24 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 		c.mu.Unlock()
 		return ErrConsumerClosed
 	}
+	if c.mu.group != nil {
+		c.mu.Unlock()
+		return ErrSubscribed
+	}
+	c.mu.manual = true
 	c.mu.Unlock()
 	if c.cfg.autoCommit() {
 		c.CommitAsync(nil)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.replaceAssignmentLocked(tps)
+	return nil
+}
+
+// replaceAssignmentLocked makes tps the assigned partitions: those already assigned keep their
+// positions, new ones look up the group's committed offset (with a GroupID) or reset.
+func (c *Consumer) replaceAssignmentLocked(tps []TopicPartition) {
 	keep := make(map[TopicPartition]bool, len(tps))
 	for _, tp := range tps {
 		keep[tp] = true
@@ -440,7 +488,6 @@ func (c *Consumer) Assign(tps []TopicPartition) error {
 		}
 	}
 	c.signal()
-	return nil
 }
 
 // Assignment returns the assigned partitions, sorted.
@@ -692,12 +739,26 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	}
 	for {
 		c.mu.Lock()
-		closed, n := c.mu.closed, len(c.mu.parts)
+		closed, n, g := c.mu.closed, len(c.mu.parts), c.mu.group
 		c.mu.Unlock()
 		if closed {
 			return nil, ErrConsumerClosed
 		}
-		if n == 0 {
+		if g != nil {
+			// Rebalances, and their listeners, run here on the caller's goroutine.
+			if err := g.poll(ctx); err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			n = len(c.mu.parts)
+			c.mu.Unlock()
+			if n == 0 {
+				if err := c.wait(ctx, false); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		} else if n == 0 {
 			return nil, ErrNoAssignment
 		}
 		retry, err := c.maintain(ctx)
@@ -998,6 +1059,12 @@ func (c *Consumer) shutdown(ctx context.Context, graceful bool) error {
 	var err error
 	if graceful && c.cfg.autoCommit() {
 		err = c.CommitSync(ctx)
+	}
+	c.mu.Lock()
+	g := c.mu.group
+	c.mu.Unlock()
+	if g != nil && graceful {
+		g.close(ctx)
 	}
 	c.mu.Lock()
 	c.mu.closed = true

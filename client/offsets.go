@@ -521,6 +521,12 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 			return gaveUp(err)
 		}
 		req := &wire.OffsetCommitRequest{GroupID: c.cfg.GroupID, GenerationID: -1}
+		if g := c.groupOf(); g != nil {
+			// A member's commit is fenced by its generation (OffsetCommit v1 adds the
+			// instance id): one kicked out of the group cannot overwrite its successor's.
+			req.Version = 1
+			req.GenerationID, req.MemberID, req.GroupInstanceID = g.identity()
+		}
 		for _, tp := range pending {
 			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
 				req.Topics = append(req.Topics, wire.OffsetCommitRequestTopic{Topic: tp.Topic})
@@ -539,6 +545,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 			c.cl.InvalidateMetadata()
 		} else {
 			var retry []TopicPartition
+			fenced := wire.NoError
 			c.mu.Lock()
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
@@ -551,12 +558,18 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 					case p.ErrorCode.Retriable():
 						retry = append(retry, tp)
 						last = fmt.Errorf("%s: %w", tp, p.ErrorCode)
+					case fencedCommit(p.ErrorCode):
+						fenced = p.ErrorCode
+						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w: %w", tp, c.cfg.GroupID, ErrCommitFailed, p.ErrorCode))
 					default:
 						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w", tp, c.cfg.GroupID, p.ErrorCode))
 					}
 				}
 			}
 			c.mu.Unlock()
+			if fenced != wire.NoError {
+				c.commitFenced(fenced) // the next Poll rejoins
+			}
 			if len(retry) == 0 {
 				return errors.Join(errs...)
 			}
@@ -579,6 +592,12 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 // known, any broker is asked. A NOT_COORDINATOR answer (leadership of the partition moved)
 // refreshes the metadata and asks the new leader, a few times within the caller's context.
 func (c *Consumer) coordinatorCall(ctx context.Context, req wire.Request, resp wire.Response) error {
+	return c.coordinatorCallWithin(ctx, c.cfg.RequestTimeout, req, resp)
+}
+
+// coordinatorCallWithin is coordinatorCall with each attempt bounded by d rather than
+// RequestTimeout: a JoinGroup waits up to the rebalance timeout for its answer.
+func (c *Consumer) coordinatorCallWithin(ctx context.Context, d time.Duration, req wire.Request, resp wire.Response) error {
 	const attempts = 3
 	var err error
 	for attempt := range attempts {
@@ -586,7 +605,7 @@ func (c *Consumer) coordinatorCall(ctx context.Context, req wire.Request, resp w
 		if conn, err = c.coordinator(ctx); err != nil {
 			return err
 		}
-		if err = conn.callWithin(ctx, c.cfg.RequestTimeout, req, resp); err == nil && !notCoordinator(resp) {
+		if err = conn.callWithin(ctx, d, req, resp); err == nil && !notCoordinator(resp) {
 			return nil
 		}
 		if err == nil {
@@ -618,6 +637,14 @@ func notCoordinator(resp wire.Response) bool {
 				}
 			}
 		}
+	case *wire.JoinGroupResponse:
+		return r.ErrorCode == wire.ErrNotCoordinator
+	case *wire.SyncGroupResponse:
+		return r.ErrorCode == wire.ErrNotCoordinator
+	case *wire.HeartbeatResponse:
+		return r.ErrorCode == wire.ErrNotCoordinator
+	case *wire.LeaveGroupResponse:
+		return r.ErrorCode == wire.ErrNotCoordinator
 	case *wire.OffsetCommitResponse:
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {

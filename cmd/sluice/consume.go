@@ -88,9 +88,11 @@ partition's own). It fails, naming the offsets the partition holds, when the par
 starts after N or ends before it, or when retention deletes records before they are printed: it
 does not jump to the log's end (kafka-console-consumer does, silently).
 
---group stores and resumes offsets only: there is no group membership or rebalancing, so two
-consumers with the same --group each read every record of the partitions they consume (and
-commit over each other). To share a topic's partitions, give each one its own --partition.`,
+--group makes the process a member of the consumer group: the processes that run with the
+same --group share the topic's partitions, each reading its own, and when one starts or exits
+the group rebalances and its partitions move to the others (from the offsets committed for
+them). With --partition as well, the process reads that partition alone, outside the group's
+membership, using the group only for its committed offsets.`,
 		Args: noArgs("the topic goes in --topic"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -104,7 +106,7 @@ commit over each other). To share a topic's partitions, give each one its own --
 	f := cmd.Flags()
 	addBootstrapFlags(f, &o.broker)
 	f.StringVarP(&o.topic, "topic", "t", "", "topic to consume (required)")
-	f.StringVar(&o.group, "group", "", "consumer group, for its committed offsets only (resume from and commit to them); no membership: every consumer of the group reads all the partitions it consumes, so split them by hand with --partition")
+	f.StringVar(&o.group, "group", "", "consumer group to join: the processes with the same --group share the topic's partitions and resume from the group's committed offsets (with --partition: that partition only, no membership)")
 	f.StringVar(&o.offset, "offset", "", "start offset: earliest, latest, or a number (with --partition)")
 	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start from the earliest offset (with --group: where nothing is committed)")
 	f.Int32Var(&o.partition, "partition", -1, "consume only this partition (-1: all)")
@@ -227,6 +229,9 @@ func consumeAssign(ctx context.Context, c *client.Consumer, o consumeOptions, st
 			return fmt.Errorf("--partition %d: topic %s has %d partitions", o.partition, o.topic, len(tps))
 		}
 		tps = tps[o.partition : o.partition+1]
+	} else if o.group != "" {
+		// Group membership: the coordinator's assignment says which partitions are ours.
+		return c.Subscribe(o.topic)
 	}
 	if err := c.Assign(tps); err != nil {
 		return err

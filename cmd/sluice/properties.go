@@ -259,6 +259,28 @@ var producerProperties = append(commonProperties(func(c *client.ProducerConfig) 
 // consumerProperties are the consumer properties --consumer-property takes.
 var consumerProperties = append(commonProperties(func(c *client.ConsumerConfig) *client.Config { return &c.Config }), properties[client.ConsumerConfig]{
 	{"group.id", func(c *client.ConsumerConfig, v string) error { c.GroupID = v; return nil }},
+	{"group.instance.id", func(c *client.ConsumerConfig, v string) error { c.GroupInstanceID = v; return nil }},
+	{"session.timeout.ms", func(c *client.ConsumerConfig, v string) (err error) {
+		c.SessionTimeout, err = parsePositiveMs(v)
+		return err
+	}},
+	{"heartbeat.interval.ms", func(c *client.ConsumerConfig, v string) (err error) {
+		c.HeartbeatInterval, err = parsePositiveMs(v)
+		return err
+	}},
+	{"max.poll.interval.ms", func(c *client.ConsumerConfig, v string) (err error) {
+		c.MaxPollInterval, err = parsePositiveMs(v)
+		return err
+	}},
+	{"partition.assignment.strategy", func(c *client.ConsumerConfig, v string) error {
+		c.Assignors = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				c.Assignors = append(c.Assignors, n)
+			}
+		}
+		return nil
+	}},
 	{"fetch.min.bytes", func(c *client.ConsumerConfig, v string) (err error) {
 		c.FetchMinBytes, err = parseCount(v, 1)
 		return err
