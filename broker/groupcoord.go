@@ -559,13 +559,7 @@ func (c *groupCoordinator) reconcileTopics(md *cluster.Metadata) {
 	if gone == nil {
 		return
 	}
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, sh := range c.shards {
-		shards = append(shards, sh)
-	}
-	c.mu.Unlock()
-	for _, sh := range shards {
+	for _, sh := range c.activeShards() {
 		if !sh.lock() {
 			continue
 		}
@@ -623,13 +617,7 @@ func (sh *shard) forgetLocked(gone func(topicPartition) bool) []func() {
 // tick runs the machines' timers (session and rebalance timeouts) of every active shard.
 func (c *groupCoordinator) tick() {
 	now := time.Now()
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, sh := range c.shards {
-		shards = append(shards, sh)
-	}
-	c.mu.Unlock()
-	for _, sh := range shards {
+	for _, sh := range c.activeShards() {
 		if !sh.lock() {
 			continue
 		}
@@ -646,17 +634,8 @@ func (c *groupCoordinator) tick() {
 	}
 }
 
-// sortedGroupIDs is the ids of groups, sorted.
-func sortedGroupIDs(groups map[string]*groupEntry) []string {
-	ids := make([]string, 0, len(groups))
-	for id := range groups {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// activeShards is every shard, for the caller to lock in turn.
+// activeShards is every shard (loading ones too: sh.lock tells), by partition, for the
+// caller to lock in turn.
 func (c *groupCoordinator) activeShards() []*shard {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -116,6 +116,17 @@ func (b *Broker) groupShard(id string, create bool) (*shard, *groupEntry, wire.E
 	return sh, sh.entry(id, create), wire.NoError
 }
 
+// memberGroup is groupShard for a request from a member of an existing group: a group the
+// coordinator does not know has no such member (UNKNOWN_MEMBER_ID, Kafka's answer).
+func (b *Broker) memberGroup(id string) (*shard, *groupEntry, wire.ErrorCode) {
+	sh, e, code := b.groupShard(id, false)
+	if code == wire.NoError && e == nil {
+		sh.mu.Unlock()
+		return nil, nil, wire.ErrUnknownMemberID
+	}
+	return sh, e, code
+}
+
 func joinResponse(r *group.JoinResponse) *wire.JoinGroupResponse {
 	out := &wire.JoinGroupResponse{
 		ErrorCode: r.Err, GenerationID: r.Generation, ProtocolType: nullable(r.ProtocolType), ProtocolName: nullable(r.Protocol),
@@ -179,11 +190,7 @@ func (b *Broker) handleSyncGroup(c *server.Conn, h wire.RequestHeader, body []by
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	sh, e, code := b.groupShard(req.GroupID, false)
-	if code == wire.NoError && e == nil {
-		sh.mu.Unlock()
-		code = wire.ErrUnknownMemberID
-	}
+	sh, e, code := b.memberGroup(req.GroupID)
 	if code != wire.NoError {
 		return respond(c, h, &wire.SyncGroupResponse{ErrorCode: code})
 	}
@@ -244,11 +251,7 @@ func (b *Broker) handleHeartbeat(c *server.Conn, h wire.RequestHeader, body []by
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	sh, e, code := b.groupShard(req.GroupID, false)
-	if code == wire.NoError && e == nil {
-		sh.mu.Unlock()
-		code = wire.ErrUnknownMemberID
-	}
+	sh, e, code := b.memberGroup(req.GroupID)
 	if code != wire.NoError {
 		return respond(c, h, &wire.HeartbeatResponse{ErrorCode: code})
 	}
@@ -265,11 +268,7 @@ func (b *Broker) handleLeaveGroup(c *server.Conn, h wire.RequestHeader, body []b
 		return b.malformed(c, h, err)
 	}
 	resp := &wire.LeaveGroupResponse{}
-	sh, e, code := b.groupShard(req.GroupID, false)
-	if code == wire.NoError && e == nil {
-		sh.mu.Unlock()
-		code = wire.ErrUnknownMemberID
-	}
+	sh, e, code := b.memberGroup(req.GroupID)
 	if code != wire.NoError && code != wire.ErrUnknownMemberID {
 		resp.ErrorCode = code
 		return respond(c, h, resp)
