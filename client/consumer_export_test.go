@@ -62,3 +62,14 @@ func SetDefaultCloseTimeout(t testing.TB, d time.Duration) {
 
 // OpenSpanForTest is openSpan.
 func OpenSpanForTest(sp *wire.FileSpan) (*os.File, error) { return openSpan(sp, nil) }
+
+// RejoiningForTest reports whether a join and sync of the consumer's group is in flight.
+func (c *Consumer) RejoiningForTest() bool {
+	g := c.groupOf()
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.joining != nil
+}

@@ -20,11 +20,14 @@ import (
 // FENCED_INSTANCE_ID, or no successful heartbeat within SessionTimeout): its partitions are
 // lost and it rejoins.
 //
-// Goroutines: joins and syncs run inside Poll (poll), on the caller's goroutine, so that the
-// rebalance listener does too; heartbeatLoop runs on its own and only sets flags (rejoin,
-// lost) and wakes Poll. The coordinator is found as every group request finds it
-// (coordinatorCall: the leader of the group's __consumer_offsets partition, NOT_COORDINATOR
-// refreshes).
+// Goroutines: Poll decides that a rebalance is needed (poll) and, with an eager protocol, gives
+// every partition up first; the join and sync then run on a goroutine of their own (rebalance),
+// so that Poll goes on returning the records of the partitions a cooperative member keeps while
+// the group waits for its other members. The sync's outcome waits in result until the next
+// Poll applies it (revocations, assignments, and their listeners run on the caller's
+// goroutine). heartbeatLoop only sets flags (rejoin, lost) and wakes Poll. The coordinator is
+// found as every group request finds it (coordinatorCall: the leader of the group's
+// __consumer_offsets partition, NOT_COORDINATOR refreshes).
 //
 // Ownership: mu guards the fields below it; it is never held across I/O or a listener, and is
 // taken after Consumer.mu is released (never inside it).
@@ -43,6 +46,12 @@ type groupMember struct {
 	fatal      error  // FENCED_INSTANCE_ID and other errors no rejoin mends; Poll returns it
 	lastPoll   time.Time
 	lastBeat   time.Time // last heartbeat (or sync) the coordinator accepted
+	// joining is the cancel of the join and sync in flight (nil: none), joined closes when
+	// that goroutine has returned.
+	joining context.CancelFunc
+	joined  chan struct{}
+	// result is the assignment of the last sync, for the next Poll to apply; nil: applied.
+	result []TopicPartition
 }
 
 func newGroupMember(c *Consumer, topics []string) *groupMember {
@@ -69,14 +78,16 @@ func (g *groupMember) identity() (generation int32, memberID string, instanceID 
 	return g.generation, g.memberID, g.instanceID
 }
 
-// fenced handles a commit refused with code (fencedCommit).
+// fenced handles a commit refused with code (fencedCommit). While a join is in flight the
+// refusal is about the generation being replaced, and the join already mends it.
 func (g *groupMember) fenced(code wire.ErrorCode) {
 	g.mu.Lock()
-	switch code {
-	case wire.ErrRebalanceInProgress:
-		g.rejoin = true
-	case wire.ErrFencedInstanceID:
+	switch {
+	case code == wire.ErrFencedInstanceID:
 		g.fatal = fmt.Errorf("client: group %s: instance id %s: %w", g.c.cfg.GroupID, g.c.cfg.GroupInstanceID, code)
+	case g.joining != nil:
+	case code == wire.ErrRebalanceInProgress:
+		g.rejoin = true
 	default:
 		g.loseLocked(code == wire.ErrUnknownMemberID)
 	}
@@ -85,31 +96,61 @@ func (g *groupMember) fenced(code wire.ErrorCode) {
 }
 
 // loseLocked marks the member out of its generation; forget drops its member id too (the
-// coordinator does not know it any more).
+// coordinator does not know it any more). An assignment not applied yet is of that
+// generation, and dropped with it.
 func (g *groupMember) loseLocked(forget bool) {
-	g.lost, g.stable, g.generation = true, false, -1
+	g.lost, g.stable, g.generation, g.result = true, false, -1, nil
 	if forget && g.instanceID == nil {
 		g.memberID = ""
 	}
 }
 
-// poll runs in Poll: a rebalance if one is needed, its listeners included.
+// poll runs in Poll: it applies the outcome of a finished rebalance, its listeners included,
+// and starts one if one is needed.
 func (g *groupMember) poll(ctx context.Context) error {
 	g.mu.Lock()
 	g.lastPoll = time.Now()
-	fatal, need, lost := g.fatal, g.generation < 0 || g.rejoin || g.lost, g.lost
-	g.lost = false
+	fatal, lost, result := g.fatal, g.lost, g.result
+	g.lost, g.result = false, nil
 	g.mu.Unlock()
 	if fatal != nil {
 		return fatal
 	}
-	if !need {
-		return nil
-	}
 	if lost {
 		g.c.losePartitions(ctx, g.c.Assignment())
 	}
-	return g.rebalance(ctx)
+	if result != nil {
+		g.apply(ctx, result)
+	}
+	g.mu.Lock()
+	need := g.joining == nil && g.fatal == nil && (g.generation < 0 || g.rejoin || g.lost)
+	g.mu.Unlock()
+	if !need {
+		return nil
+	}
+	if !g.cooperative() {
+		// Eager: everything is given up before the join (Kafka's onJoinPrepare), while the
+		// member is still in its generation, so the commit on revocation is accepted.
+		g.c.revokePartitions(ctx, g.c.Assignment())
+	}
+	g.startRebalance()
+	return nil
+}
+
+// apply makes assigned the consumer's assignment: the partitions it drops are revoked, the new
+// ones assigned. A cooperative member that gave some up rejoins at once, so that a second
+// rebalance hands them to their new owners (KIP-429).
+func (g *groupMember) apply(ctx context.Context, assigned []TopicPartition) {
+	c := g.c
+	owned := c.Assignment()
+	revoked := diffTPs(owned, assigned)
+	c.revokePartitions(ctx, revoked)
+	c.assignPartitions(ctx, assigned, diffTPs(assigned, owned))
+	if len(revoked) > 0 && g.cooperative() {
+		g.mu.Lock()
+		g.rejoin = true
+		g.mu.Unlock()
+	}
 }
 
 // cooperative reports whether the protocol of the current generation is cooperative.
@@ -120,18 +161,37 @@ func (g *groupMember) cooperative() bool {
 	return ok && a.Protocol() == assign.Cooperative
 }
 
-// rebalance joins and syncs until the member is in a generation, then applies its assignment.
+// startRebalance starts the join and sync on a goroutine of their own (rebalance). The
+// consumer's wait group counts it; its context ends with the consumer's, or with close.
+func (g *groupMember) startRebalance() {
+	c := g.c
+	ctx, cancel := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	g.mu.Lock()
+	g.joining, g.joined = cancel, done
+	g.stable, g.rejoin = false, false
+	g.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		defer cancel()
+		err := g.rebalance(ctx)
+		g.mu.Lock()
+		g.joining = nil
+		if err != nil && ctx.Err() == nil && g.fatal == nil {
+			g.fatal = err
+		}
+		g.mu.Unlock()
+		c.signal()
+	}()
+}
+
+// rebalance joins and syncs until the member is in a generation, and leaves the assignment
+// for the next Poll. It returns an error only for what no rejoin mends, or when ctx ends.
 func (g *groupMember) rebalance(ctx context.Context) error {
 	c := g.c
 	for failures := 0; ; {
-		if !g.cooperative() {
-			// Eager: everything is given up before the join (Kafka's onJoinPrepare), while the
-			// member is still in its generation, so the commit on revocation is accepted.
-			c.revokePartitions(ctx, c.Assignment())
-		}
-		g.mu.Lock()
-		g.stable, g.rejoin = false, false
-		g.mu.Unlock()
 		join, err := g.join(ctx)
 		if err != nil {
 			return err
@@ -151,8 +211,8 @@ func (g *groupMember) rebalance(ctx context.Context) error {
 		}
 		switch {
 		case err == nil:
-		case ctx.Err() != nil || c.ctx.Err() != nil:
-			return g.stopped(ctx)
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case resp.ErrorCode == wire.ErrUnknownMemberID || resp.ErrorCode == wire.ErrIllegalGeneration || resp.ErrorCode == wire.ErrRebalanceInProgress:
 			if resp.ErrorCode == wire.ErrUnknownMemberID && g.instanceID == nil {
 				g.mu.Lock()
@@ -166,7 +226,7 @@ func (g *groupMember) rebalance(ctx context.Context) error {
 			failures++
 			c.cfg.Logger.Warn("sluice consumer: sync group failed, rejoining", "group", c.cfg.GroupID, "err", err)
 			if err := c.backoffFor(ctx, failures); err != nil {
-				return g.stopped(ctx)
+				return ctx.Err()
 			}
 			continue
 		}
@@ -176,35 +236,17 @@ func (g *groupMember) rebalance(ctx context.Context) error {
 				return g.fail(fmt.Errorf("client: group %s: undecodable assignment: %w", c.cfg.GroupID, err))
 			}
 		}
-		assigned := fromTopicPartitions(a.Partitions)
 		protocol := ""
 		if join.ProtocolName != nil {
 			protocol = *join.ProtocolName
 		}
+		// In the generation from here on: heartbeats start now, whenever the next Poll comes.
 		g.mu.Lock()
 		g.generation, g.protocol, g.stable, g.lastBeat = join.GenerationID, protocol, true, time.Now()
+		g.result = fromTopicPartitions(a.Partitions)
 		g.mu.Unlock()
-		owned := c.Assignment()
-		revoked := diffTPs(owned, assigned)
-		c.revokePartitions(ctx, revoked)
-		c.assignPartitions(ctx, assigned, diffTPs(assigned, owned))
-		if len(revoked) > 0 && g.cooperative() {
-			// The revoked partitions are unowned now: a second rebalance hands them over.
-			g.mu.Lock()
-			g.rejoin = true
-			g.mu.Unlock()
-			c.signal()
-		}
 		return nil
 	}
-}
-
-// stopped is the error for a join or sync cut short by ctx or Close.
-func (g *groupMember) stopped(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return ErrConsumerClosed
 }
 
 func (g *groupMember) fail(err error) error {
@@ -243,8 +285,8 @@ func (g *groupMember) join(ctx context.Context) (*wire.JoinGroupResponse, error)
 			g.memberID = resp.MemberID
 			g.mu.Unlock()
 			return &resp, nil
-		case ctx.Err() != nil || c.ctx.Err() != nil:
-			return nil, g.stopped(ctx)
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
 		case resp.ErrorCode == wire.ErrMemberIDRequired:
 			g.mu.Lock()
 			g.memberID = resp.MemberID // KIP-394: rejoin at once with it
@@ -266,7 +308,7 @@ func (g *groupMember) join(ctx context.Context) (*wire.JoinGroupResponse, error)
 			c.cfg.Logger.Warn("sluice consumer: join group failed, retrying", "group", c.cfg.GroupID, "err", err)
 		}
 		if err := c.backoffFor(ctx, failures); err != nil {
-			return nil, g.stopped(ctx)
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -378,7 +420,10 @@ func (g *groupMember) heartbeatLoop() {
 		case resp.ErrorCode == wire.NoError:
 			g.lastBeat = time.Now()
 		case resp.ErrorCode == wire.ErrRebalanceInProgress:
-			g.lastBeat, g.rejoin, g.stable = time.Now(), true, false
+			// Heartbeats go on until Poll sends the JoinGroup (as Kafka's): a member busy
+			// with its records keeps its place for up to max.poll.interval.ms, the
+			// rebalance timeout, rather than the session timeout.
+			g.lastBeat, g.rejoin = time.Now(), true
 		case resp.ErrorCode == wire.ErrFencedInstanceID:
 			g.loseLocked(false)
 			g.fatal = fmt.Errorf("client: group %s: instance id %s: %w", c.cfg.GroupID, c.cfg.GroupInstanceID, resp.ErrorCode)
@@ -409,8 +454,16 @@ func (g *groupMember) leave(ctx context.Context, memberID string) {
 // dynamic member leaves the group, so that its partitions move at once.
 func (g *groupMember) close(ctx context.Context) {
 	g.mu.Lock()
+	cancel, joined := g.joining, g.joined
+	g.mu.Unlock()
+	if cancel != nil {
+		// A join in flight is abandoned: the LeaveGroup below takes the member out of it.
+		cancel()
+		<-joined
+	}
+	g.mu.Lock()
 	inGen, memberID := g.generation >= 0 && !g.lost, g.memberID
-	g.stable, g.generation = false, -1
+	g.stable, g.generation, g.result = false, -1, nil
 	g.mu.Unlock()
 	if l := g.c.cfg.RebalanceListener; l != nil {
 		if tps := g.c.Assignment(); len(tps) > 0 {

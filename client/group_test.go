@@ -280,6 +280,56 @@ func TestGroupCooperativeMovesOnlyWhatItMust(t *testing.T) {
 	}
 }
 
+// TestGroupCooperativeKeepsConsumingDuringRebalance: with cooperative-sticky, a member whose
+// rejoin is in flight (the group waits for a member that is busy and does not Poll) goes on
+// returning the records of the partitions it owns; when the busy member's max.poll.interval.ms
+// passes it leaves, and the rebalance completes without the first member giving anything up.
+func TestGroupCooperativeKeepsConsumingDuringRebalance(t *testing.T) {
+	f := newGroupFixture(t)
+	f.createTopic("keep", 4)
+	cfg := client.ConsumerConfig{Assignors: []string{"cooperative-sticky"}}
+	a := f.newMember("a", "keep", "keep", cfg)
+	busy := cfg
+	busy.MaxPollInterval = 4 * time.Second
+	b := f.newMember("b", "keep", "keep", busy)
+	ms := []*member{a, b}
+	waitFor(t, 30*time.Second, func() string { return "no 2/2 split:" + describe(ms) }, func() bool { return split(ms, "keep", 4, 2, 2) })
+	owned := a.c.Assignment()
+	_, revokedBefore, _ := a.snapshot()
+	b.halt() // busy: it heartbeats, but does not Poll, so it does not rejoin
+	c := f.newMember("c", "keep", "keep", cfg)
+	waitFor(t, 10*time.Second, func() string { return "a never rejoined:" + describe(ms) }, a.c.RejoiningForTest)
+	for _, tp := range owned {
+		f.produceValues(tp.Topic, tp.Partition, "during-1", "during-2")
+	}
+	consumedAll := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, tp := range owned {
+			if len(a.recs[tp]) < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 10*time.Second, func() string { return "a stopped consuming during the rebalance:" + describe(ms) }, consumedAll)
+	if !a.c.RejoiningForTest() {
+		t.Fatalf("the rebalance ended before the check (b left too early?):%s", describe(ms))
+	}
+	if n := len(c.c.Assignment()); n != 0 {
+		t.Fatalf("c owns %d partitions before the rebalance completed", n)
+	}
+	waitFor(t, 20*time.Second, func() string { return "no 2/2 split after b left:" + describe([]*member{a, c}) }, func() bool {
+		return split([]*member{a, c}, "keep", 4, 2, 2)
+	})
+	if got := a.c.Assignment(); !slices.Equal(got, owned) {
+		t.Errorf("a owns %v after the rebalance, want %v (cooperative: nothing of a's moves)", got, owned)
+	}
+	if _, rev, _ := a.snapshot(); len(rev) != len(revokedBefore) {
+		t.Errorf("a was told of revocations %v", rev[len(revokedBefore):])
+	}
+}
+
 // TestGroupStaticMemberRestart: a static member that closes (no LeaveGroup) and restarts with
 // the same group.instance.id within the session timeout gets the same partitions back, with
 // no rebalance: the generation is unchanged and the other member sees no revocation.
