@@ -31,7 +31,7 @@ var consumerModes = []struct {
 // consumerFixture is an in-process broker, a raw connection to produce with (tests do not
 // depend on the Producer) and a deadline for the whole test.
 type consumerFixture struct {
-	t    *testing.T
+	t    testing.TB
 	b    *broker.Broker
 	conn *client.Conn
 	ctx  context.Context

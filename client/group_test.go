@@ -26,7 +26,7 @@ import (
 const groupSession = 2 * time.Second
 
 // newGroupFixture is newConsumerFixture with a broker whose group timeouts suit tests.
-func newGroupFixture(t *testing.T) *consumerFixture {
+func newGroupFixture(t testing.TB) *consumerFixture {
 	t.Helper()
 	cfg := brokertest.Config(t.TempDir(), "127.0.0.1:0")
 	cfg.GroupMinSessionTimeout = 500 * time.Millisecond
@@ -54,6 +54,7 @@ type member struct {
 	events  []string // "revoked t-1", "assigned t-2", "lost t-0"
 	revoked []client.TopicPartition
 	pollErr error
+	polls   []time.Time // when Poll returned records
 }
 
 func (m *member) log(kind string, tps []client.TopicPartition) {
@@ -98,6 +99,9 @@ func (f *consumerFixture) newMember(name, group, topic string, cfg client.Consum
 		for ctx.Err() == nil {
 			recs, err := m.c.Poll(ctx)
 			m.mu.Lock()
+			if len(recs) > 0 {
+				m.polls = append(m.polls, time.Now())
+			}
 			for _, r := range recs {
 				tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 				m.recs[tp] = append(m.recs[tp], r.Offset)
@@ -122,7 +126,7 @@ func (m *member) halt() {
 }
 
 // close stops the Poll loop and closes the consumer (a dynamic member leaves the group).
-func (m *member) close(t *testing.T) {
+func (m *member) close(t testing.TB) {
 	t.Helper()
 	m.halt()
 	if err := m.c.Close(context.Background()); err != nil {
@@ -137,7 +141,7 @@ func (m *member) snapshot() (events []string, revoked []client.TopicPartition, e
 }
 
 // waitFor polls cond every 20 ms until it holds, failing the test after d with what.
-func waitFor(t *testing.T, d time.Duration, what func() string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what func() string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(20 * time.Millisecond)
