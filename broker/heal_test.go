@@ -166,9 +166,9 @@ func TestPartitionUnderResourceErrors(t *testing.T) {
 			// returns every acknowledged record.
 			waitUntil(t, "produce to work again", func() bool {
 				got := produce(t, c, "t", 0, wire.AcksAll, records(t, "after"))
-				// NOT_ENOUGH_REPLICAS: the rebuilt replica has not published acks=all yet
-				// (retriable, as a client retries it).
-				if got.ErrorCode != wire.NoError && got.ErrorCode != wire.ErrKafkaStorageError && got.ErrorCode != wire.ErrNotEnoughReplicas {
+				// Never NOT_ENOUGH_REPLICAS: the rebuilt replica takes the leadership before
+				// it publishes whether it accepts acks=all (resetReplica).
+				if got.ErrorCode != wire.NoError && got.ErrorCode != wire.ErrKafkaStorageError {
 					t.Fatalf("produce after the error cleared: %v", got.ErrorCode)
 				}
 				return got.ErrorCode == wire.NoError
@@ -339,5 +339,50 @@ func TestLogStoppingAgainAfterItsRecoveryBacksOffFurther(t *testing.T) {
 	}
 	if got := strings.Join(delays, ","); got != "5ms,10ms,20ms,40ms" {
 		t.Fatalf("delays before the reopenings: %s, want 5ms,10ms,20ms,40ms", got)
+	}
+}
+
+// TestResetReplicaKeepsAcksAll: a replica rebuilt over a recovered log (resetReplica) takes
+// the leadership in the same critical section as it is made, so a leader with a full ISR is
+// never seen refusing acks=all meanwhile (a produce then would get NOT_ENOUGH_REPLICAS).
+func TestResetReplicaKeepsAcksAll(t *testing.T) {
+	b := startBroker(t, testConfig(t, t.TempDir()))
+	c := dial(t, b.Addr().String())
+	createTopic(t, c, "t", 1)
+	p := b.partition("t", 0)
+	waitUntil(t, "the partition to accept acks=all", p.acksAll.Load)
+	var refused, samples atomic.Int64 // samples of acksAll, and those that said no
+	stop := make(chan struct{})
+	done, started := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		close(started)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			samples.Add(1)
+			if !p.acksAll.Load() {
+				refused.Add(1)
+			}
+		}
+	}()
+	<-started
+	for range 2000 {
+		l := p.log()
+		b.resetReplica(p, l, l)
+	}
+	close(stop)
+	<-done
+	if samples.Load() < 100 {
+		t.Fatalf("only %d samples while the replica was rebuilt: the check saw nothing", samples.Load())
+	}
+	if n := refused.Load(); n > 0 {
+		t.Fatalf("acks=all refused in %d of %d samples while the replica was rebuilt 2000 times", n, samples.Load())
+	}
+	if got := produce(t, c, "t", 0, wire.AcksAll, records(t, "after")); got.ErrorCode != wire.NoError {
+		t.Fatalf("produce after the rebuilds: %v", got.ErrorCode)
 	}
 }

@@ -118,22 +118,31 @@ func hintFor(leader, epoch int32) leaderHint {
 // stops at once, then the replica answers its parked acks=all waits NOT_LEADER_OR_FOLLOWER.
 // Parked fetches are woken on every leadership change (those naming the old epoch are fenced).
 func (b *Broker) setLeadership(p *partition, pm cluster.PartitionMeta) {
+	p.repMu.Lock()
+	old, first, changed := b.leadershipLocked(p, pm)
+	p.repMu.Unlock()
+	if changed {
+		b.leadershipApplied(p, pm, old, first)
+	}
+}
+
+// leadershipLocked is setLeadership's part under p.repMu: the replica leads or follows as pm
+// says. It returns the leadership published before (packLead), whether pm is the first
+// applied to this replica, and whether anything changed.
+func (b *Broker) leadershipLocked(p *partition, pm cluster.PartitionMeta) (old uint64, first, changed bool) {
 	self := b.cfg.NodeID
 	replicas := append([]int32(nil), pm.Replicas...)
 	p.replicas.Store(&replicas)
 	v := packLead(pm.Leader, pm.LeaderEpoch)
-	p.repMu.Lock()
-	first := !p.appliedSet
+	first = !p.appliedSet
 	if !first && p.applied.Leader == pm.Leader && p.applied.LeaderEpoch == pm.LeaderEpoch &&
 		p.applied.PartitionEpoch == pm.PartitionEpoch && slices.Equal(p.applied.ISR, pm.ISR) && slices.Equal(p.applied.Replicas, pm.Replicas) {
-		p.repMu.Unlock()
-		return
+		return p.lead.Load(), false, false
 	}
 	p.applied = cluster.PartitionMeta{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch, PartitionEpoch: pm.PartitionEpoch,
 		ISR: slices.Clone(pm.ISR), Replicas: replicas}
 	p.appliedSet = true
 	now := time.Now()
-	var old uint64
 	if pm.Leader == self {
 		p.rep.BecomeLeader(replication.LeaderUpdate{LeaderEpoch: pm.LeaderEpoch, PartitionEpoch: pm.PartitionEpoch,
 			Replicas: replicas, ISR: slices.Clone(pm.ISR)}, now)
@@ -152,7 +161,14 @@ func (b *Broker) setLeadership(p *partition, pm cluster.PartitionMeta) {
 			w.resolve(fmt.Errorf("%w: %s-%d is now led by broker %d (leader epoch %d)", ErrNotLeaderOrFollower, p.tp.topic, p.tp.partition, pm.Leader, pm.LeaderEpoch))
 		}
 	}
-	p.repMu.Unlock()
+	return old, first, true
+}
+
+// leadershipApplied is setLeadership's part after p.repMu: the fetchers, the group
+// coordinator's shards, the log line, the parked fetches.
+func (b *Broker) leadershipApplied(p *partition, pm cluster.PartitionMeta, old uint64, first bool) {
+	self := b.cfg.NodeID
+	v := packLead(pm.Leader, pm.LeaderEpoch)
 	switch {
 	case pm.Leader == self:
 		b.fetchers.unfollow(p)

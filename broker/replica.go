@@ -259,10 +259,18 @@ func (b *Broker) resetReplica(p *partition, old, l *segment.Log) {
 	p.rep = replication.New(b.replicaConfig(p.cfg.Load()), s)
 	p.hw.Store(int64(p.rep.HighWatermark()))
 	p.appliedSet = false
-	b.applyReady(p, p.rep.Ready())
+	// The new state machine takes the leadership in the same critical section: were it
+	// published first as a replica that leads nothing, an acks=all produce meanwhile would be
+	// refused NOT_ENOUGH_REPLICAS by a partition whose ISR never changed.
+	var lead uint64
+	if ok {
+		lead, _, _ = b.leadershipLocked(p, pm)
+	} else {
+		b.applyReady(p, p.rep.Ready())
+	}
 	p.repMu.Unlock()
 	if ok {
-		b.setLeadership(p, pm)
+		b.leadershipApplied(p, pm, lead, true)
 	}
 }
 
