@@ -38,6 +38,11 @@ const (
 	AlterConfigs         APIKey = 33
 	DeleteGroups         APIKey = 42
 	DescribeCluster      APIKey = 60
+	// Moving replicas and leaders (the controller's reassignments, elections, new partitions).
+	CreatePartitions            APIKey = 37
+	ElectLeaders                APIKey = 43
+	AlterPartitionReassignments APIKey = 45
+	ListPartitionReassignments  APIKey = 46
 )
 
 // Reserved api keys: named so logs and the docs can say what a peer asked
@@ -46,13 +51,10 @@ const (
 // Replica fetch needs no key of its own: as in Kafka, a follower sends Fetch
 // with ReplicaID set to its broker id.
 const (
-	CreatePartitions            APIKey = 37
-	IncrementalAlterConfigs     APIKey = 44
-	AlterPartitionReassignments APIKey = 45
-	ListPartitionReassignments  APIKey = 46
-	AlterPartition              APIKey = 56
-	BrokerRegistration          APIKey = 62
-	BrokerHeartbeat             APIKey = 63
+	IncrementalAlterConfigs APIKey = 44
+	AlterPartition          APIKey = 56
+	BrokerRegistration      APIKey = 62
+	BrokerHeartbeat         APIKey = 63
 )
 
 // apiInfo is one row of the api table. For a reserved key, supported is
@@ -88,11 +90,12 @@ var apiTable = []apiInfo{
 	{OffsetForLeaderEpoch, "OffsetForLeaderEpoch", true, 0, 0},
 	{DescribeConfigs, "DescribeConfigs", true, 0, 0},
 	{AlterConfigs, "AlterConfigs", true, 0, 0},
-	{CreatePartitions, "CreatePartitions", false, 0, 0},
+	{CreatePartitions, "CreatePartitions", true, 0, 0},
 	{DeleteGroups, "DeleteGroups", true, 0, 0},
+	{ElectLeaders, "ElectLeaders", true, 0, 0},
 	{IncrementalAlterConfigs, "IncrementalAlterConfigs", false, 0, 0},
-	{AlterPartitionReassignments, "AlterPartitionReassignments", false, 0, 0},
-	{ListPartitionReassignments, "ListPartitionReassignments", false, 0, 0},
+	{AlterPartitionReassignments, "AlterPartitionReassignments", true, 0, 0},
+	{ListPartitionReassignments, "ListPartitionReassignments", true, 0, 0},
 	{OffsetDelete, "OffsetDelete", true, 0, 0},
 	{AlterPartition, "AlterPartition", false, 0, 0},
 	{DescribeCluster, "DescribeCluster", true, 0, 0},
@@ -237,6 +240,14 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 		return new(OffsetDeleteRequest), nil
 	case DeleteGroups:
 		return new(DeleteGroupsRequest), nil
+	case CreatePartitions:
+		return new(CreatePartitionsRequest), nil
+	case ElectLeaders:
+		return new(ElectLeadersRequest), nil
+	case AlterPartitionReassignments:
+		return new(AlterPartitionReassignmentsRequest), nil
+	case ListPartitionReassignments:
+		return new(ListPartitionReassignmentsRequest), nil
 	case InitProducerID:
 		return new(InitProducerIDRequest), nil
 	case DescribeCluster:
@@ -302,6 +313,14 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 		return new(OffsetDeleteResponse), nil
 	case DeleteGroups:
 		return new(DeleteGroupsResponse), nil
+	case CreatePartitions:
+		return new(CreatePartitionsResponse), nil
+	case ElectLeaders:
+		return new(ElectLeadersResponse), nil
+	case AlterPartitionReassignments:
+		return new(AlterPartitionReassignmentsResponse), nil
+	case ListPartitionReassignments:
+		return new(ListPartitionReassignmentsResponse), nil
 	case InitProducerID:
 		return new(InitProducerIDResponse), nil
 	case DescribeCluster:

@@ -146,6 +146,15 @@ func appendInt32s(dst []byte, v []int32) []byte {
 	return dst
 }
 
+// appendNullableInt32s writes a nullable array of int32 (nil = null).
+func appendNullableInt32s(dst []byte, v []int32) []byte {
+	dst = appendNullableArrayLen(dst, v == nil, len(v))
+	for _, x := range v {
+		dst = appendInt32(dst, x)
+	}
+	return dst
+}
+
 func appendStrings(dst []byte, v []string) []byte {
 	dst = appendArrayLen(dst, len(v))
 	for _, s := range v {
@@ -379,6 +388,15 @@ func readNullableSlice[T any](r *reader, s []T, minElem int) []T {
 
 func (r *reader) int32s(s []int32) []int32 {
 	s = resize(s, r.count(sizeInt32, false))
+	for i := range s {
+		s[i] = r.int32()
+	}
+	return s
+}
+
+// nullableInt32s reads a nullable array of int32: null gives nil, empty a non-nil empty slice.
+func (r *reader) nullableInt32s(s []int32) []int32 {
+	s = resizeNullable(s, r.count(sizeInt32, true))
 	for i := range s {
 		s[i] = r.int32()
 	}

@@ -255,6 +255,30 @@ func samples() []sample {
 		{"ListGroupsResponse", &ListGroupsResponse{ThrottleMs: 2, Groups: []ListedGroup{{GroupID: "billing"}, {GroupID: "audit", ProtocolType: "consumer"}}}},
 		{"ListGroupsResponse/none", &ListGroupsResponse{}},
 		{"ListGroupsResponse/loading", &ListGroupsResponse{ErrorCode: ErrCoordinatorLoadInProgress}},
+		{"CreatePartitionsRequest", &CreatePartitionsRequest{Topics: []CreatePartitionsTopic{
+			{Topic: "orders", Count: 6, Assignments: []CreatePartitionsAssignment{{BrokerIDs: []int32{1, 2}}, {}}},
+			{Topic: "placed", Count: 3},
+		}, TimeoutMs: 30000, ValidateOnly: true}},
+		{"CreatePartitionsRequest/emptyAssignments", &CreatePartitionsRequest{Topics: []CreatePartitionsTopic{{Topic: "t", Count: 2, Assignments: []CreatePartitionsAssignment{}}}}},
+		{"CreatePartitionsResponse", &CreatePartitionsResponse{ThrottleMs: 2, Results: []CreatePartitionsResult{
+			{Topic: "orders"}, {Topic: "placed", ErrorCode: ErrInvalidPartitions, ErrorMessage: sp("3 is not more than 3")}}}},
+		{"ElectLeadersRequest/all", &ElectLeadersRequest{ElectionType: ElectionUnclean, TimeoutMs: 100}},
+		{"ElectLeadersRequest/some", &ElectLeadersRequest{Topics: []ElectLeadersTopic{{Topic: "orders", Partitions: []int32{0, 2}}, {Topic: "x"}}}},
+		{"ElectLeadersRequest/none", &ElectLeadersRequest{Topics: []ElectLeadersTopic{}}},
+		{"ElectLeadersResponse", &ElectLeadersResponse{ThrottleMs: 1, Topics: []ElectLeadersResult{{Topic: "orders", Partitions: []ElectLeadersPartitionResult{
+			{Partition: 0}, {Partition: 2, ErrorCode: ErrElectionNotNeeded, ErrorMessage: sp("broker 1 leads already")}}}}}},
+		{"ElectLeadersResponse/error", &ElectLeadersResponse{ErrorCode: ErrNotController}},
+		{"AlterPartitionReassignmentsRequest", &AlterPartitionReassignmentsRequest{TimeoutMs: 30000, Topics: []ReassignTopic{
+			{Topic: "orders", Partitions: []ReassignPartition{{Partition: 0, Replicas: []int32{2, 3}}, {Partition: 1}, {Partition: 2, Replicas: []int32{}}}}}}},
+		{"AlterPartitionReassignmentsRequest/none", &AlterPartitionReassignmentsRequest{}},
+		{"AlterPartitionReassignmentsResponse", &AlterPartitionReassignmentsResponse{ThrottleMs: 4, ErrorCode: ErrInvalidReplicaAssignment,
+			ErrorMessage: sp("orders-2: empty replica list"), Topics: []ReassignTopicResult{{Topic: "orders", Partitions: []ReassignPartitionResult{
+				{Partition: 0}, {Partition: 2, ErrorCode: ErrInvalidReplicaAssignment, ErrorMessage: sp("empty replica list")}}}}}},
+		{"ListPartitionReassignmentsRequest/all", &ListPartitionReassignmentsRequest{TimeoutMs: 5}},
+		{"ListPartitionReassignmentsRequest/some", &ListPartitionReassignmentsRequest{Topics: []ListReassignTopic{{Topic: "orders", Partitions: []int32{1}}}}},
+		{"ListPartitionReassignmentsRequest/none", &ListPartitionReassignmentsRequest{Topics: []ListReassignTopic{}}},
+		{"ListPartitionReassignmentsResponse", &ListPartitionReassignmentsResponse{Topics: []ListedReassignTopic{{Topic: "orders", Partitions: []ListedReassignPartition{
+			{Partition: 0, Replicas: []int32{2, 3, 1}, AddingReplicas: []int32{3}, RemovingReplicas: []int32{1}}}}}}},
 		{"DeleteGroupsRequest", &DeleteGroupsRequest{Groups: []string{"billing", ""}}},
 		{"DeleteGroupsResponse", &DeleteGroupsResponse{ThrottleMs: 3, Results: []DeleteGroupsResult{{GroupID: "billing"}, {GroupID: "audit", ErrorCode: ErrGroupIDNotFound}}}},
 		{"DeleteGroupsResponse/none", &DeleteGroupsResponse{}},
