@@ -38,18 +38,37 @@ func topicCmd() *cobra.Command {
 	}
 
 	var alterConfigs, deleteConfigs []string
+	var alterPartitions int32
 	alter := &cobra.Command{
 		Use:   "alter NAME",
-		Short: "Set or remove topic config overrides",
-		Long:  "Set or remove topic config overrides.\n\n" + topicConfigsHelp(),
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		Short: "Add partitions, or set or remove topic config overrides",
+		Long: "Add partitions (--partitions N, the new total: partitions are never removed; they are placed as at\n" +
+			"creation, and records with a key may go to another partition afterwards), or set or remove topic\n" +
+			"config overrides.\n\n" + topicConfigsHelp(),
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
 			set, err := parseConfigs(alterConfigs)
 			if err != nil {
 				return err
 			}
-			if len(set) == 0 && len(deleteConfigs) == 0 {
-				return fmt.Errorf("nothing to alter: give --config key=value or --delete-config key")
+			growing := c.Flags().Changed("partitions")
+			if len(set) == 0 && len(deleteConfigs) == 0 && !growing {
+				return fmt.Errorf("nothing to alter: give --partitions N, --config key=value or --delete-config key")
+			}
+			if growing {
+				if alterPartitions < 1 {
+					return fmt.Errorf("--partitions %d: the new total must be at least 1", alterPartitions)
+				}
+				if len(set) > 0 || len(deleteConfigs) > 0 {
+					return fmt.Errorf("--partitions and --config/--delete-config: give one (two commands)")
+				}
+				return env.withAdmin(func(ctx context.Context, a *client.Admin) error {
+					if err := a.CreatePartitions(ctx, args[0], alterPartitions, nil); err != nil {
+						return err // names the topic
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "Topic %s now has %d partitions.\n", args[0], alterPartitions)
+					return nil
+				})
 			}
 			for _, k := range deleteConfigs {
 				if _, ok := set[k]; ok {
@@ -68,6 +87,7 @@ func topicCmd() *cobra.Command {
 			})
 		},
 	}
+	alter.Flags().Int32Var(&alterPartitions, "partitions", 0, "the topic's new partition count (more than it has)")
 	alter.Flags().StringArrayVar(&alterConfigs, "config", nil, "config override key=value (repeatable)")
 	alter.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "config override to remove (repeatable): one the topic has, shown as (topic) by describe")
 
