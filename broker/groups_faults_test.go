@@ -129,7 +129,8 @@ func (s *stalledReplay) Release() { s.once.Do(func() { close(s.release) }) }
 // TestGroupCoordinatorLoadInProgress: while a coordinator replays its __consumer_offsets
 // partition (here a restart's replay, held at its first read), every request for a group of
 // that partition answers COORDINATOR_LOAD_IN_PROGRESS (retriable) and touches nothing, as
-// Kafka's; FindCoordinator still names the broker. Once the replay finishes, the offset
+// Kafka's, and so does ListGroups (its list is not complete); FindCoordinator still names the
+// broker. Once the replay finishes, the offset
 // committed before the restart is there and the group's requests are served.
 func TestGroupCoordinatorLoadInProgress(t *testing.T) {
 	dir := t.TempDir()
@@ -187,6 +188,11 @@ func TestGroupCoordinatorLoadInProgress(t *testing.T) {
 	call(t, c, &wire.DescribeGroupsRequest{Groups: []string{g}}, &dr)
 	if len(dr.Groups) != 1 || dr.Groups[0].ErrorCode != loading {
 		t.Errorf("DescribeGroups while loading: %+v, want %v", dr.Groups, loading)
+	}
+	var lr wire.ListGroupsResponse
+	call(t, c, &wire.ListGroupsRequest{}, &lr)
+	if lr.ErrorCode != loading {
+		t.Errorf("ListGroups while loading: %v, want %v (the list is not complete)", lr.ErrorCode, loading)
 	}
 	var fc wire.FindCoordinatorResponse
 	call(t, c, &wire.FindCoordinatorRequest{CoordinatorKey: g}, &fc)
