@@ -416,7 +416,8 @@ func (b *Broker) handleOffsetDelete(c *server.Conn, h wire.RequestHeader, body [
 
 // handleListGroups answers ListGroups: every group this broker coordinates, with its state
 // (v1), filtered by StatesFilter (v1; empty: all), sorted by id (a client lists every broker's,
-// as Kafka's does).
+// as Kafka's does). While a shard loads, the groups of the others come with
+// COORDINATOR_LOAD_IN_PROGRESS, as Kafka's: the list is not complete yet.
 func (b *Broker) handleListGroups(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
 	req := wire.ListGroupsRequest{Version: h.APIVersion}
 	if err := req.ReadFrom(body); err != nil {
@@ -429,6 +430,11 @@ func (b *Broker) handleListGroups(c *server.Conn, h wire.RequestHeader, body []b
 	resp := &wire.ListGroupsResponse{Version: h.APIVersion}
 	for _, sh := range b.groups.activeShards() {
 		if !sh.lock() {
+			sh.mu.Lock()
+			if sh.state == shardLoading {
+				resp.ErrorCode = wire.ErrCoordinatorLoadInProgress
+			}
+			sh.mu.Unlock()
 			continue
 		}
 		for id, e := range sh.groups {

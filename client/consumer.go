@@ -729,6 +729,10 @@ func (c *Consumer) backoffFor(ctx context.Context, failures int) error {
 // code the consumer cannot handle) is returned naming the partition, after the records that
 // came before it, and again on every Poll until the partition is Seeked or unassigned.
 //
+// A subscribed consumer whose group.instance.id another consumer has taken is fenced: Poll
+// tells the listener its partitions are lost, then returns an error wrapping
+// wire.ErrFencedInstanceID, on every Poll from then on.
+//
 // The records stay valid for as long as the application keeps them, unless
 // ReuseRecordBuffers is set: then they are valid until the next Poll or Close.
 func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
@@ -747,6 +751,11 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		if g != nil {
 			// Rebalances, and their listeners, run here on the caller's goroutine.
 			if err := g.poll(ctx); err != nil {
+				if errors.Is(err, wire.ErrFencedInstanceID) {
+					// Another consumer is this instance now: what this one owned is lost, and
+					// the listener hears it before the error (a no-op once nothing is owned).
+					c.losePartitions(ctx, c.Assignment())
+				}
 				return nil, err
 			}
 			c.mu.Lock()

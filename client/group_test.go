@@ -83,12 +83,29 @@ func (f *consumerFixture) newMember(name, group, topic string, cfg client.Consum
 	}
 	cfg.RetryBackoff, cfg.RetryBackoffMax = 10*time.Millisecond, 100*time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// A listener in cfg is told after the log; one with bind learns the consumer before it polls.
+	user := cfg.RebalanceListener
+	if user == nil {
+		user = client.RebalanceFuncs{Lost: func(context.Context, []client.TopicPartition) {}}
+	}
 	cfg.RebalanceListener = client.RebalanceFuncs{
-		Revoked:  func(_ context.Context, tps []client.TopicPartition) { m.log("revoked", tps) },
-		Assigned: func(_ context.Context, tps []client.TopicPartition) { m.log("assigned", tps) },
-		Lost:     func(_ context.Context, tps []client.TopicPartition) { m.log("lost", tps) },
+		Revoked: func(ctx context.Context, tps []client.TopicPartition) {
+			m.log("revoked", tps)
+			user.OnPartitionsRevoked(ctx, tps)
+		},
+		Assigned: func(ctx context.Context, tps []client.TopicPartition) {
+			m.log("assigned", tps)
+			user.OnPartitionsAssigned(ctx, tps)
+		},
+		Lost: func(ctx context.Context, tps []client.TopicPartition) {
+			m.log("lost", tps)
+			user.OnPartitionsLost(ctx, tps)
+		},
 	}
 	m.c = f.consumer(cfg)
+	if b, ok := user.(interface{ bind(*client.Consumer) }); ok {
+		b.bind(m.c)
+	}
 	if err := m.c.Subscribe(topic); err != nil {
 		f.t.Fatal(err)
 	}

@@ -311,8 +311,37 @@ func (g *Group) maxRebalanceTimeout() time.Duration {
 	return d
 }
 
+// sameProtocols is Kafka's test of a known member's rejoin: the same protocols in the same
+// order with the same metadata bytes.
 func sameProtocols(a, b []Protocol) bool {
 	return slices.EqualFunc(a, b, func(x, y Protocol) bool { return x.Name == y.Name && bytes.Equal(x.Metadata, y.Metadata) })
+}
+
+// sameSubscription reports whether two metadata of one protocol ask for the same assignment.
+// For protocol type "consumer" that is the same topics (in any order) and rack: the owned
+// partitions, their generation and the user data describe what the member held, which a
+// restarted static member no longer knows. Other protocol types compare the bytes.
+func sameSubscription(protocolType string, a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if protocolType != wire.ConsumerProtocolType {
+		return false
+	}
+	var x, y wire.ConsumerSubscription
+	if x.ReadFrom(a) != nil || y.ReadFrom(b) != nil {
+		return false
+	}
+	tx, ty := slices.Clone(x.Topics), slices.Clone(y.Topics)
+	slices.Sort(tx)
+	slices.Sort(ty)
+	rack := func(r *string) string {
+		if r == nil {
+			return ""
+		}
+		return *r
+	}
+	return slices.Equal(slices.Compact(tx), slices.Compact(ty)) && rack(x.RackID) == rack(y.RackID)
 }
 
 func errJoin(id string, err wire.ErrorCode) *JoinResponse {
@@ -418,7 +447,15 @@ func (g *Group) joinNew(now time.Time, req JoinRequest) (string, *JoinResponse, 
 	old.clientID, old.clientHost = req.ClientID, req.ClientHost
 	old.sessionTimeout, old.rebalanceTimeout = req.SessionTimeout, req.RebalanceTimeout
 	old.expires = now.Add(req.SessionTimeout)
-	if g.state == Stable && sameProtocols(saved.protocols, req.Protocols) {
+	// In Stable the restart rebalances only if it changes the assignment's input: the vote
+	// would choose another protocol (Kafka's test), or the member's metadata of the chosen
+	// protocol asks for something else (ours; Kafka does not look, so a changed
+	// subscription would wait for the next rebalance). Metadata of the other protocols, and
+	// the partitions the member says it owns, do not count.
+	old.protocolType = req.ProtocolType
+	old.protocols = slices.Clone(req.Protocols)
+	if g.state == Stable && old.supports(g.protocol) && g.selectProtocol() == g.protocol &&
+		sameSubscription(g.protocolType, saved.metadata(g.protocol), old.metadata(g.protocol)) {
 		r := g.joinResponse(old, old.id == g.leader)
 		r.SkipAssignment = old.id == g.leader
 		if !r.SkipAssignment {

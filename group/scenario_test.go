@@ -19,6 +19,7 @@ import (
 //
 //	config delay=D min=D max=D maxsize=N reject=ASSIGNMENT   a fresh group with this config
 //	join [member=ID] [instance=I] [client=C] [type=consumer] [proto=NAME:META,...] [session=D] [rebalance=D]
+//	     META is raw bytes, or a consumer subscription: topics=T+T[;owned=T/P+T/P][;rack=R]
 //	sync member=ID [instance=I] gen=N [type=T] [protocol=P] [assign=ID:A,...]
 //	heartbeat member=ID [instance=I] gen=N
 //	leave [member=ID] [instance=I]
@@ -170,7 +171,7 @@ func (s *driver) run(cmd string) []string {
 				continue
 			}
 			n, m, _ := strings.Cut(p, ":")
-			req.Protocols = append(req.Protocols, Protocol{Name: n, Metadata: []byte(m)})
+			req.Protocols = append(req.Protocols, Protocol{Name: n, Metadata: metadata(s.t, m)})
 		}
 		if v, ok := a["member-len"]; ok {
 			n, _ := strconv.Atoi(v)
@@ -241,7 +242,7 @@ func (s *driver) run(cmd string) []string {
 		out = append(out, fmt.Sprintf("describe: %v type=%s protocol=%s", d.State, d.ProtocolType, d.Protocol))
 		for _, m := range d.Members {
 			out = append(out, fmt.Sprintf("  %s instance=%s client=%s host=%s metadata=%s assignment=%s",
-				m.MemberID, m.InstanceID, m.ClientID, m.ClientHost, m.Metadata, m.Assignment))
+				m.MemberID, m.InstanceID, m.ClientID, m.ClientHost, formatMetadata(m.Metadata), m.Assignment))
 		}
 	case "dead":
 		fx = s.g.MarkDead()
@@ -321,7 +322,7 @@ func formatJoin(id string, r *JoinResponse) string {
 	if r.Members != nil {
 		var ms []string
 		for _, m := range r.Members {
-			ms = append(ms, m.MemberID+":"+string(m.Metadata))
+			ms = append(ms, m.MemberID+":"+formatMetadata(m.Metadata))
 		}
 		s += " members=" + strings.Join(ms, ",")
 	}
@@ -361,4 +362,61 @@ func errByName(t *testing.T, name string) wire.ErrorCode {
 	}
 	t.Fatalf("no error code %s", name)
 	return 0
+}
+
+// metadata is a join's protocol metadata: "topics=a+b;owned=a/0+b/1;rack=r" encodes a
+// ConsumerSubscription v3 (generation 1 when it owns partitions), anything else is the bytes.
+func metadata(t *testing.T, m string) []byte {
+	if !strings.HasPrefix(m, "topics=") {
+		return []byte(m)
+	}
+	sub := wire.ConsumerSubscription{Version: 3, GenerationID: -1}
+	for _, f := range strings.Split(m, ";") {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "topics":
+			sub.Topics = strings.Split(v, "+")
+		case "owned":
+			sub.GenerationID = 1
+			for _, tp := range strings.Split(v, "+") {
+				topic, p, _ := strings.Cut(tp, "/")
+				n, err := strconv.Atoi(p)
+				if err != nil {
+					t.Fatalf("owned %q: %v", tp, err)
+				}
+				if k := len(sub.OwnedPartitions); k > 0 && sub.OwnedPartitions[k-1].Topic == topic {
+					sub.OwnedPartitions[k-1].Partitions = append(sub.OwnedPartitions[k-1].Partitions, int32(n))
+				} else {
+					sub.OwnedPartitions = append(sub.OwnedPartitions, wire.ConsumerTopicPartitions{Topic: topic, Partitions: []int32{int32(n)}})
+				}
+			}
+		case "rack":
+			sub.RackID = &v
+		default:
+			t.Fatalf("metadata %q: unknown field %s", m, k)
+		}
+	}
+	return sub.AppendTo(nil)
+}
+
+// formatMetadata prints metadata in the syntax metadata reads.
+func formatMetadata(b []byte) string {
+	var sub wire.ConsumerSubscription
+	if sub.ReadFrom(b) != nil || sub.Version != 3 || !bytes.Equal(sub.AppendTo(nil), b) {
+		return string(b)
+	}
+	s := "topics=" + strings.Join(sub.Topics, "+")
+	var owned []string
+	for _, tp := range sub.OwnedPartitions {
+		for _, p := range tp.Partitions {
+			owned = append(owned, fmt.Sprintf("%s/%d", tp.Topic, p))
+		}
+	}
+	if len(owned) > 0 {
+		s += ";owned=" + strings.Join(owned, "+")
+	}
+	if sub.RackID != nil {
+		s += ";rack=" + *sub.RackID
+	}
+	return s
 }
