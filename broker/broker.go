@@ -55,6 +55,10 @@ type Broker struct {
 	sessions fetchSessions
 	// pids hands out producer ids from this broker's block (initproducerid.go).
 	pids producerIDs
+	// leaderQuota and followerQuota cap the bytes of the replicas moves are adding, sent as
+	// their leader and fetched as their follower (throttle.go); the reconciler sets their
+	// rates from the metadata's dynamic broker configs.
+	leaderQuota, followerQuota replicationQuota
 
 	mu struct {
 		sync.RWMutex

@@ -287,6 +287,10 @@ func (f *fetch) try(final bool) bool {
 			if limit <= 0 && first {
 				limit = 1 // KIP-74: the first batch comes back whole whatever the limits
 			}
+			throttled := follower && throttledReplica(p, req.ReplicaID) && f.b.leaderQuota.limit() > 0
+			if throttled && !f.b.leaderQuota.blockedUntil(time.Now()).IsZero() {
+				limit = 0 // a replica a move is adding, and the leader quota is spent (throttle.go)
+			}
 			var s segment.Slice
 			var err error
 			if f.shared && f.req.SpanMaxBytes > 0 {
@@ -321,6 +325,9 @@ func (f *fetch) try(final bool) bool {
 			}
 			if s.Len > 0 {
 				first = false
+			}
+			if throttled {
+				f.b.leaderQuota.take(s.Len, time.Now())
 			}
 			total += s.Len
 			f.addSlice(s, int32(s.Len))

@@ -432,6 +432,14 @@ func (f *replicaFetcher) plan(parts []snap, now time.Time) time.Duration {
 			continue
 		}
 		p := fl.p
+		if f.rf.b.throttledFollower(p) {
+			// A replica a move is adding, and the follower quota is spent: it waits, the
+			// other partitions of the fetch do not (throttle.go).
+			if until := f.rf.b.followerQuota.blockedUntil(now); !until.IsZero() {
+				fl.notBefore = until
+				continue
+			}
+		}
 		l := p.log()
 		if p.rep == nil || l == nil {
 			continue

@@ -66,6 +66,11 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 			PartitionMaxBytes:  cfg.partitionBytes,
 			DurableOffset:      int64(rp.plan.DurableOffset),
 		}
+		if r := f.rf.b.followerQuota.limit(); r > 0 && f.rf.b.throttledFollower(rp.fl.p) {
+			// At most a second's worth per answer, so that one answer does not overshoot the
+			// rate by a whole partition's bytes (the first batch comes whole anyway, KIP-74).
+			entry.PartitionMaxBytes = int32(min(int64(cfg.partitionBytes), r))
+		}
 		if incremental {
 			if prev, ok := f.sess.sent[tp]; ok && prev == entry {
 				continue // the leader's session has it as it is
@@ -207,6 +212,9 @@ func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition)
 		return
 	}
 	l := p.log()
+	if len(records) > 0 && f.rf.b.throttledFollower(p) {
+		f.rf.b.followerQuota.take(len(records), now)
+	}
 	if len(records) > 0 {
 		if l.EndOffset() != rp.plan.Offset {
 			return // the log moved since the request (a truncation): the next round asks again

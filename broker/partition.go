@@ -48,6 +48,9 @@ type partition struct {
 	// replicas is the partition's assignment as the metadata last reconciled says: a follower's
 	// fetch from a broker outside it is refused (fetch.go).
 	replicas atomic.Pointer[[]int32]
+	// adding is the replicas a move in progress is adding (nil: none), as the metadata last
+	// reconciled says: their catch-up is what the replication throttles cap (throttle.go).
+	adding atomic.Pointer[[]int32]
 	// hw is the high watermark rep last reported (applyReady): consumers read below it.
 	hw atomic.Int64
 	// acksAll is rep.AcceptsAcksAll() as of the last applyReady: acks=all is refused up front
