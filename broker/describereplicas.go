@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicemq/sluice/batch"
 	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/server"
 	"github.com/sluicemq/sluice/net/wire"
@@ -27,11 +28,13 @@ import (
 )
 
 func (b *Broker) handleDescribeReplicas(c *server.Conn, h wire.RequestHeader, body []byte) *server.Pending {
-	var req wire.DescribeReplicasRequest
+	req := wire.DescribeReplicasRequest{Version: h.APIVersion}
 	if err := req.ReadFrom(body); err != nil {
 		return b.malformed(c, h, err)
 	}
-	return respond(c, h, b.describeReplicas(req.Topics, time.Now()))
+	resp := b.describeReplicas(req.Topics, time.Now())
+	resp.Version = req.Version
+	return respond(c, h, resp)
 }
 
 // describeReplicas answers for topics (none: every partition this broker leads) at now.
@@ -114,7 +117,7 @@ func (b *Broker) describeLed(p *partition, pm cluster.PartitionMeta, now time.Ti
 	}
 	out.Replicas = append(out.Replicas, wire.DescribeReplicasReplica{
 		ReplicaID: self, LogEndOffset: out.LogEndOffset, DurableOffset: out.DurableOffset,
-		InISR: slices.Contains(st.ISR, self),
+		InISR: slices.Contains(st.ISR, self), LagBytes: 0,
 	})
 	// The assignment's order, then any follower the status knows that the metadata we read
 	// does not assign (a reassignment between the two reads).
@@ -129,8 +132,15 @@ func (b *Broker) describeLed(p *partition, pm cluster.PartitionMeta, now time.Ti
 			ids = append(ids, f.ReplicaID)
 		}
 	}
+	l := p.log()
 	for _, id := range ids {
-		out.Replicas = append(out.Replicas, followerRow(st, id, now))
+		row := followerRow(st, id, now)
+		if row.LogEndOffset >= 0 {
+			if n, err := l.BytesFrom(batch.Offset(row.LogEndOffset)); err == nil {
+				row.LagBytes = n
+			}
+		}
+		out.Replicas = append(out.Replicas, row)
 	}
 	return out
 }
@@ -138,7 +148,7 @@ func (b *Broker) describeLed(p *partition, pm cluster.PartitionMeta, now time.Ti
 // followerRow is replica id's progress in st; -1 where the leader knows nothing of it.
 func followerRow(st replication.Status, id int32, now time.Time) wire.DescribeReplicasReplica {
 	row := wire.DescribeReplicasReplica{ReplicaID: id, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1,
-		InISR: slices.Contains(st.ISR, id)}
+		InISR: slices.Contains(st.ISR, id), LagBytes: -1}
 	i := slices.IndexFunc(st.Followers, func(f replication.FollowerStatus) bool { return f.ReplicaID == id })
 	if i < 0 {
 		return row

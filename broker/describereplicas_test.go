@@ -108,7 +108,8 @@ func TestDescribeReplicasOnlyLeaders(t *testing.T) {
 
 // TestDescribeReplicasFollowerRows: a follower's row is computed from the leader's status: lag
 // = leader LEO - follower LEO, milliseconds since it was last caught up, ISR membership; a
-// replica the leader has no progress for is -1 throughout.
+// replica the leader has no progress for is -1 throughout. LagBytes is the log's to fill in
+// (describeLed), -1 here.
 func TestDescribeReplicasFollowerRows(t *testing.T) {
 	now := time.Unix(1000, 0)
 	st := replication.Status{Role: replication.Leader, LogEndOffset: 100, ISR: []int32{1, 2},
@@ -120,9 +121,9 @@ func TestDescribeReplicasFollowerRows(t *testing.T) {
 		id   int32
 		want wire.DescribeReplicasReplica
 	}{
-		{2, wire.DescribeReplicasReplica{ReplicaID: 2, LogEndOffset: 97, DurableOffset: 95, Lag: 3, SinceCaughtUpMs: 1500, InISR: true}},
-		{3, wire.DescribeReplicasReplica{ReplicaID: 3, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1}},
-		{4, wire.DescribeReplicasReplica{ReplicaID: 4, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1}},
+		{2, wire.DescribeReplicasReplica{ReplicaID: 2, LogEndOffset: 97, DurableOffset: 95, Lag: 3, SinceCaughtUpMs: 1500, InISR: true, LagBytes: -1}},
+		{3, wire.DescribeReplicasReplica{ReplicaID: 3, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1, LagBytes: -1}},
+		{4, wire.DescribeReplicasReplica{ReplicaID: 4, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1, LagBytes: -1}},
 	}
 	for _, c := range cases {
 		if got := followerRow(st, c.id, now); got != c.want {

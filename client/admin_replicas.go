@@ -123,8 +123,9 @@ func (a *Admin) describeReplicasAt(ctx context.Context, brokers []wire.MetadataB
 	if !conn.supports(wire.DescribeReplicas) {
 		return nil, ErrNoDescribeReplicas
 	}
-	resp := &wire.DescribeReplicasResponse{}
-	if err := conn.callWithin(ctx, a.cfg.RequestTimeout, &wire.DescribeReplicasRequest{Topics: topics}, resp); err != nil {
+	v := min(conn.Version(wire.DescribeReplicas), 1)
+	resp := &wire.DescribeReplicasResponse{Version: v}
+	if err := conn.callWithin(ctx, a.cfg.RequestTimeout, &wire.DescribeReplicasRequest{Version: v, Topics: topics}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

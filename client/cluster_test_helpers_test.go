@@ -184,7 +184,7 @@ func (b *clusterBroker) handle(req wire.Request, v int16) wire.Encoder {
 		return &wire.InitProducerIDResponse{ProducerID: fakeProducerIDs.Add(1)}
 	case *wire.DescribeReplicasRequest:
 		c.described[b.id]++
-		resp := &wire.DescribeReplicasResponse{}
+		resp := &wire.DescribeReplicasResponse{Version: r.Version}
 		for _, name := range r.Topics {
 			out := wire.DescribeReplicasTopic{Topic: name}
 			for i, p := range c.topics[name] {

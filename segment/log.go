@@ -658,3 +658,32 @@ func (l *Log) Reconfigure(o Options) {
 		}
 	}
 }
+
+// BytesFrom is how many bytes of the log hold the batches at and past off (the batch that
+// contains off counts whole): what a replica whose log ends at off has left to fetch. 0 for
+// off at or past the end; the whole log for off before its start.
+func (l *Log) BytesFrom(off batch.Offset) (int64, error) {
+	start, end := l.StartOffset(), l.EndOffset()
+	if off >= end {
+		return 0, nil
+	}
+	if off < start {
+		return l.Size(), nil
+	}
+	s, err := l.Read(off, 1, end)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Release()
+	segs := l.Segments()
+	var n int64
+	for _, seg := range segs {
+		switch {
+		case seg == s.seg:
+			n += max(seg.Size()-s.Pos, 0)
+		case seg.base > s.FirstOffset:
+			n += seg.Size()
+		}
+	}
+	return n, nil
+}

@@ -104,7 +104,7 @@ var apiTable = []apiInfo{
 	{AttachMemory, "AttachMemory", true, 0, 0},
 	{ProduceShared, "ProduceShared", true, 0, 1},
 	{FetchShared, "FetchShared", true, 0, 1},
-	{DescribeReplicas, "DescribeReplicas", true, 0, 0},
+	{DescribeReplicas, "DescribeReplicas", true, 0, 1},
 }
 
 func lookupAPI(k APIKey) (apiInfo, bool) {
@@ -271,7 +271,7 @@ func NewRequest(k APIKey, version int16) (Request, error) {
 	case FetchShared:
 		return &FetchSharedRequest{FetchRequest: FetchRequest{Version: version}}, nil
 	case DescribeReplicas:
-		return new(DescribeReplicasRequest), nil
+		return &DescribeReplicasRequest{Version: version}, nil
 	}
 	return nil, ErrUnknownAPI // unreachable while apiTable and this switch agree; a test checks they do
 }
@@ -344,7 +344,7 @@ func NewResponse(k APIKey, version int16) (Response, error) {
 	case FetchShared:
 		return &FetchSharedResponse{FetchResponse: FetchResponse{Version: version}}, nil
 	case DescribeReplicas:
-		return new(DescribeReplicasResponse), nil
+		return &DescribeReplicasResponse{Version: version}, nil
 	}
 	return nil, ErrUnknownAPI
 }

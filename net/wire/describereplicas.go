@@ -22,11 +22,15 @@ const DescribeReplicas APIKey = 9003
 
 // DescribeReplicasRequest names the topics to describe; empty: every partition the broker leads.
 type DescribeReplicasRequest struct {
-	Topics []string
+	Version int16 // 0, or 1: each replica's lag in bytes too
+	Topics  []string
 }
 
 // Key returns DescribeReplicas.
 func (*DescribeReplicasRequest) Key() APIKey { return DescribeReplicas }
+
+// APIVersion implements Versioned.
+func (d *DescribeReplicasRequest) APIVersion() int16 { return d.Version }
 
 // AppendTo appends the body's encoding.
 func (d *DescribeReplicasRequest) AppendTo(dst []byte) []byte { return appendStrings(dst, d.Topics) }
@@ -40,6 +44,7 @@ func (d *DescribeReplicasRequest) ReadFrom(b []byte) error {
 
 // DescribeReplicasResponse answers per topic and partition.
 type DescribeReplicasResponse struct {
+	Version    int16 // the layout: the version of the request it answers
 	ThrottleMs int32
 	Topics     []DescribeReplicasTopic
 }
@@ -75,6 +80,9 @@ type DescribeReplicasReplica struct {
 	Lag             int64 // the leader's log end minus the replica's, in offsets; -1 if unknown
 	SinceCaughtUpMs int64 // since it was last caught up; -1: never at this epoch
 	InISR           bool
+	// LagBytes (v1) is how many bytes of the leader's log lie past the replica's log end: what
+	// it has left to fetch (0 for the leader itself; -1 if unknown).
+	LagBytes int64
 }
 
 const (
@@ -86,39 +94,47 @@ const (
 // Key returns DescribeReplicas.
 func (*DescribeReplicasResponse) Key() APIKey { return DescribeReplicas }
 
-// AppendTo appends the body's encoding.
+// AppendTo appends the body's encoding, in the layout of d.Version.
 func (d *DescribeReplicasResponse) AppendTo(dst []byte) []byte {
 	dst = appendInt32(dst, d.ThrottleMs)
-	return appendArray(dst, d.Topics)
+	dst = appendArrayLen(dst, len(d.Topics))
+	for i := range d.Topics {
+		dst = d.Topics[i].appendTo(dst, d.Version)
+	}
+	return dst
 }
 
-// ReadFrom decodes b into d (see Message).
+// ReadFrom decodes b into d (see Message), in the layout of d.Version.
 func (d *DescribeReplicasResponse) ReadFrom(b []byte) error {
 	r := reader{b: b}
 	d.ThrottleMs = r.int32()
 	d.Topics = readSlice(&r, d.Topics, minDescribeReplicasTopic)
 	for i := range d.Topics {
-		d.Topics[i].readFrom(&r)
+		d.Topics[i].readFrom(&r, d.Version)
 	}
 	return r.done()
 }
 
-func (t *DescribeReplicasTopic) appendTo(dst []byte) []byte {
+func (t *DescribeReplicasTopic) appendTo(dst []byte, v int16) []byte {
 	dst = appendString(dst, t.Topic)
 	dst = appendInt16(dst, int16(t.ErrorCode))
-	return appendArray(dst, t.Partitions)
+	dst = appendArrayLen(dst, len(t.Partitions))
+	for i := range t.Partitions {
+		dst = t.Partitions[i].appendTo(dst, v)
+	}
+	return dst
 }
 
-func (t *DescribeReplicasTopic) readFrom(r *reader) {
+func (t *DescribeReplicasTopic) readFrom(r *reader, v int16) {
 	t.Topic = r.stringReuse(t.Topic)
 	t.ErrorCode = ErrorCode(r.int16())
 	t.Partitions = readSlice(r, t.Partitions, minDescribeReplicasPartition)
 	for i := range t.Partitions {
-		t.Partitions[i].readFrom(r)
+		t.Partitions[i].readFrom(r, v)
 	}
 }
 
-func (p *DescribeReplicasPartition) appendTo(dst []byte) []byte {
+func (p *DescribeReplicasPartition) appendTo(dst []byte, v int16) []byte {
 	dst = appendInt32(dst, p.Partition)
 	dst = appendInt16(dst, int16(p.ErrorCode))
 	dst = appendInt32(dst, p.Leader)
@@ -133,10 +149,14 @@ func (p *DescribeReplicasPartition) appendTo(dst []byte) []byte {
 	for _, id := range p.PendingISR {
 		dst = appendInt32(dst, id)
 	}
-	return appendArray(dst, p.Replicas)
+	dst = appendArrayLen(dst, len(p.Replicas))
+	for i := range p.Replicas {
+		dst = p.Replicas[i].appendTo(dst, v)
+	}
+	return dst
 }
 
-func (p *DescribeReplicasPartition) readFrom(r *reader) {
+func (p *DescribeReplicasPartition) readFrom(r *reader, v int16) {
 	p.Partition = r.int32()
 	p.ErrorCode = ErrorCode(r.int16())
 	p.Leader = r.int32()
@@ -153,24 +173,32 @@ func (p *DescribeReplicasPartition) readFrom(r *reader) {
 	}
 	p.Replicas = readSlice(r, p.Replicas, minDescribeReplicasReplica)
 	for i := range p.Replicas {
-		p.Replicas[i].readFrom(r)
+		p.Replicas[i].readFrom(r, v)
 	}
 }
 
-func (rp *DescribeReplicasReplica) appendTo(dst []byte) []byte {
+func (rp *DescribeReplicasReplica) appendTo(dst []byte, v int16) []byte {
 	dst = appendInt32(dst, rp.ReplicaID)
 	dst = appendInt64(dst, rp.LogEndOffset)
 	dst = appendInt64(dst, rp.DurableOffset)
 	dst = appendInt64(dst, rp.Lag)
 	dst = appendInt64(dst, rp.SinceCaughtUpMs)
-	return appendBool(dst, rp.InISR)
+	dst = appendBool(dst, rp.InISR)
+	if v >= 1 {
+		dst = appendInt64(dst, rp.LagBytes)
+	}
+	return dst
 }
 
-func (rp *DescribeReplicasReplica) readFrom(r *reader) {
+func (rp *DescribeReplicasReplica) readFrom(r *reader, v int16) {
 	rp.ReplicaID = r.int32()
 	rp.LogEndOffset = r.int64()
 	rp.DurableOffset = r.int64()
 	rp.Lag = r.int64()
 	rp.SinceCaughtUpMs = r.int64()
 	rp.InISR = r.bool()
+	rp.LagBytes = -1
+	if v >= 1 {
+		rp.LagBytes = r.int64()
+	}
 }

@@ -318,9 +318,9 @@ func samples() []sample {
 			{Topic: "orders", Partitions: []DescribeReplicasPartition{
 				{Partition: 0, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 9, HighWatermark: 90, LogStartOffset: 10, LogEndOffset: 100, DurableOffset: 95,
 					ISR: []int32{1, 2}, PendingISR: []int32{1, 2, 3}, Replicas: []DescribeReplicasReplica{
-						{ReplicaID: 1, LogEndOffset: 100, DurableOffset: 95, Lag: 0, SinceCaughtUpMs: 0, InISR: true},
-						{ReplicaID: 2, LogEndOffset: 90, DurableOffset: 90, Lag: 10, SinceCaughtUpMs: 12, InISR: true},
-						{ReplicaID: 3, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1},
+						{ReplicaID: 1, LogEndOffset: 100, DurableOffset: 95, Lag: 0, SinceCaughtUpMs: 0, InISR: true, LagBytes: -1},
+						{ReplicaID: 2, LogEndOffset: 90, DurableOffset: 90, Lag: 10, SinceCaughtUpMs: 12, InISR: true, LagBytes: -1},
+						{ReplicaID: 3, LogEndOffset: -1, DurableOffset: -1, Lag: -1, SinceCaughtUpMs: -1, LagBytes: -1},
 					}},
 				{Partition: 1, ErrorCode: ErrNotLeaderOrFollower, Leader: 2, LeaderEpoch: -1, PartitionEpoch: -1, HighWatermark: -1, LogStartOffset: -1,
 					LogEndOffset: -1, DurableOffset: -1, PendingISR: nil},
@@ -329,6 +329,10 @@ func samples() []sample {
 			{Topic: "nope", ErrorCode: ErrUnknownTopicOrPartition},
 		}}},
 		{"DescribeReplicasResponse/none", &DescribeReplicasResponse{}},
+		{"DescribeReplicasRequest/v1", &DescribeReplicasRequest{Version: 1, Topics: []string{"orders"}}},
+		{"DescribeReplicasResponse/v1", &DescribeReplicasResponse{Version: 1, Topics: []DescribeReplicasTopic{{Topic: "orders", Partitions: []DescribeReplicasPartition{
+			{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []DescribeReplicasReplica{
+				{ReplicaID: 1, LogEndOffset: 100, InISR: true}, {ReplicaID: 4, LogEndOffset: 40, Lag: 60, SinceCaughtUpMs: -1, LagBytes: 61440}}}}}}}},
 	}
 }
 
