@@ -3,6 +3,7 @@ package reassign
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,7 @@ func TestPlanKafkaExamplesRoundTrip(t *testing.T) {
 			t.Errorf("%s: reparse: %v", tc.name, err)
 			continue
 		}
-		sorted := Plan{Version: p.Version, Partitions: append([]PartitionPlan(nil), p.Partitions...)}
+		sorted := Plan{Version: p.Version, Partitions: slices.Clone(p.Partitions)}
 		sortParts(sorted.Partitions)
 		if !reflect.DeepEqual(again, sorted) {
 			t.Errorf("%s: parse → format → parse\n%+v\nwant\n%+v", tc.name, again, sorted)

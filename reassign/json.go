@@ -35,10 +35,10 @@ func (k kind) String() string {
 type value struct {
 	kind    kind
 	off     int64
-	str     string      // kindString; kindNumber: the literal
-	elems   []value     // kindArray
-	members []member    // kindObject, in the file's order
-	boolean bool        // kindBool
+	str     string   // kindString; kindNumber: the literal
+	elems   []value  // kindArray
+	members []member // kindObject, in the file's order
+	boolean bool     // kindBool
 }
 
 type member struct {
