@@ -42,5 +42,7 @@
 // the list and new replicas take the places of those that left; the leader then goes first.
 // The seed only orders the brokers and partitions as the solver sees them: the same input and
 // seed give the same plan, and another seed may give another plan only among equally good
-// ones. Cost: O(R · E log V) for R replicas and E ≈ partitions × brokers edges.
+// ones. The flows are solved primal-dual (flow.go): a few shortest-path phases, each followed
+// by blocking flows; 3,000 partitions of RF 3 moving from 6 brokers to 9 take about 30 ms
+// (BenchmarkGenerate).
 package reassign

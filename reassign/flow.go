@@ -2,11 +2,13 @@ package reassign
 
 import "container/heap"
 
-// flowGraph is a min-cost flow network solved by successive shortest paths: Dijkstra over
-// reduced costs (Johnson potentials), which needs every edge's cost ≥ 0 at the start, as
-// Generate's networks have. Each augmentation carries at least one unit, so a flow of F costs
-// F shortest-path searches, O(F · E log V). Deterministic: the same edges added in the same
-// order give the same flow.
+// flowGraph is a min-cost flow network solved primal-dual: a phase finds the least reduced
+// cost from the source to every node (Dijkstra over Johnson potentials, which needs every
+// edge's cost ≥ 0 at the start, as Generate's networks have), raises the potentials by it, and
+// then sends as much flow as the edges of reduced cost 0 carry (Dinic's blocking flows). Each
+// phase's paths cost strictly more than the last one's, and Generate's costs take few values,
+// so there are few phases, each O(E log V + Dinic). Deterministic: the same edges added in the
+// same order give the same flow.
 type flowGraph struct {
 	adj [][]flowEdge
 }
@@ -39,8 +41,6 @@ func (g *flowGraph) solve(s, t, want int) int {
 	n := len(g.adj)
 	pot := make([]int64, n)
 	dist := make([]int64, n)
-	prevNode := make([]int, n)
-	prevEdge := make([]int, n)
 	const inf = int64(1) << 62
 	sent := 0
 	for sent < want {
@@ -55,14 +55,15 @@ func (g *flowGraph) solve(s, t, want int) int {
 				continue
 			}
 			u := it.node
-			for i, e := range g.adj[u] {
+			if u == t {
+				break // nodes not yet settled are at least this far: see below
+			}
+			for _, e := range g.adj[u] {
 				if e.cap == 0 {
 					continue
 				}
-				nd := dist[u] + e.cost + pot[u] - pot[e.to]
-				if nd < dist[e.to] {
+				if nd := dist[u] + e.cost + pot[u] - pot[e.to]; nd < dist[e.to] {
 					dist[e.to] = nd
-					prevNode[e.to], prevEdge[e.to] = u, i
 					heap.Push(pq, heapItem{node: e.to, dist: nd})
 				}
 			}
@@ -70,21 +71,70 @@ func (g *flowGraph) solve(s, t, want int) int {
 		if dist[t] == inf {
 			break
 		}
+		// Raising every potential by min(dist, dist[t]) keeps every residual edge's reduced
+		// cost ≥ 0 and makes those of the shortest paths 0.
 		for v := range pot {
-			if dist[v] < inf {
-				pot[v] += dist[v]
+			pot[v] += min(dist[v], dist[t])
+		}
+		sent += g.blockingFlows(s, t, want-sent, pot)
+	}
+	return sent
+}
+
+// blockingFlows sends up to limit units over the edges of reduced cost 0 (Dinic: levels by
+// breadth-first search, then depth-first pushes with a current edge per node), until no such
+// path is left.
+func (g *flowGraph) blockingFlows(s, t, limit int, pot []int64) int {
+	n := len(g.adj)
+	level := make([]int, n)
+	next := make([]int, n)
+	admissible := func(u int, e flowEdge) bool { return e.cap > 0 && e.cost+pot[u]-pot[e.to] == 0 }
+	var push func(u, f int) int
+	push = func(u, f int) int {
+		if u == t {
+			return f
+		}
+		for ; next[u] < len(g.adj[u]); next[u]++ {
+			e := &g.adj[u][next[u]]
+			if !admissible(u, *e) || level[e.to] != level[u]+1 {
+				continue
+			}
+			if d := push(e.to, min(f, e.cap)); d > 0 {
+				e.cap -= d
+				g.adj[e.to][e.rev].cap += d
+				return d
 			}
 		}
-		push := want - sent
-		for v := t; v != s; v = prevNode[v] {
-			push = min(push, g.adj[prevNode[v]][prevEdge[v]].cap)
+		return 0
+	}
+	sent := 0
+	queue := make([]int, 0, n)
+	for sent < limit {
+		for i := range level {
+			level[i] = -1
 		}
-		for v := t; v != s; v = prevNode[v] {
-			e := &g.adj[prevNode[v]][prevEdge[v]]
-			e.cap -= push
-			g.adj[v][e.rev].cap += push
+		level[s] = 0
+		queue = append(queue[:0], s)
+		for qi := 0; qi < len(queue); qi++ {
+			u := queue[qi]
+			for _, e := range g.adj[u] {
+				if level[e.to] < 0 && admissible(u, e) {
+					level[e.to] = level[u] + 1
+					queue = append(queue, e.to)
+				}
+			}
 		}
-		sent += push
+		if level[t] < 0 {
+			break
+		}
+		clear(next)
+		for sent < limit {
+			d := push(s, limit-sent)
+			if d == 0 {
+				break
+			}
+			sent += d
+		}
 	}
 	return sent
 }
