@@ -31,6 +31,10 @@
 //     needs it elsewhere;
 //  4. balance preferred leaders (first replicas) the same way, per topic and overall, as far
 //     as the replica lists allow, keeping a partition's current preferred leader when it can.
+//     Copying data outranks leader balance: a partition of one replica has no choice of
+//     leader, and its replica is not moved for the leaders' sake, so a plan that mixes
+//     replication factors may leave leaders further apart (with one replication factor
+//     throughout, the property test always finds them balanced).
 //
 // Kafka's generator places each topic afresh, round robin from a random broker, and so moves
 // nearly everything; this one is optimal for 2 and 3. It solves two min-cost flows: first the
