@@ -25,7 +25,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), topicCmd(), groupCmd(), reassignCmd(), produceCmd(), consumeCmd(), clusterCmd(), benchCmd(), chaosCmd(), versionCmd())
+	root.AddCommand(serveCmd(), topicCmd(), groupCmd(), reassignCmd(), leaderElectionCmd(), produceCmd(), consumeCmd(), clusterCmd(), benchCmd(), chaosCmd(), versionCmd())
 	// Add cobra's completion command now rather than in Execute, so that the loop below sees
 	// it too (it only groups the shells' commands).
 	root.InitDefaultCompletionCmd()

@@ -13,8 +13,10 @@ files: generate proposes a balanced plan for some topics over some brokers; the 
 subcommands start, check, cancel and list the moves of a plan.`
 	cmd.AddCommand(
 		reassignGenerateCmd(cmd, env),
-		// The subcommands that carry a plan out (execute, verify, cancel, list) go here, each
-		// in its own file, reassign_<name>.go, made as reassignGenerateCmd is.
+		reassignExecuteCmd(cmd, env), // these four: reassign_execute.go
+		reassignVerifyCmd(cmd, env),
+		reassignCancelCmd(cmd, env),
+		reassignListCmd(cmd, env),
 	)
 	return cmd
 }
