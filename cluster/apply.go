@@ -233,6 +233,12 @@ func (c *setPartitionLeaderCmd) build(m *Metadata) (*TopicMeta, error) {
 		return nil, fmt.Errorf("%w: leader epoch %d or partition epoch %d cannot grow", ErrStaleLeaderEpoch, p.LeaderEpoch, p.PartitionEpoch)
 	}
 	p.Leader = c.Leader
+	if p.Reassigning() {
+		// The new leader (or an unclean one's ISR) may let the move end: in this change.
+		ch := newPartitionChange(p)
+		ch.completeReassignment(m.eligible)
+		p = ch.p
+	}
 	p.LeaderEpoch++
 	if c.PartitionEpochs {
 		p.PartitionEpoch++

@@ -176,6 +176,7 @@ func (m *Metadata) withBroker(b BrokerInfo, change func(next *Metadata, t *Topic
 			}
 			c := newPartitionChange(p)
 			change(next, old, c, b.ID)
+			c.completeReassignment(next.eligible) // a leader or ISR change may let a move end
 			np, el := c.result(name)
 			if !c.changed {
 				continue

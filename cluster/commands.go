@@ -21,6 +21,11 @@ const (
 	cmdUnfenceBroker       cmdType = 9
 	cmdControlledShutdown  cmdType = 10
 	cmdInitCluster         cmdType = 11
+	// Issue 27: moving replicas.
+	cmdAlterReassignments cmdType = 12
+	cmdElectLeaders       cmdType = 13
+	cmdCreatePartitions   cmdType = 14
+	cmdAlterBrokerConfigs cmdType = 15
 )
 
 // TopicSpec is a request to create a topic.
@@ -96,6 +101,8 @@ type applyResult struct {
 	Elections []Election
 	// ProducerIDs is the block an AllocateProducerIDs handed out.
 	ProducerIDs ProducerIDBlock
+	// ElectionResults are an ElectLeaders' outcomes, one per partition.
+	ElectionResults []ElectionResult
 }
 
 type registerBrokerCmd struct {
@@ -174,6 +181,10 @@ func cmdTypeOf(c command) cmdType {
 		return cmdInitCluster
 	case *allocateProducerIDsCmd:
 		return cmdAllocateProducerIDs
+	case *alterReassignmentsCmd:
+		return cmdAlterReassignments
+	case *electLeadersCmd:
+		return cmdElectLeaders
 	}
 	panic(fmt.Sprintf("cluster: unknown command %T", c))
 }
@@ -216,6 +227,10 @@ func decodeCommand(b []byte) (command, error) {
 		c = new(initClusterCmd)
 	case cmdAllocateProducerIDs:
 		c = new(allocateProducerIDsCmd)
+	case cmdAlterReassignments:
+		c = new(alterReassignmentsCmd)
+	case cmdElectLeaders:
+		c = new(electLeadersCmd)
 	default:
 		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
 	}

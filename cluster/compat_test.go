@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,50 @@ func TestSnapshotNewFields(t *testing.T) {
 	if b0.Incarnation != "inc-0-1" || b0.Epoch != 1 || b1.State() != BrokerShuttingDown || b2.State() != BrokerFenced ||
 		back.ClusterID() != "c1" || tp.Partitions[0].PartitionEpoch != 1 {
 		t.Fatalf("after the round trip: %+v %+v %+v %q %+v", b0, b1, b2, back.ClusterID(), tp.Partitions[0])
+	}
+}
+
+// TestSnapshotMoveInProgress: a partition being moved (its adding and
+// removing replicas) survives a snapshot round trip, and the move completes
+// after the restore as it would have before; a snapshot whose move layout is
+// broken is refused.
+func TestSnapshotMoveInProgress(t *testing.T) {
+	s := &scenarioState{t: t, md: emptyMetadata(), incarnations: map[int32]int{}}
+	for _, cmd := range []string{
+		"register 0 1 2 3", "unfence 0 1 2 3", "create t assignment=0:1,1:2", "reassign t:0=2,3 t:1=1,2,3",
+		"alter-partition t 0 leader=0 isr=0,1,2",
+	} {
+		s.run(cmd)
+	}
+	b := snapshotBytes(t, s.md)
+	back, err := decodeSnapshot(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSameState(t, back, s.md)
+	tp, _ := back.Topic("t")
+	p0, p1 := tp.Partitions[0], tp.Partitions[1]
+	if !p0.Reassigning() || !slices.Equal(p0.TargetReplicas(), []int32{2, 3}) || !slices.Equal(p0.OriginalReplicas(), []int32{0, 1}) ||
+		!slices.Equal(p1.AddingReplicas, []int32{3}) || p1.RemovingReplicas != nil {
+		t.Fatalf("after the round trip: %+v %+v", p0, p1)
+	}
+	s.md = back
+	s.run("alter-partition t 0 leader=0 isr=0,1,2,3")
+	tp, _ = s.md.Topic("t")
+	if p := tp.Partitions[0]; p.Reassigning() || p.Leader != 2 || !slices.Equal(p.Replicas, []int32{2, 3}) {
+		t.Fatalf("the move after a restore: %+v", p)
+	}
+
+	for _, swap := range [][2]string{
+		{`"removing_replicas":[0,1]`, `"removing_replicas":[2,3]`}, // not the tail of the replicas
+		{`"adding_replicas":[3]`, `"adding_replicas":[7]`},         // not a replica
+	} {
+		bad := bytes.Replace(b, []byte(swap[0]), []byte(swap[1]), 1)
+		if bytes.Equal(bad, b) {
+			t.Fatalf("test setup: %s not in the snapshot", swap[0])
+		}
+		if _, err := decodeSnapshot(bytes.NewReader(bad)); err == nil {
+			t.Errorf("a snapshot with %s was accepted", swap[1])
+		}
 	}
 }

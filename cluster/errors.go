@@ -80,4 +80,30 @@ var (
 	errMayHaveCommitted = errors.New("cluster: an earlier try may have committed")
 	// ErrClosed: the controller was closed.
 	ErrClosed = errors.New("cluster: controller closed")
+
+	// ErrInvalidReassignment: an AlterPartitionReassignments refused as a whole; the message
+	// lists every problem (INVALID_REPLICA_ASSIGNMENT).
+	ErrInvalidReassignment = errors.New("cluster: invalid reassignment")
+	// ErrNoReassignmentInProgress: a cancel of a partition that is not being moved
+	// (NO_REASSIGNMENT_IN_PROGRESS). It wraps ErrInvalidReassignment: the request naming it is
+	// refused as a whole too.
+	ErrNoReassignmentInProgress error = &childError{"cluster: no reassignment in progress", ErrInvalidReassignment}
+	// ErrElectionNotNeeded: the partition already has the leader the election would give it
+	// (ELECTION_NOT_NEEDED).
+	ErrElectionNotNeeded = errors.New("cluster: election not needed")
+	// ErrPreferredLeaderNotAvailable: the preferred replica is not in the ISR, or is fenced or
+	// shutting down (PREFERRED_LEADER_NOT_AVAILABLE).
+	ErrPreferredLeaderNotAvailable = errors.New("cluster: preferred leader not available")
+	// ErrEligibleLeadersNotAvailable: an unclean election found no eligible replica
+	// (ELIGIBLE_LEADERS_NOT_AVAILABLE).
+	ErrEligibleLeadersNotAvailable = errors.New("cluster: eligible leaders not available")
 )
+
+// childError is a sentinel that is also a case of a broader one: errors.Is matches both.
+type childError struct {
+	msg    string
+	parent error
+}
+
+func (e *childError) Error() string { return e.msg }
+func (e *childError) Unwrap() error { return e.parent }

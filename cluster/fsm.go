@@ -186,6 +186,10 @@ func decodeSnapshot(r io.Reader) (*Metadata, error) {
 		if len(t.Configs) == 0 {
 			t.Configs = nil
 		}
+		for i := range t.Partitions { // one representation of "not moving", as Apply builds
+			p := &t.Partitions[i]
+			p.AddingReplicas, p.RemovingReplicas = nilIfEmpty(p.AddingReplicas), nilIfEmpty(p.RemovingReplicas)
+		}
 		m.topics[t.Name] = t
 	}
 	m.reindex()
@@ -219,6 +223,28 @@ func checkTopic(t *TopicMeta) error {
 			if !slices.Contains(p.Replicas, r) {
 				return fmt.Errorf("partition %d: ISR member %d not a replica", i, r)
 			}
+		}
+		if err := checkReassignment(p); err != nil {
+			return fmt.Errorf("partition %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkReassignment verifies the layout of a move in progress (reassign.go):
+// the adding and removing replicas are distinct replicas, the removing ones
+// the tail of Replicas, and the target is not empty.
+func checkReassignment(p PartitionMeta) error {
+	if !p.Reassigning() {
+		return nil
+	}
+	n, k := len(p.Replicas), len(p.RemovingReplicas)
+	if k >= n || !slices.Equal(p.Replicas[n-k:], p.RemovingReplicas) {
+		return fmt.Errorf("removing replicas %v are not the tail of the replicas %v, before a target", p.RemovingReplicas, p.Replicas)
+	}
+	for j, r := range p.AddingReplicas {
+		if !slices.Contains(p.Replicas[:n-k], r) || slices.Contains(p.AddingReplicas[:j], r) {
+			return fmt.Errorf("adding replicas %v are not distinct target replicas of %v", p.AddingReplicas, p.Replicas)
 		}
 	}
 	return nil

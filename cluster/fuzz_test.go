@@ -29,6 +29,8 @@ var sentinels = []error{
 	ErrUnknownCommand, ErrNotLeader, ErrClosed,
 	ErrStaleBrokerEpoch, ErrInvalidUpdateVersion, ErrUnknownBroker, ErrNotPartitionLeader,
 	ErrDuplicateBroker, ErrInvalidClusterID, ErrProducerIDsExhausted,
+	ErrInvalidReassignment, ErrNoReassignmentInProgress, ErrElectionNotNeeded,
+	ErrPreferredLeaderNotAvailable, ErrEligibleLeadersNotAvailable,
 }
 
 // fuzzState builds a state with something for every command to act on:
@@ -64,6 +66,8 @@ func fuzzState(tb testing.TB) *Metadata {
 		&alterPartitionCmd{AlterPartitionRequest{Topic: "repl", Partition: 0, BrokerID: 5, BrokerEpoch: 11, ISR: []int32{5, 1}}},
 		&controlledShutdownCmd{brokerEpochCmd{ID: 6, Epoch: 12}},
 		&initClusterCmd{ClusterID: "fuzz-cluster"},
+		// A move in progress (index 18): pinned-2 from [1 4] to [4 2].
+		&alterReassignmentsCmd{Reassignments: []Reassignment{{Topic: "pinned", Partition: 2, Replicas: []int32{4, 2}}}},
 	}
 	md := emptyMetadata()
 	for i, c := range cmds {
@@ -140,6 +144,16 @@ func fuzzSeedCommands(md *Metadata) []command {
 		&initClusterCmd{ClusterID: "second"}, // a no-op: the first id stays
 		&allocateProducerIDsCmd{brokerEpochCmd{ID: 5, Epoch: md.brokers[5].Epoch}},
 		&allocateProducerIDsCmd{brokerEpochCmd{ID: 7, Epoch: md.brokers[7].Epoch}}, // fenced, at its epoch
+
+		&alterReassignmentsCmd{Reassignments: []Reassignment{
+			{Topic: "orders", Partition: 0, Replicas: []int32{4, 3, 2}},
+			{Topic: "orders", Partition: 1, Replicas: md.topics["orders"].Partitions[1].Replicas[:2]}, // RF 3 -> 2: done at once
+			{Topic: "events.v1", Partition: 0, Replicas: []int32{1, 2}},                               // RF 1 -> 2
+			{Topic: "pinned", Partition: 2, Replicas: nil},                                            // cancel
+		}},
+		&alterReassignmentsCmd{Reassignments: []Reassignment{{Topic: "repl", Partition: 0, Replicas: []int32{1, 5}}}},
+		&alterPartitionCmd{AlterPartitionRequest{Topic: "pinned", Partition: 2, BrokerID: 1, BrokerEpoch: 0,
+			PartitionEpoch: md.topics["pinned"].Partitions[2].PartitionEpoch, ISR: []int32{1, 4, 2}}}, // completes the move
 	}
 }
 
@@ -191,7 +205,9 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdFenceBroker), '{', '}'},
 		{byte(cmdInitCluster), '{', '}'},
 		{byte(cmdAllocateProducerIDs), '{', '}'},
-		{12, '{', '}'},
+		{byte(cmdAlterReassignments), '{', '}'},
+		{byte(cmdAlterReassignments), '{', '"', 'r', '"', ':', 'n', 'u', 'l', 'l', '}'},
+		{99, '{', '}'},
 		valid[:len(valid)/2],
 	} {
 		f.Add(b)
@@ -321,10 +337,14 @@ func checkAppliedState(tb testing.TB, md *Metadata) {
 		if _, err := ResolveTopicConfig(tp.Configs, DefaultTopicConfig()); err != nil {
 			tb.Fatalf("topic %q: accepted configs %v do not resolve: %v", tp.Name, tp.Configs, err)
 		}
-		width := len(tp.Partitions[0].Replicas) // both assignment paths make every partition this wide
 		for _, p := range tp.Partitions {
-			if len(p.Replicas) != width {
-				tb.Fatalf("%s-%d: %d replicas, partition 0 has %d", tp.Name, p.Partition, len(p.Replicas), width)
+			// Partitions may differ in width: a reassignment changes one partition's.
+			if err := checkReassignment(p); err != nil {
+				tb.Fatalf("%s-%d: %v: %+v", tp.Name, p.Partition, err, p)
+			}
+			if p.Reassigning() && epochsCanGrow(p) && !slices.ContainsFunc(p.TargetReplicas(), func(r int32) bool { return !slices.Contains(p.ISR, r) }) &&
+				slices.Contains(p.TargetReplicas(), p.Leader) {
+				tb.Fatalf("%s-%d: the ISR holds the whole target and the leader is in it, but the move did not complete: %+v", tp.Name, p.Partition, p)
 			}
 			for i, r := range p.Replicas {
 				if slices.Contains(p.Replicas[:i], r) {
@@ -356,8 +376,10 @@ func checkAppliedState(tb testing.TB, md *Metadata) {
 }
 
 // checkTransition checks what a command may change in a topic that survives
-// it: no command moves replicas yet, and the leader epoch moves by exactly
-// one on a leader change (replicas fence requests with it).
+// it: partitions are only added; replicas change only as a move starts
+// (the original replicas become the move's original), completes (to its
+// target) or is cancelled (to its original); and the leader epoch moves by
+// exactly one on a leader change (replicas fence requests with it).
 func checkTransition(t *testing.T, prev, next *Metadata) {
 	t.Helper()
 	if next.Version() < prev.Version() {
@@ -368,13 +390,14 @@ func checkTransition(t *testing.T, prev, next *Metadata) {
 		if !ok || pt.ID != nt.ID {
 			continue // a new topic
 		}
-		if len(nt.Partitions) != len(pt.Partitions) {
+		if len(nt.Partitions) < len(pt.Partitions) {
 			t.Fatalf("topic %q: %d partitions became %d", nt.Name, len(pt.Partitions), len(nt.Partitions))
 		}
-		for i, np := range nt.Partitions {
-			pp := pt.Partitions[i]
-			if !slices.Equal(np.Replicas, pp.Replicas) {
-				t.Fatalf("%s-%d: replicas %v became %v", nt.Name, i, pp.Replicas, np.Replicas)
+		for i, pp := range pt.Partitions {
+			np := nt.Partitions[i]
+			if !replicasMayBecome(pp, np) {
+				t.Fatalf("%s-%d: replicas %v (adding %v, removing %v) became %v (adding %v, removing %v)", nt.Name, i,
+					pp.Replicas, pp.AddingReplicas, pp.RemovingReplicas, np.Replicas, np.AddingReplicas, np.RemovingReplicas)
 			}
 			// int64, so that an epoch that wrapped around does not pass.
 			switch int64(np.LeaderEpoch) {
@@ -393,6 +416,23 @@ func checkTransition(t *testing.T, prev, next *Metadata) {
 	}
 }
 
+// replicasMayBecome reports whether one command may take a partition's
+// replicas from pp to np.
+func replicasMayBecome(pp, np PartitionMeta) bool {
+	sameSet := func(a, b []int32) bool {
+		return len(a) == len(b) && !slices.ContainsFunc(a, func(r int32) bool { return !slices.Contains(b, r) })
+	}
+	switch {
+	case slices.Equal(pp.Replicas, np.Replicas) && slices.Equal(pp.AddingReplicas, np.AddingReplicas) &&
+		slices.Equal(pp.RemovingReplicas, np.RemovingReplicas):
+		return true
+	case pp.Reassigning():
+		return !np.Reassigning() && (slices.Equal(np.Replicas, pp.TargetReplicas()) || slices.Equal(np.Replicas, pp.OriginalReplicas()))
+	}
+	// A start (and perhaps its completion in the same command).
+	return np.Reassigning() && sameSet(np.OriginalReplicas(), pp.Replicas) || !np.Reassigning()
+}
+
 // checkPartitionEpochs: the partition epoch moves by one on every leader
 // or ISR change (except through a SetPartitionLeader entry from before
 // partition epochs, which the caller leaves out).
@@ -404,8 +444,11 @@ func checkPartitionEpochs(t *testing.T, prev, next *Metadata) {
 			continue
 		}
 		for i, np := range nt.Partitions {
+			if i >= len(pt.Partitions) {
+				continue
+			}
 			pp := pt.Partitions[i]
-			if np.PartitionEpoch == pp.PartitionEpoch && (np.Leader != pp.Leader || !slices.Equal(np.ISR, pp.ISR)) {
+			if np.PartitionEpoch == pp.PartitionEpoch && (np.Leader != pp.Leader || !slices.Equal(np.ISR, pp.ISR) || !slices.Equal(np.Replicas, pp.Replicas)) {
 				t.Fatalf("%s-%d: leader or ISR changed without a partition epoch bump: %+v -> %+v", nt.Name, i, pp, np)
 			}
 		}
@@ -438,7 +481,11 @@ func checkResult(t *testing.T, prev, next *Metadata, c command, res applyResult)
 		}
 	case *alterPartitionCmd:
 		got, _ := next.Topic(c.Topic)
-		if p, _ := got.Partition(c.Partition); !slices.Equal(p.ISR, c.ISR) || !reflect.DeepEqual(p, res.Partition) {
+		pp, _ := prev.Topic(c.Topic)
+		was, _ := pp.Partition(c.Partition)
+		// The proposed ISR, or its part in the target when it completed a move.
+		if p, _ := got.Partition(c.Partition); !reflect.DeepEqual(p, res.Partition) ||
+			!slices.Equal(p.ISR, c.ISR) && !(was.Reassigning() && !p.Reassigning()) {
 			t.Fatalf("alter partition %+v: result %+v, state %+v", c.AlterPartitionRequest, res.Partition, p)
 		}
 	case *allocateProducerIDsCmd:
@@ -658,12 +705,14 @@ func checkSameState(tb testing.TB, got, want *Metadata) {
 	}
 }
 
-// checkSentinel checks that err wraps exactly one of the sentinel errors.
+// checkSentinel checks that err wraps exactly one of the sentinel errors
+// (and the broader ones that sentinel is a case of, as
+// ErrNoReassignmentInProgress of ErrInvalidReassignment).
 func checkSentinel(tb testing.TB, err error) {
 	tb.Helper()
 	n := 0
 	for _, s := range sentinels {
-		if errors.Is(err, s) {
+		if errors.Is(err, s) && !slices.ContainsFunc(sentinels, func(o error) bool { return o != s && errors.Is(o, s) && errors.Is(err, o) }) {
 			n++
 		}
 	}

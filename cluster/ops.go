@@ -125,3 +125,44 @@ func (c *Controller) SetPartitionLeader(ctx context.Context, ch LeaderChange) (P
 	}
 	return res.Partition, err
 }
+
+// AlterPartitionReassignments starts and cancels partition moves (reassign.go). Every entry is
+// validated first; any problem refuses the whole request, nothing started, with an error
+// wrapping ErrInvalidReassignment (and ErrNoReassignmentInProgress when a cancel names a
+// partition that is not moving) whose message lists every problem. A target equal to the
+// current replicas is a no-op. A move whose target is in the ISR already (a replication factor
+// decrease) completes at once.
+func (c *Controller) AlterPartitionReassignments(ctx context.Context, rs []Reassignment) error {
+	_, idx, err := c.proposeIndexed(ctx, &alterReassignmentsCmd{Reassignments: rs})
+	if err != nil && errors.Is(err, errMayHaveCommitted) && errors.Is(err, ErrInvalidReassignment) &&
+		c.awaitApplied(ctx, idx) == nil && reassignmentsApplied(c.Metadata(), rs) {
+		// An earlier try committed: every partition is moving to (or at) its target, and
+		// every cancelled one is still.
+		c.log.Info("partition reassignments committed by an earlier try", "partitions", len(rs), "err", err)
+		return nil
+	}
+	return err
+}
+
+// reassignmentsApplied reports whether md is as rs would leave it: each target being moved to
+// or reached, each cancelled partition not moving.
+func reassignmentsApplied(md *Metadata, rs []Reassignment) bool {
+	for _, r := range rs {
+		t, ok := md.Topic(r.Topic)
+		if !ok {
+			return false
+		}
+		p, ok := t.Partition(r.Partition)
+		switch {
+		case !ok:
+			return false
+		case r.Replicas == nil:
+			if p.Reassigning() {
+				return false
+			}
+		case !slices.Equal(p.TargetReplicas(), r.Replicas):
+			return false
+		}
+	}
+	return true
+}

@@ -35,6 +35,12 @@ var rpcCodes = []struct {
 	{21, ErrNotPartitionLeader},
 	{22, ErrInvalidClusterID},
 	{23, ErrProducerIDsExhausted},
+	// Before its parent ErrInvalidReassignment: errorCode takes the first match.
+	{25, ErrNoReassignmentInProgress},
+	{24, ErrInvalidReassignment},
+	{26, ErrElectionNotNeeded},
+	{27, ErrPreferredLeaderNotAvailable},
+	{28, ErrEligibleLeadersNotAvailable},
 }
 
 const (

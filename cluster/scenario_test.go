@@ -28,6 +28,9 @@ import (
 //	set-leader T P leader=ID [unclean]     at the current leader epoch
 //	init-cluster ID
 //	allocate-producer-ids ID [epoch=N]     a producer-id block, at the broker's current epoch
+//	reassign T:P=1,2,3 T:P=cancel ...      one AlterPartitionReassignments (a target, or a cancel)
+//	elect preferred|unclean [T:P ...]      ElectLeaders; no partitions: every partition
+//	create-partitions T count=N [assignment=0:1,1:2] [start=N shift=N]
 //	describe [T]                           Kafka's describe lines, with the epochs
 //	brokers                                every broker and its state
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/scenarios with the actual output")
@@ -99,6 +102,13 @@ func leaderString(id int32) string {
 	return strconv.Itoa(int(id))
 }
 
+func idsOrNone(ids []int32) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return joinIDs(ids)
+}
+
 func joinIDs(ids []int32) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
@@ -112,8 +122,12 @@ func joinIDs(ids []int32) string {
 func describeTopic(t TopicMeta) []string {
 	var out []string
 	for _, p := range t.Partitions {
-		out = append(out, fmt.Sprintf("Topic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s\tLeaderEpoch: %d\tPartitionEpoch: %d",
-			t.Name, p.Partition, leaderString(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.PartitionEpoch))
+		line := fmt.Sprintf("Topic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s\tLeaderEpoch: %d\tPartitionEpoch: %d",
+			t.Name, p.Partition, leaderString(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.PartitionEpoch)
+		if p.Reassigning() {
+			line += fmt.Sprintf("\tAdding Replicas: %s\tRemoving Replicas: %s", idsOrNone(p.AddingReplicas), idsOrNone(p.RemovingReplicas))
+		}
+		out = append(out, line)
 	}
 	return out
 }
@@ -238,6 +252,50 @@ func (s *scenarioState) run(line string) []string {
 		}
 		return []string{fmt.Sprintf("Block: broker %d ids %d-%d", res.ProducerIDs.BrokerID, res.ProducerIDs.First, res.ProducerIDs.Last()),
 			fmt.Sprintf("NextProducerId: %d", s.md.NextProducerID())}
+	case "reassign":
+		var rs []Reassignment
+		for _, a := range f[1:] { // T:P=replicas, not key=value options
+			tp, target, _ := strings.Cut(a, "=")
+			r := Reassignment{}
+			r.Topic, r.Partition = s.partitionRef(tp)
+			if target != "cancel" {
+				r.Replicas = []int32{}
+				for _, id := range strings.Split(target, ",") {
+					if id != "" {
+						r.Replicas = append(r.Replicas, s.int32(id))
+					}
+				}
+			}
+			rs = append(rs, r)
+		}
+		res := s.apply(&alterReassignmentsCmd{Reassignments: rs})
+		if res.Err != nil {
+			return outcome(res)
+		}
+		out := outcome(res)
+		for _, tp := range s.md.Topics() {
+			out = append(out, describeTopic(tp)...)
+		}
+		return out
+	case "elect":
+		c := &electLeadersCmd{All: len(args) == 1}
+		if args[0] == "unclean" {
+			c.Type = ElectionUnclean
+		}
+		for _, a := range args[1:] {
+			t, p := s.partitionRef(a)
+			c.Partitions = append(c.Partitions, PartitionRef{t, p})
+		}
+		res := s.apply(c)
+		out := outcome(res)
+		for _, r := range res.ElectionResults {
+			status := "elected"
+			if r.Err != nil {
+				status = r.Err.Error()
+			}
+			out = append(out, fmt.Sprintf("%s-%d: %s", r.Topic, r.Partition, status))
+		}
+		return out
 	case "init-cluster":
 		res := s.apply(&initClusterCmd{ClusterID: args[0]})
 		return append(outcome(res), "ClusterId: "+s.md.ClusterID())
@@ -276,6 +334,15 @@ func scenarioArgs(fields []string) (args []string, opts map[string]string) {
 		}
 	}
 	return args, opts
+}
+
+// partitionRef parses "T:P".
+func (s *scenarioState) partitionRef(a string) (string, int32) {
+	t, p, ok := strings.Cut(a, ":")
+	if !ok {
+		s.t.Fatalf("scenario: %q is not topic:partition", a)
+	}
+	return t, s.int32(p)
 }
 
 func has(opts map[string]string, k string) bool { _, ok := opts[k]; return ok }

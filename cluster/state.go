@@ -141,6 +141,38 @@ type PartitionMeta struct {
 	// was computed from and is refused when the partition moved on since
 	// (INVALID_UPDATE_VERSION).
 	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
+	// AddingReplicas and RemovingReplicas describe a reassignment in progress
+	// (reassign.go, Kafka's KIP-455): Replicas is then the target, in the
+	// target's order, followed by the removing replicas in their old order;
+	// AddingReplicas = target − original, RemovingReplicas = original −
+	// target. Both empty when the partition is not being moved.
+	// Invariant: both ⊆ Replicas, disjoint, RemovingReplicas is the tail of
+	// Replicas, and the target (Replicas − RemovingReplicas) is not empty.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+}
+
+// Reassigning reports whether the partition is being moved.
+func (p PartitionMeta) Reassigning() bool { return len(p.AddingReplicas)+len(p.RemovingReplicas) > 0 }
+
+// TargetReplicas is where a move goes: Replicas − RemovingReplicas, in
+// order; Replicas when the partition is not being moved.
+func (p PartitionMeta) TargetReplicas() []int32 { return without(p.Replicas, p.RemovingReplicas) }
+
+// OriginalReplicas is where a move started: Replicas − AddingReplicas, in
+// order (a cancel returns to it); Replicas when the partition is not being
+// moved.
+func (p PartitionMeta) OriginalReplicas() []int32 { return without(p.Replicas, p.AddingReplicas) }
+
+// without returns a new slice of the members of s not in drop, in order.
+func without(s, drop []int32) []int32 {
+	out := make([]int32, 0, len(s))
+	for _, r := range s {
+		if !slices.Contains(drop, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // TopicMeta is the controller's view of one topic.
@@ -176,6 +208,8 @@ func (t TopicMeta) Clone() TopicMeta {
 	for i, p := range t.Partitions {
 		p.Replicas = slices.Clone(p.Replicas)
 		p.ISR = slices.Clone(p.ISR)
+		p.AddingReplicas = slices.Clone(p.AddingReplicas)
+		p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 		c.Partitions[i] = p
 	}
 	return c
