@@ -65,6 +65,9 @@ func (c *Controller) proposeIndexed(ctx context.Context, cmd command) (applyResu
 	if resp.ProducerIDs != nil {
 		res.ProducerIDs = *resp.ProducerIDs
 	}
+	if resp.ElectionResults != nil {
+		res.ElectionResults = decodeElectionResults(resp.ElectionResults)
+	}
 	res.BrokerEpoch = resp.Epoch
 	res.Err = err
 	if err == nil {

@@ -154,6 +154,11 @@ func fuzzSeedCommands(md *Metadata) []command {
 		&alterReassignmentsCmd{Reassignments: []Reassignment{{Topic: "repl", Partition: 0, Replicas: []int32{1, 5}}}},
 		&alterPartitionCmd{AlterPartitionRequest{Topic: "pinned", Partition: 2, BrokerID: 1, BrokerEpoch: 0,
 			PartitionEpoch: md.topics["pinned"].Partitions[2].PartitionEpoch, ISR: []int32{1, 4, 2}}}, // completes the move
+
+		&electLeadersCmd{Type: ElectionPreferred, All: true},
+		&electLeadersCmd{Type: ElectionPreferred, Partitions: []PartitionRef{{"pinned", 0}, {"orders", 0}, {"nope", 0}, {"pinned", 0}}},
+		&electLeadersCmd{Type: ElectionUnclean, Partitions: []PartitionRef{{"pinned", 1}, {"repl", 2}, {"pinned", 9}}},
+		&electLeadersCmd{Type: ElectionUnclean, All: true},
 	}
 }
 
@@ -197,6 +202,8 @@ func FuzzApplyCommand(f *testing.F) {
 		nil,
 		{0},
 		{byte(cmdRegisterBroker)},
+		{byte(cmdElectLeaders), '{', '}'},
+		{byte(cmdElectLeaders), '{', '"', 't', 'y', 'p', 'e', '"', ':', '7', '}'},
 		{99, '{', '}'},
 		{byte(cmdCreateTopic), '{'},
 		{byte(cmdCreateTopic), '[', ']'},
@@ -207,6 +214,8 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdAllocateProducerIDs), '{', '}'},
 		{byte(cmdAlterReassignments), '{', '}'},
 		{byte(cmdAlterReassignments), '{', '"', 'r', '"', ':', 'n', 'u', 'l', 'l', '}'},
+		{byte(cmdElectLeaders), '{', '}'},
+		{byte(cmdElectLeaders), '{', '"', 't', 'y', 'p', 'e', '"', ':', '7', '}'},
 		{99, '{', '}'},
 		valid[:len(valid)/2],
 	} {

@@ -166,3 +166,11 @@ func reassignmentsApplied(md *Metadata, rs []Reassignment) bool {
 	}
 	return true
 }
+
+// ElectLeaders runs preferred or unclean leader elections (electleaders.go) and returns each
+// partition's outcome; parts nil means every partition (and then partitions that need no
+// election are left out of the results). The error is for the request as a whole.
+func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, parts []PartitionRef) ([]ElectionResult, error) {
+	res, err := c.propose(ctx, &electLeadersCmd{Type: typ, All: parts == nil, Partitions: parts})
+	return res.ElectionResults, err
+}

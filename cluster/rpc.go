@@ -73,6 +73,35 @@ type rpcResponse struct {
 	ClusterID string         `json:"cluster_id,omitempty"`
 	// ProducerIDs is the block a proposed AllocateProducerIDs handed out.
 	ProducerIDs *ProducerIDBlock `json:"producer_ids,omitempty"`
+	// ElectionResults are a proposed ElectLeaders' outcomes, each error as a code and message.
+	ElectionResults []rpcElectionResult `json:"election_results,omitempty"`
+}
+
+type rpcElectionResult struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Code      int    `json:"code,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+func encodeElectionResults(rs []ElectionResult) []rpcElectionResult {
+	var out []rpcElectionResult
+	for _, r := range rs {
+		e := rpcElectionResult{Topic: r.Topic, Partition: r.Partition, Code: errorCode(r.Err)}
+		if r.Err != nil {
+			e.Message = r.Err.Error()
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func decodeElectionResults(rs []rpcElectionResult) []ElectionResult {
+	var out []ElectionResult
+	for _, r := range rs {
+		out = append(out, ElectionResult{Topic: r.Topic, Partition: r.Partition, Err: codeError(r.Code, r.Message)})
+	}
+	return out
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -174,6 +203,7 @@ func (c *Controller) handle(ctx context.Context, req *rpcRequest) (rpcResponse, 
 			if res.ProducerIDs.Size > 0 {
 				resp.ProducerIDs = &res.ProducerIDs
 			}
+			resp.ElectionResults = encodeElectionResults(res.ElectionResults)
 		}
 		return resp, err
 	case opRegister:

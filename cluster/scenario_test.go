@@ -278,11 +278,11 @@ func (s *scenarioState) run(line string) []string {
 		}
 		return out
 	case "elect":
-		c := &electLeadersCmd{All: len(args) == 1}
-		if args[0] == "unclean" {
+		c := &electLeadersCmd{All: len(f) == 2}
+		if f[1] == "unclean" {
 			c.Type = ElectionUnclean
 		}
-		for _, a := range args[1:] {
+		for _, a := range f[2:] {
 			t, p := s.partitionRef(a)
 			c.Partitions = append(c.Partitions, PartitionRef{t, p})
 		}
