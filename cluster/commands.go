@@ -185,6 +185,8 @@ func cmdTypeOf(c command) cmdType {
 		return cmdAlterReassignments
 	case *electLeadersCmd:
 		return cmdElectLeaders
+	case *createPartitionsCmd:
+		return cmdCreatePartitions
 	}
 	panic(fmt.Sprintf("cluster: unknown command %T", c))
 }
@@ -231,6 +233,8 @@ func decodeCommand(b []byte) (command, error) {
 		c = new(alterReassignmentsCmd)
 	case cmdElectLeaders:
 		c = new(electLeadersCmd)
+	case cmdCreatePartitions:
+		c = new(createPartitionsCmd)
 	default:
 		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
 	}

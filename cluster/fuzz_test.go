@@ -159,6 +159,10 @@ func fuzzSeedCommands(md *Metadata) []command {
 		&electLeadersCmd{Type: ElectionPreferred, Partitions: []PartitionRef{{"pinned", 0}, {"orders", 0}, {"nope", 0}, {"pinned", 0}}},
 		&electLeadersCmd{Type: ElectionUnclean, Partitions: []PartitionRef{{"pinned", 1}, {"repl", 2}, {"pinned", 9}}},
 		&electLeadersCmd{Type: ElectionUnclean, All: true},
+
+		&createPartitionsCmd{Topic: "orders", Count: 9, Placement: &PlacementSeed{Start: 5, Shift: 11}},
+		&createPartitionsCmd{Topic: "pinned", Count: 5, Assignment: [][]int32{{4, 1}, {7, 5}}},
+		&createPartitionsCmd{Topic: "repl", Count: 4, Assignment: [][]int32{{5, 6, 7}}},
 	}
 }
 
@@ -204,6 +208,7 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdRegisterBroker)},
 		{byte(cmdElectLeaders), '{', '}'},
 		{byte(cmdElectLeaders), '{', '"', 't', 'y', 'p', 'e', '"', ':', '7', '}'},
+		{byte(cmdCreatePartitions), '{', '}'},
 		{99, '{', '}'},
 		{byte(cmdCreateTopic), '{'},
 		{byte(cmdCreateTopic), '[', ']'},
@@ -216,6 +221,7 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdAlterReassignments), '{', '"', 'r', '"', ':', 'n', 'u', 'l', 'l', '}'},
 		{byte(cmdElectLeaders), '{', '}'},
 		{byte(cmdElectLeaders), '{', '"', 't', 'y', 'p', 'e', '"', ':', '7', '}'},
+		{byte(cmdCreatePartitions), '{', '}'},
 		{99, '{', '}'},
 		valid[:len(valid)/2],
 	} {
@@ -518,6 +524,12 @@ func checkResult(t *testing.T, prev, next *Metadata, c command, res applyResult)
 		}
 		if byID, ok := next.TopicByID(c.ID); !ok || byID.Name != c.Name {
 			t.Fatalf("created topic %q not found by its id", c.Name)
+		}
+	case *createPartitionsCmd:
+		got, _ := next.Topic(c.Topic)
+		old, _ := prev.Topic(c.Topic)
+		if int32(len(got.Partitions)) != c.Count || !reflect.DeepEqual(got, res.Topic) || !reflect.DeepEqual(got.Partitions[:len(old.Partitions)], old.Partitions) {
+			t.Fatalf("create partitions %+v: result %+v, state %+v", c, res.Topic, got)
 		}
 	case *deleteTopicCmd:
 		old, _ := prev.Topic(c.Name)

@@ -174,3 +174,19 @@ func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, parts [
 	res, err := c.propose(ctx, &electLeadersCmd{Type: typ, All: parts == nil, Partitions: parts})
 	return res.ElectionResults, err
 }
+
+// CreatePartitions grows a topic to count partitions and returns it as committed
+// (createpartitions.go). assignment, optional, gives the new partitions' replicas; without it
+// they are placed as at creation, from a seed drawn here. A count that is not above the
+// current one is ErrInvalidPartitions (Kafka's); a bad assignment ErrInvalidReplicaAssignment.
+func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignment [][]int32) (TopicMeta, error) {
+	res, idx, err := c.proposeIndexed(ctx, &createPartitionsCmd{Topic: topic, Count: count, Assignment: assignment, Placement: DrawPlacementSeed()})
+	if err != nil && errors.Is(err, errMayHaveCommitted) && errors.Is(err, ErrInvalidPartitions) && c.awaitApplied(ctx, idx) == nil {
+		// A retry finding the count reached: the earlier try's commit.
+		if t, ok := c.Metadata().Topic(topic); ok && int32(len(t.Partitions)) == count {
+			c.log.Info("partitions created by an earlier try", "topic", topic, "count", count, "err", err)
+			return t, nil
+		}
+	}
+	return res.Topic, err
+}

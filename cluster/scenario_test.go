@@ -30,7 +30,7 @@ import (
 //	allocate-producer-ids ID [epoch=N]     a producer-id block, at the broker's current epoch
 //	reassign T:P=1,2,3 T:P=cancel ...      one AlterPartitionReassignments (a target, or a cancel)
 //	elect preferred|unclean [T:P ...]      ElectLeaders; no partitions: every partition
-//	create-partitions T count=N [assignment=0:1,1:2] [start=N shift=N]
+//	create-partitions T count=N [assignment=0:1,1:2] [start=N] [shift=N]
 //	describe [T]                           Kafka's describe lines, with the epochs
 //	brokers                                every broker and its state
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/scenarios with the actual output")
@@ -296,6 +296,26 @@ func (s *scenarioState) run(line string) []string {
 			out = append(out, fmt.Sprintf("%s-%d: %s", r.Topic, r.Partition, status))
 		}
 		return out
+	case "create-partitions":
+		c := &createPartitionsCmd{Topic: args[0], Count: s.int32(opts["count"]),
+			Placement: &PlacementSeed{Start: s.optInt32(opts, "start"), Shift: s.optInt32(opts, "shift")}}
+		if a, ok := opts["assignment"]; ok {
+			c.Assignment = [][]int32{}
+			for _, part := range strings.Split(a, ",") {
+				replicas := []int32{}
+				for _, r := range strings.Split(part, ":") {
+					if r != "" {
+						replicas = append(replicas, s.int32(r))
+					}
+				}
+				c.Assignment = append(c.Assignment, replicas)
+			}
+		}
+		res := s.apply(c)
+		if res.Err != nil {
+			return outcome(res)
+		}
+		return describeTopic(res.Topic)
 	case "init-cluster":
 		res := s.apply(&initClusterCmd{ClusterID: args[0]})
 		return append(outcome(res), "ClusterId: "+s.md.ClusterID())
@@ -346,6 +366,14 @@ func (s *scenarioState) partitionRef(a string) (string, int32) {
 }
 
 func has(opts map[string]string, k string) bool { _, ok := opts[k]; return ok }
+
+// optInt32 is option k as a number, 0 when it is not given.
+func (s *scenarioState) optInt32(opts map[string]string, k string) int32 {
+	if v, ok := opts[k]; ok {
+		return s.int32(v)
+	}
+	return 0
+}
 
 func (s *scenarioState) int32(v string) int32 {
 	n, err := strconv.ParseInt(v, 10, 32)
