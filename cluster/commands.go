@@ -187,6 +187,8 @@ func cmdTypeOf(c command) cmdType {
 		return cmdElectLeaders
 	case *createPartitionsCmd:
 		return cmdCreatePartitions
+	case *alterBrokerConfigsCmd:
+		return cmdAlterBrokerConfigs
 	}
 	panic(fmt.Sprintf("cluster: unknown command %T", c))
 }
@@ -235,6 +237,8 @@ func decodeCommand(b []byte) (command, error) {
 		c = new(electLeadersCmd)
 	case cmdCreatePartitions:
 		c = new(createPartitionsCmd)
+	case cmdAlterBrokerConfigs:
+		c = new(alterBrokerConfigsCmd)
 	default:
 		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
 	}

@@ -32,6 +32,9 @@ type snapshotFile struct {
 	NextProducerID int64        `json:"next_producer_id,omitempty"`
 	Brokers        []BrokerInfo `json:"brokers"`
 	Topics         []TopicMeta  `json:"topics"`
+	// BrokerConfigs: the dynamic broker configs, by resource ("" or a broker id); JSON
+	// writes map keys sorted.
+	BrokerConfigs map[string]map[string]string `json:"broker_configs,omitempty"`
 }
 
 // fsm adapts the pure transitions to raft.FSM. Raft calls Apply, Snapshot
@@ -128,6 +131,7 @@ func encodeSnapshot(w io.Writer, m *Metadata) error {
 		NextProducerID: m.nextProducerID,
 		Brokers:        m.Brokers(),
 		Topics:         m.Topics(),
+		BrokerConfigs:  m.brokerConfigs,
 	})
 }
 
@@ -147,7 +151,13 @@ func decodeSnapshot(r io.Reader) (*Metadata, error) {
 	if f.NextProducerID < 0 {
 		return nil, fmt.Errorf("cluster: snapshot: next producer id %d is negative", f.NextProducerID)
 	}
+	if err := checkBrokerConfigs(f.BrokerConfigs); err != nil {
+		return nil, fmt.Errorf("cluster: snapshot: %w", err)
+	}
 	m := emptyMetadata()
+	if f.BrokerConfigs != nil {
+		m.brokerConfigs = f.BrokerConfigs
+	}
 	m.version = f.Version
 	m.clusterID = f.ClusterID
 	m.nextProducerID = f.NextProducerID

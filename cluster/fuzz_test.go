@@ -68,6 +68,7 @@ func fuzzState(tb testing.TB) *Metadata {
 		&initClusterCmd{ClusterID: "fuzz-cluster"},
 		// A move in progress (index 18): pinned-2 from [1 4] to [4 2].
 		&alterReassignmentsCmd{Reassignments: []Reassignment{{Topic: "pinned", Partition: 2, Replicas: []int32{4, 2}}}},
+		&alterBrokerConfigsCmd{Broker: "1", Set: map[string]string{LeaderReplicationThrottledRate: "1000"}},
 	}
 	md := emptyMetadata()
 	for i, c := range cmds {
@@ -163,6 +164,10 @@ func fuzzSeedCommands(md *Metadata) []command {
 		&createPartitionsCmd{Topic: "orders", Count: 9, Placement: &PlacementSeed{Start: 5, Shift: 11}},
 		&createPartitionsCmd{Topic: "pinned", Count: 5, Assignment: [][]int32{{4, 1}, {7, 5}}},
 		&createPartitionsCmd{Topic: "repl", Count: 4, Assignment: [][]int32{{5, 6, 7}}},
+
+		&alterBrokerConfigsCmd{Broker: "", Set: map[string]string{LeaderReplicationThrottledRate: "1048576", FollowerReplicationThrottledRate: "0"}},
+		&alterBrokerConfigsCmd{Broker: "5", Set: map[string]string{FollowerReplicationThrottledRate: "9223372036854775807"}},
+		&alterBrokerConfigsCmd{Broker: "1", Delete: []string{LeaderReplicationThrottledRate}}, // nothing to delete: a no-op
 	}
 }
 
@@ -209,6 +214,7 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdElectLeaders), '{', '}'},
 		{byte(cmdElectLeaders), '{', '"', 't', 'y', 'p', 'e', '"', ':', '7', '}'},
 		{byte(cmdCreatePartitions), '{', '}'},
+		{byte(cmdAlterBrokerConfigs), '{', '}'},
 		{99, '{', '}'},
 		{byte(cmdCreateTopic), '{'},
 		{byte(cmdCreateTopic), '[', ']'},
@@ -222,6 +228,7 @@ func FuzzApplyCommand(f *testing.F) {
 		{byte(cmdElectLeaders), '{', '}'},
 		{byte(cmdElectLeaders), '{', '"', 't', 'y', 'p', 'e', '"', ':', '7', '}'},
 		{byte(cmdCreatePartitions), '{', '}'},
+		{byte(cmdAlterBrokerConfigs), '{', '}'},
 		{99, '{', '}'},
 		valid[:len(valid)/2],
 	} {
@@ -525,6 +532,18 @@ func checkResult(t *testing.T, prev, next *Metadata, c command, res applyResult)
 		if byID, ok := next.TopicByID(c.ID); !ok || byID.Name != c.Name {
 			t.Fatalf("created topic %q not found by its id", c.Name)
 		}
+	case *alterBrokerConfigsCmd:
+		got := next.BrokerConfigs(c.Broker)
+		for k, v := range c.Set {
+			if got[k] != v {
+				t.Fatalf("broker %q: %s=%q not set: %v", c.Broker, k, v, got)
+			}
+		}
+		for _, k := range c.Delete {
+			if _, ok := got[k]; ok {
+				t.Fatalf("broker %q: %s not deleted", c.Broker, k)
+			}
+		}
 	case *createPartitionsCmd:
 		got, _ := next.Topic(c.Topic)
 		old, _ := prev.Topic(c.Topic)
@@ -717,6 +736,9 @@ func checkSameState(tb testing.TB, got, want *Metadata) {
 	if got.Version() != want.Version() || got.ClusterID() != want.ClusterID() || got.NextProducerID() != want.NextProducerID() {
 		tb.Fatalf("version %d cluster id %q next producer id %d, want %d %q %d", got.Version(), got.ClusterID(), got.NextProducerID(),
 			want.Version(), want.ClusterID(), want.NextProducerID())
+	}
+	if !reflect.DeepEqual(got.brokerConfigs, want.brokerConfigs) {
+		tb.Fatalf("broker configs differ:\n got %v\nwant %v", got.brokerConfigs, want.brokerConfigs)
 	}
 	if !reflect.DeepEqual(got.Brokers(), want.Brokers()) {
 		tb.Fatalf("brokers differ:\n got %+v\nwant %+v", got.Brokers(), want.Brokers())

@@ -190,3 +190,11 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	}
 	return res.Topic, err
 }
+
+// AlterBrokerConfigs sets and deletes dynamic broker configs (brokerconfig.go) of broker
+// ("" the cluster-wide default, "N" broker N) in one step. Only the two replication
+// throttles are accepted; any other key is ErrInvalidConfig naming it.
+func (c *Controller) AlterBrokerConfigs(ctx context.Context, broker string, set map[string]string, del []string) error {
+	_, err := c.propose(ctx, &alterBrokerConfigsCmd{Broker: broker, Set: set, Delete: del})
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -232,6 +233,9 @@ type Metadata struct {
 	nextProducerID int64
 	brokers        map[int32]BrokerInfo
 	topics         map[string]*TopicMeta
+	// brokerConfigs are the dynamic broker configs (brokerconfig.go): resource ("" or a
+	// broker id) → key → value. Inner maps are never modified once published: replace them.
+	brokerConfigs map[string]map[string]string
 
 	// Derived indexes, rebuilt by reindex after every change.
 	brokerIDs []int32  // sorted
@@ -240,7 +244,7 @@ type Metadata struct {
 }
 
 func emptyMetadata() *Metadata {
-	m := &Metadata{brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicMeta{}}
+	m := &Metadata{brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicMeta{}, brokerConfigs: map[string]map[string]string{}}
 	m.reindex()
 	return m
 }
@@ -327,6 +331,10 @@ func (m *Metadata) clone() *Metadata {
 		nextProducerID: m.nextProducerID,
 		brokers:        make(map[int32]BrokerInfo, len(m.brokers)+1),
 		topics:         make(map[string]*TopicMeta, len(m.topics)+1),
+		brokerConfigs:  maps.Clone(m.brokerConfigs),
+	}
+	if n.brokerConfigs == nil {
+		n.brokerConfigs = map[string]map[string]string{}
 	}
 	for k, v := range m.brokers {
 		n.brokers[k] = v
