@@ -54,6 +54,15 @@ type Config struct {
 	// SessionTimeout is broker.session.timeout.ms (default 9s): a broker without a heartbeat
 	// for that long is fenced by the active controller.
 	SessionTimeout time.Duration
+	// AutoLeaderRebalance is auto.leader.rebalance.enable: the active controller moves
+	// leaderships back to preferred replicas (leaderbalance.go). Kafka's default is true; a
+	// zero Config leaves it off, so the broker passes its config's value.
+	AutoLeaderRebalance bool
+	// LeaderImbalancePerBrokerPercentage is leader.imbalance.per.broker.percentage (default 10).
+	LeaderImbalancePerBrokerPercentage int
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds (default 300s),
+	// on Clock.
+	LeaderImbalanceCheckInterval time.Duration
 	// Logger receives the controller's and raft's logs. nil: slog.Default().
 	Logger *slog.Logger
 	// RaftLogLevel drops raft's own messages below it. nil: slog.LevelWarn.
@@ -135,6 +144,10 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.ApplyTimeout, 5*time.Second)
 	def(&cfg.LockTimeout, time.Second)
 	def(&cfg.SessionTimeout, 9*time.Second)
+	def(&cfg.LeaderImbalanceCheckInterval, 300*time.Second)
+	if cfg.LeaderImbalancePerBrokerPercentage == 0 {
+		cfg.LeaderImbalancePerBrokerPercentage = 10
+	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 8192
 	}
@@ -325,6 +338,10 @@ func Open(cfg Config, opts ...Option) (*Controller, error) {
 	c.live = newLiveness(c)
 	c.wg.Add(1)
 	go c.watchLeadership(notify)
+	if cfg.AutoLeaderRebalance {
+		c.wg.Add(1)
+		go c.balanceLeaders()
+	}
 	if c.mux != nil {
 		c.mux.start(c.serveRPC)
 	}
