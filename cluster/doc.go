@@ -5,7 +5,8 @@
 // # What it owns
 //
 //   - The state machine (state.go, commands.go, apply.go, brokerstate.go,
-//     alterpartition.go, clusterid.go, placement.go, election.go): pure functions
+//     alterpartition.go, clusterid.go, placement.go, election.go, reassign.go,
+//     electleaders.go, createpartitions.go, brokerconfig.go): pure functions
 //     from (metadata, raft index, command) to (next metadata, result). No
 //     goroutines, clock, randomness or I/O; tests drive it directly.
 //   - The raft driver (controller.go, fsm.go, ops.go): raft-boltdb as log
@@ -28,7 +29,14 @@
 //     on an injectable Clock, fencing after broker.session.timeout.ms,
 //     unfencing once caught up, controlled shutdown.
 //   - The topic config registry (topicconfig.go): Kafka's topic config keys,
-//     types, defaults and validation, and their typed form.
+//     types, defaults and validation, and their typed form. Dynamic broker
+//     configs (brokerconfig.go): the replication throttle rates, cluster-wide
+//     and per broker, in the metadata.
+//   - Moving replicas (reassign.go): partition reassignments kept in the
+//     partition metadata (adding and removing replicas), so a move survives a
+//     controller failover; preferred and unclean elections on request
+//     (electleaders.go); and the auto leader balance (leaderbalance.go), a
+//     loop on the active controller on the injectable Clock.
 //
 // Without voters a node is today's single-voter quorum over an in-memory
 // transport, bootstrapping itself on first start, so data directories made
@@ -51,8 +59,15 @@
 //     the state. It only grows and survives restarts and snapshots.
 //   - For every partition: Leader is NoLeader or a replica; ISR ⊆ Replicas;
 //     Leader ∈ ISR when there is a leader; LeaderEpoch grows by one on every
-//     leader change, PartitionEpoch by one on every leader or ISR change.
-//     Names starting with "__" are exactly the internal topics.
+//     leader change, PartitionEpoch by one on every leader, ISR or replica
+//     change (at most one each per command). Names starting with "__" are
+//     exactly the internal topics. A topic's partitions are only ever added,
+//     and may differ in width (a move changes one partition's).
+//   - A partition being moved has Replicas = target ++ removing, AddingReplicas
+//     ⊆ target, and a non-empty target; its replicas change only when the move
+//     completes (to the target: in the command that makes the ISR hold the
+//     whole target, unless no target replica could lead yet) or is cancelled
+//     (to Replicas − AddingReplicas).
 //   - A broker's epoch is the raft index of its last registration. A fenced
 //     broker leads no partition and is in an ISR only as its last member
 //     (kept so that it can be elected cleanly when it returns); a
@@ -78,20 +93,24 @@
 //	      6 AllocateProducerIDs (a block of producer ids for a broker),
 //	      7 AlterPartition (ISR change from the partition leader),
 //	      8 FenceBroker, 9 UnfenceBroker, 10 ControlledShutdown,
-//	      11 InitCluster (cluster id)
+//	      11 InitCluster (cluster id),
+//	      12 AlterPartitionReassignments, 13 ElectLeaders,
+//	      14 CreatePartitions, 15 AlterBrokerConfigs
 //
 // JSON because the controller handles a few commands a second at most, so
 // encoding cost is irrelevant, while a readable, self-describing log is easy
 // to inspect and to extend with optional fields. The type byte outside the
 // JSON lets Apply dispatch, and reject unknown types, without parsing.
 // state.bin is snapshotFile as JSON: {"format":1,"version":N,
-// "cluster_id":"..","next_producer_id":N,"brokers":[..],"topics":[..]}, both
-// lists sorted, so equal states encode to equal bytes. Fields added later are
+// "cluster_id":"..","next_producer_id":N,"brokers":[..],"topics":[..],
+// "broker_configs":{"":{..},"N":{..}}}, lists sorted (and JSON writes map keys
+// sorted), so equal states encode to equal bytes. Fields added later are
 // optional: a log entry or snapshot without them (a registration without an
-// incarnation, a broker without fenced, a partition without partition_epoch,
-// a create without a placement seed, a state without next_producer_id) reads
-// and applies as it did when written, with every broker alive and no
-// producer-id block given.
+// incarnation, a broker without fenced, a partition without partition_epoch
+// or adding/removing replicas, a create without a placement seed, a state
+// without next_producer_id or broker_configs) reads and applies as it did
+// when written, with every broker alive, no move in progress, no throttle and
+// no producer-id block given.
 //
 // # Producer-id blocks
 //
