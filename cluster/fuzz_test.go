@@ -643,6 +643,8 @@ func applyAfterRestore(t *testing.T, md *Metadata) {
 	}
 	steps := []step{
 		{&registerBrokerCmd{Broker: BrokerInfo{ID: id, Host: "restored", Port: 9092}}, true},
+		{&alterBrokerConfigsCmd{Broker: "", Set: map[string]string{LeaderReplicationThrottledRate: "100"}}, true},
+		{&electLeadersCmd{Type: ElectionPreferred, All: true}, true},
 		{&createTopicCmd{TopicSpec: TopicSpec{Name: "fuzz-created", NumPartitions: 2, ReplicationFactor: 1}, ID: idOf(200)}, false},
 	}
 	if topics := md.Topics(); len(topics) > 0 {
@@ -653,6 +655,8 @@ func applyAfterRestore(t *testing.T, md *Metadata) {
 				LeaderEpoch: first.Partitions[0].LeaderEpoch}}, epochsCanGrow(first.Partitions[0])},
 			step{&alterTopicConfigsCmd{Name: first.Name, Set: map[string]string{"retention.ms": "1000"},
 				Delete: []string{"segment.ms"}}, false},
+			step{&alterReassignmentsCmd{Reassignments: []Reassignment{{Topic: first.Name, Partition: 0, Replicas: []int32{id}}}}, false},
+			step{&createPartitionsCmd{Topic: first.Name, Count: int32(len(first.Partitions)) + 1, Assignment: [][]int32{first.Partitions[0].TargetReplicas()}}, false},
 			step{&deleteTopicCmd{Name: first.Name, ID: first.ID, Internal: true}, true},
 		)
 	}
