@@ -315,7 +315,7 @@ func checkApply(t *testing.T, s fuzzStartState, c command) {
 		t.Fatalf("%s: changed state has version %d, want the index %d", s.name, next.Version(), fuzzIndex)
 	}
 	checkAppliedState(t, next)
-	checkTransition(t, s.md, next)
+	checkTransition(t, s.md, next, c)
 	if sl, ok := c.(*setPartitionLeaderCmd); !ok || sl.PartitionEpochs {
 		checkPartitionEpochs(t, s.md, next)
 	}
@@ -402,7 +402,7 @@ func checkAppliedState(tb testing.TB, md *Metadata) {
 // (the original replicas become the move's original), completes (to its
 // target) or is cancelled (to its original); and the leader epoch moves by
 // exactly one on a leader change (replicas fence requests with it).
-func checkTransition(t *testing.T, prev, next *Metadata) {
+func checkTransition(t *testing.T, prev, next *Metadata, c command) {
 	t.Helper()
 	if next.Version() < prev.Version() {
 		t.Fatalf("version went back from %d to %d", prev.Version(), next.Version())
@@ -417,7 +417,7 @@ func checkTransition(t *testing.T, prev, next *Metadata) {
 		}
 		for i, pp := range pt.Partitions {
 			np := nt.Partitions[i]
-			if !replicasMayBecome(pp, np) {
+			if _, reassign := c.(*alterReassignmentsCmd); !replicasMayBecome(pp, np, reassign) {
 				t.Fatalf("%s-%d: replicas %v (adding %v, removing %v) became %v (adding %v, removing %v)", nt.Name, i,
 					pp.Replicas, pp.AddingReplicas, pp.RemovingReplicas, np.Replicas, np.AddingReplicas, np.RemovingReplicas)
 			}
@@ -438,9 +438,12 @@ func checkTransition(t *testing.T, prev, next *Metadata) {
 	}
 }
 
-// replicasMayBecome reports whether one command may take a partition's
-// replicas from pp to np.
-func replicasMayBecome(pp, np PartitionMeta) bool {
+// replicasMayBecome reports whether one command (an AlterPartitionReassignments
+// when reassign is set) may take a partition's replicas from pp to np: any
+// command may complete a move (to its target), only a reassignment start one
+// (from the replicas as its original), reorder or complete it at once (to any
+// target), or cancel one (to its original).
+func replicasMayBecome(pp, np PartitionMeta, reassign bool) bool {
 	sameSet := func(a, b []int32) bool {
 		return len(a) == len(b) && !slices.ContainsFunc(a, func(r int32) bool { return !slices.Contains(b, r) })
 	}
@@ -449,10 +452,12 @@ func replicasMayBecome(pp, np PartitionMeta) bool {
 		slices.Equal(pp.RemovingReplicas, np.RemovingReplicas):
 		return true
 	case pp.Reassigning():
-		return !np.Reassigning() && (slices.Equal(np.Replicas, pp.TargetReplicas()) || slices.Equal(np.Replicas, pp.OriginalReplicas()))
+		return !np.Reassigning() && (slices.Equal(np.Replicas, pp.TargetReplicas()) ||
+			reassign && slices.Equal(np.Replicas, pp.OriginalReplicas()))
+	case !reassign:
+		return false
 	}
-	// A start (and perhaps its completion in the same command).
-	return np.Reassigning() && sameSet(np.OriginalReplicas(), pp.Replicas) || !np.Reassigning()
+	return !np.Reassigning() || sameSet(np.OriginalReplicas(), pp.Replicas)
 }
 
 // checkPartitionEpochs: the partition epoch moves by one on every leader
@@ -683,7 +688,7 @@ func applyAfterRestore(t *testing.T, md *Metadata) {
 			t.Fatalf("after %T the snapshot is refused: %v", s.c, err)
 		}
 		checkSameState(t, back, next)
-		checkTransition(t, md, next)
+		checkTransition(t, md, next, s.c)
 		md = next
 	}
 }

@@ -69,6 +69,9 @@ func (s *scenarioState) apply(c command) applyResult {
 	}
 	if next != s.md {
 		checkAppliedState(s.t, next)
+		// What one command may change: the replicas only by a move, each epoch by one.
+		checkTransition(s.t, s.md, next, dc)
+		checkPartitionEpochs(s.t, s.md, next)
 	}
 	s.md = next
 	return res
