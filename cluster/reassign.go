@@ -55,9 +55,7 @@ func (c *alterReassignmentsCmd) apply(m *Metadata, index uint64) (*Metadata, app
 	for _, r := range c.Reassignments {
 		t := changed[r.Topic]
 		if t == nil {
-			cp := *m.topics[r.Topic]
-			cp.Partitions = slices.Clone(cp.Partitions)
-			t = &cp
+			t = m.topics[r.Topic] // read only, until a partition of it changes
 		}
 		ch := newPartitionChange(t.Partitions[r.Partition])
 		if r.Replicas == nil {
@@ -70,9 +68,14 @@ func (c *alterReassignmentsCmd) apply(m *Metadata, index uint64) (*Metadata, app
 			continue
 		}
 		np, el := ch.result(r.Topic)
+		if changed[r.Topic] == nil {
+			cp := *t
+			cp.Partitions = slices.Clone(t.Partitions)
+			t = &cp
+			changed[r.Topic] = t
+			next.topics[r.Topic] = t
+		}
 		t.Partitions[r.Partition] = np
-		changed[r.Topic] = t
-		next.topics[r.Topic] = t
 		if el != nil {
 			elections = append(elections, *el)
 		}
@@ -210,7 +213,7 @@ func (c *partitionChange) cancelReassignment(eligible func(int32) bool, unclean 
 		// Only adding replicas were in sync: the operator asked to go back, so the first
 		// eligible original replica leads, uncleanly (validate made sure there is one).
 		c.setLeader(ElectLeader(original, nil, eligible, true))
-	case slices.Contains(adding, p.Leader):
+	case p.Leader == NoLeader || slices.Contains(adding, p.Leader):
 		p.ISR = isr
 		c.setLeader(ElectLeader(original, isr, eligible, unclean))
 	default:
