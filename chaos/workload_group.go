@@ -24,9 +24,9 @@ import (
 // given (EvAssign) and taken away (EvRevoke, "revoked" or "lost"); on revocation it commits
 // first what the consumer delivered, as Kafka's documentation advises.
 //
-// The harness crashes each consumer now and then, at times its rng (from Workload.Seed and
-// the consumer's slot) draws, exponentially around GroupCrashInterval, and starts a new one in
-// its place (a new Consumer id) after a pause of up to groupRestartMax. A crash is recorded
+// The harness crashes each consumer now and then, once it has had partitions for a time its
+// rng (from Workload.Seed and the consumer's slot) draws, exponentially around
+// GroupCrashInterval, and starts a new one in its place (a new Consumer id) after a pause of up to groupRestartMax. A crash is recorded
 // (EvConsumerCrash) and is one of:
 //
 //   - hard: the consumer's connections are cut (its Dial is the harness's) before it is
@@ -55,9 +55,6 @@ const (
 	// groupMaxPollInterval is their max.poll.interval.ms, also the rebalance timeout: a
 	// consumer stuck in a commit through an outage holds a rebalance up for at most this.
 	groupMaxPollInterval = 30 * time.Second
-	// groupPollTimeout bounds one Poll (Kafka's poll(Duration)), so that a consumer whose
-	// partitions are idle or unreachable still reaches its crash time.
-	groupPollTimeout = time.Second
 	// groupCommitTimeout bounds one CommitSync; one that ends by it is recorded Failed (it
 	// may have been applied).
 	groupCommitTimeout = 10 * time.Second
@@ -136,9 +133,8 @@ func (g *groupWorkers) runSlot(ctx context.Context, slot int, rng *rand.Rand) {
 			sleepCtx(ctx, readerBackoff)
 			continue
 		}
-		mean := float64(g.w.GroupCrashInterval)
-		crashAt := time.Now().Add(time.Duration(rng.ExpFloat64() * mean))
-		if !m.consume(ctx, crashAt, rng) {
+		life := time.Duration(rng.ExpFloat64() * float64(g.w.GroupCrashInterval))
+		if !m.consume(ctx, life, rng) {
 			return
 		}
 		sleepCtx(ctx, time.Duration(rng.Int64N(int64(groupRestartMax))))
@@ -230,8 +226,9 @@ type member struct {
 	dial *severable
 	// pending is, per partition, the next offset after the records delivered and not yet
 	// committed with OK: what CommitSync commits.
-	pending  map[client.TopicPartition]int64
-	crashing bool // the listener records and commits nothing more
+	pending       map[client.TopicPartition]int64
+	crashing      bool      // the listener records and commits nothing more
+	firstAssigned time.Time // when it was first given partitions
 }
 
 func (g *groupWorkers) newMember(ctx context.Context, slot int) (*member, error) {
@@ -263,9 +260,11 @@ func (g *groupWorkers) newMember(ctx context.Context, slot int) (*member, error)
 }
 
 // consume polls, records and commits until ctx ends (it then closes the consumer, which
-// commits on revocation and leaves the group, and reports false) or crashAt has passed with
-// crashes allowed (it then crashes the consumer and reports true).
-func (m *member) consume(ctx context.Context, crashAt time.Time, rng *rand.Rand) bool {
+// commits on revocation and leaves the group, and reports false) or, with crashes allowed,
+// until life has passed since the consumer was first given partitions (it then crashes the
+// consumer and reports true): every consumer consumes a while, however long the group takes
+// to rebalance.
+func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand) bool {
 	g := m.g
 	what := fmt.Sprintf("group consumer %d", m.id)
 	for {
@@ -278,7 +277,18 @@ func (m *member) consume(ctx context.Context, crashAt time.Time, rng *rand.Rand)
 			}
 			return false
 		}
-		pctx, cancel := context.WithTimeout(ctx, groupPollTimeout)
+		// A Poll ends with records, at the crash time, or at the end of the run, and never
+		// sooner: one cut short in a rebalance abandons the JoinGroup, whose answer is then
+		// lost, and the rebalance takes a session timeout longer (see the report of
+		// TestGroupShortPolls).
+		var crashAt time.Time
+		if !m.firstAssigned.IsZero() {
+			crashAt = m.firstAssigned.Add(life)
+		}
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if g.churn.Load() && !crashAt.IsZero() {
+			pctx, cancel = context.WithDeadline(ctx, crashAt)
+		}
 		recs, err := m.c.Poll(pctx)
 		cancel()
 		if len(recs) > 0 {
@@ -288,7 +298,7 @@ func (m *member) consume(ctx context.Context, crashAt time.Time, rng *rand.Rand)
 			recordInfo(g.rec, 0, what+": poll", err)
 			sleepCtx(ctx, readerBackoff)
 		}
-		crash := g.churn.Load() && time.Now().After(crashAt)
+		crash := g.churn.Load() && !crashAt.IsZero() && time.Now().After(crashAt)
 		if crash && rng.IntN(2) == 0 {
 			m.crash(rng.IntN(2) == 0, "after processing, before the commit")
 			return true
@@ -383,9 +393,13 @@ func (m *member) record(typ EventType, tps []client.TopicPartition, detail strin
 }
 
 func (m *member) assigned(_ context.Context, tps []client.TopicPartition) {
-	if !m.crashing {
-		m.record(EvAssign, tps, "")
+	if m.crashing {
+		return
 	}
+	if len(tps) > 0 && m.firstAssigned.IsZero() {
+		m.firstAssigned = time.Now()
+	}
+	m.record(EvAssign, tps, "")
 }
 
 // revoked commits what was delivered, then gives the partitions up.
