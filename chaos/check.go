@@ -46,6 +46,10 @@ import (
 //     consumer delivered and did not commit before it crashed or lost the partition):
 //     counted, not anomalies. A delivery's value must be the one every other observation saw
 //     at its offset (inconsistent otherwise), and a writer's (unexpected otherwise).
+//   - group-unowned: a group consumer's delivery of a partition it had not been given
+//     (no EvAssign) or had given up (EvRevoke): the client returned records it does not own.
+//     (A consumer that lost its partitions and has not learnt it yet, a zombie, still owns
+//     them as far as it knows: that is Kafka's behaviour, and its commits are refused.)
 //   - divergent: a replica whose log differs from its leader's below the high watermark
 //     (FinalState.Divergences, found by CompareReplicas).
 //   - incomplete: a partition whose final read is missing or ended below its high watermark;
@@ -98,7 +102,7 @@ type Divergence struct {
 
 // Anomaly is one finding, with what the report says about it.
 type Anomaly struct {
-	Kind string // anomalyKinds: "lost", "duplicated", ..., "group-missed", "group-gap", "group-repeat", "divergent", "incomplete"
+	Kind string // anomalyKinds: "lost", "duplicated", ..., "group-missed", "group-gap", "group-repeat", "group-unowned", "divergent", "incomplete"
 	TopicPartition
 	Offset int64
 	Value  string
@@ -135,6 +139,7 @@ type Result struct {
 	GroupMissed    int // group-missed
 	GroupGaps      int // group-gap
 	GroupRepeats   int // group-repeat
+	GroupUnowned   int // group-unowned
 	Divergent      int
 	Incomplete     int
 	Anomalies      []Anomaly // every finding, at most CheckOptions' cap per kind (see Check)
@@ -156,7 +161,7 @@ type Result struct {
 // reorders only where the options promise their absence.
 func (r *Result) Count() int {
 	n := r.Lost + r.Inconsistent + r.Unexpected + r.Skips + r.Backward + r.CommitRegress + r.Divergent + r.Incomplete +
-		r.GroupMissed + r.GroupGaps + r.GroupRepeats
+		r.GroupMissed + r.GroupGaps + r.GroupRepeats + r.GroupUnowned
 	if r.Options.Idempotent {
 		n += r.Duplicated
 	}

@@ -94,6 +94,12 @@ func (c *checker) deliver(e *Event) error {
 	key := groupRunKey{e.Group, e.Consumer, p}
 	run := c.openRuns[key]
 	if run == nil {
+		// Not given the partition, or given it up: the client returned records it does not
+		// own. The run is judged as one from here.
+		c.res.GroupUnowned++
+		c.add(Anomaly{Kind: "group-unowned", TopicPartition: gp.tp, Offset: e.Offsets[0], Value: c.text(c.readID(e.Values[0])),
+			Detail: fmt.Sprintf("group %q consumer %d (generation %d) delivered offsets %d to %d of a partition it had not been given, or had given up",
+				e.Group, e.Consumer, e.Generation, e.Offsets[0], e.Offsets[len(e.Offsets)-1])})
 		run = &groupRun{consumer: e.Consumer, generation: e.Generation, assignT: e.T, firstUnowned: true}
 		gp.runs = append(gp.runs, run)
 		c.openRuns[key] = run

@@ -12,8 +12,9 @@ import (
 // revoke-and-assign of the same consumer, another group's commits without deliveries), and
 // each anomaly: an acknowledged, committed record never delivered (group-missed), a run that
 // begins past the committed offset or skips within itself (group-gap), one that begins below
-// it or goes back within itself (group-repeat), a delivered value that disagrees, and a final
-// committed offset that went back or past the high watermark.
+// it or goes back within itself (group-repeat), a delivery of a partition not owned
+// (group-unowned), a delivered value that disagrees, and a final committed offset that went
+// back or past the high watermark.
 
 const grp = "g"
 
@@ -62,12 +63,12 @@ func sent() []Event {
 
 // groupCounts are a Result's group counts and the run's failing count.
 type groupCounts struct {
-	Delivered, Redelivered, Crashes, Missed, Gaps, Repeats, Inconsistent, CommitRegress, Count int
+	Delivered, Redelivered, Crashes, Missed, Gaps, Repeats, Unowned, Inconsistent, CommitRegress, Count int
 }
 
 func groupCountsOf(r *Result) groupCounts {
 	return groupCounts{r.GroupDelivered, r.Redelivered, r.GroupCrashes, r.GroupMissed, r.GroupGaps, r.GroupRepeats,
-		r.Inconsistent, r.CommitRegress, r.Count()}
+		r.GroupUnowned, r.Inconsistent, r.CommitRegress, r.Count()}
 }
 
 func TestCheckGroup(t *testing.T) {
@@ -104,9 +105,16 @@ func TestCheckGroup(t *testing.T) {
 			want: groupCounts{Delivered: 6},
 		},
 		{
-			name:   "clean: a delivery with no assignment recorded, from the log start",
+			name:   "unowned: a delivery with no assignment",
 			events: then(nil, dl(1, p0, 11, 0, "0:0", "0:1", "0:2", "0:3", "0:4", "0:5"), gc(1, p0, 12, 6, OK)),
-			want:   groupCounts{Delivered: 6},
+			want:   groupCounts{Delivered: 6, Unowned: 1, Count: 1},
+			listed: []Anomaly{{Kind: "group-unowned", TopicPartition: p0, Offset: 0, Value: "0:0"}},
+		},
+		{
+			name:   "unowned: a delivery after the revocation",
+			events: then(first, revoke(1, p0, 13), dl(1, p0, 14, 3, "0:3", "0:4", "0:5"), gc(1, p0, 15, 6, OK)),
+			want:   groupCounts{Delivered: 6, Unowned: 1, Count: 1},
+			listed: []Anomaly{{Kind: "group-unowned", TopicPartition: p0, Offset: 3, Value: "0:3"}},
 		},
 		{
 			name:   "clean: another group's commits, without deliveries, ask for nothing",

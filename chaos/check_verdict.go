@@ -56,6 +56,7 @@ func verdict(r *Result, elapsed time.Duration) string {
 		{r.GroupMissed, "missed by the group", "missed by the group", ""},
 		{r.GroupGaps, "group gap", "group gaps", ""},
 		{r.GroupRepeats, "group repeat", "group repeats", ""},
+		{r.GroupUnowned, "delivery not owned", "deliveries not owned", ""},
 		{r.Incomplete, "incomplete", "incomplete", ""},
 	} {
 		if k.n > 0 {

@@ -443,13 +443,14 @@ func checksTable(r *Result) *report.Table {
 	row("consumer skips", "skip", r.Skips, true)
 	row("consumer backward jumps", "backward", r.Backward, true)
 	row("commit regressions", "commit-regression", r.CommitRegress, true)
-	if r.GroupDelivered > 0 || r.GroupMissed+r.GroupGaps+r.GroupRepeats > 0 {
+	if r.GroupDelivered > 0 || r.GroupMissed+r.GroupGaps+r.GroupRepeats+r.GroupUnowned > 0 {
 		row("records delivered to the group", "", r.GroupDelivered, false)
 		row("of them redelivered (after a crash or a lost partition)", "", r.Redelivered, false)
 		row("group consumer crashes", "", r.GroupCrashes, false)
 		row("acknowledged, committed, never delivered to the group", "group-missed", r.GroupMissed, true)
 		row("group gaps (offsets skipped past a commit)", "group-gap", r.GroupGaps, true)
 		row("group repeats (committed records delivered again)", "group-repeat", r.GroupRepeats, true)
+		row("deliveries of partitions not owned", "group-unowned", r.GroupUnowned, true)
 	}
 	row("divergent replicas", "divergent", r.Divergent, true)
 	row("incomplete final reads", "incomplete", r.Incomplete, true)
