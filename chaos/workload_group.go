@@ -62,6 +62,8 @@ const (
 	groupRestartMax = 2 * time.Second
 	// groupDrainTimeout bounds Stop's wait for the group to commit every partition's end.
 	groupDrainTimeout = 60 * time.Second
+	// maxPollFailures is how many Polls in a row may fail before the consumer is replaced.
+	maxPollFailures = 10
 )
 
 // groupAssignors are the values GroupAssignor takes.
@@ -267,6 +269,7 @@ func (g *groupWorkers) newMember(ctx context.Context, slot int) (*member, error)
 func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand) bool {
 	g := m.g
 	what := fmt.Sprintf("group consumer %d", m.id)
+	failures := 0 // Polls in a row that failed
 	for {
 		if ctx.Err() != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), groupCommitTimeout)
@@ -279,8 +282,8 @@ func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand
 		}
 		// A Poll ends with records, at the crash time, or at the end of the run, and never
 		// sooner: one cut short in a rebalance abandons the JoinGroup, whose answer is then
-		// lost, and the rebalance takes a session timeout longer (see the report of
-		// TestGroupShortPolls).
+		// lost, and the rebalance takes a session timeout longer (TestGroupShortPolls
+		// reproduces it).
 		var crashAt time.Time
 		if !m.firstAssigned.IsZero() {
 			crashAt = m.firstAssigned.Add(life)
@@ -294,7 +297,20 @@ func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand
 		if len(recs) > 0 {
 			m.deliver(recs)
 		}
-		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			failures = 0
+		} else {
+			failures++
+		}
+		switch {
+		case failures == 0:
+		case failures >= maxPollFailures:
+			// A consumer that keeps failing (a fatal group error) is replaced, as an
+			// application would restart it: a crash as the checker sees it.
+			recordInfo(g.rec, 0, what+": poll", err)
+			m.crash(false, fmt.Sprintf("replaced after %d failed polls", failures))
+			return true
+		default:
 			recordInfo(g.rec, 0, what+": poll", err)
 			sleepCtx(ctx, readerBackoff)
 		}
