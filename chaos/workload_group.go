@@ -280,10 +280,7 @@ func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand
 			}
 			return false
 		}
-		// A Poll ends with records, at the crash time, or at the end of the run, and never
-		// sooner: one cut short in a rebalance abandons the JoinGroup, whose answer is then
-		// lost, and the rebalance takes a session timeout longer (TestGroupShortPolls
-		// reproduces it).
+		// A Poll ends with records, at the crash time, or at the end of the run.
 		var crashAt time.Time
 		if !m.firstAssigned.IsZero() {
 			crashAt = m.firstAssigned.Add(life)

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -13,34 +12,16 @@ import (
 	"github.com/sluicemq/sluice/client"
 )
 
-// TestGroupShortPolls reproduces a client behaviour the harness works around: consumers that
-// poll with a short timeout (Kafka's poll(Duration.ofSeconds(1)), a common loop) through a
-// rebalance that lasts longer than the timeout. Two consumers share four partitions; one
-// crashes hard (its connections cut, so it cannot leave); a third joins, and the rebalance
-// waits for the crashed member's session (6 s) to expire. Kafka's consumer keeps its
-// JoinGroup in flight across polls, so the group is whole again a little after the session
-// timeout. It asks that every partition be owned by a live consumer within the session
-// timeout plus 4 s of the crash.
-//
-// Sluice's client bounds the JoinGroup by Poll's context: each Poll that ends abandons it,
-// and the answer of the join that completes the rebalance can be lost; the rebalance then
-// takes another session timeout or more (seen: the partitions unowned 12 s after the crash).
-// Polls of a minute (the harness's way: a Poll cut only by a crash or the end of the run)
-// pass: the partitions move 6.0 s after the crash. It runs with SLUICE_REPRO=1 only, until
-// the client keeps a join across polls.
+// TestGroupShortPolls: consumers that poll with a short timeout (Kafka's
+// poll(Duration.ofSeconds(1)), a common loop) through a rebalance that lasts longer than the
+// timeout. Two consumers share four partitions; one crashes hard (its connections cut, so it
+// cannot leave); a third joins, and the rebalance waits for the crashed member's session (6 s)
+// to expire. The join must outlive the polls (Kafka's consumer keeps its JoinGroup in flight
+// across them): every partition is owned by a live consumer within the session timeout plus
+// 4 s of the crash. (Before the client ran joins on a goroutine of its own, a Poll that ended
+// abandoned the join, and the partitions stayed unowned 12 s and more.)
 func TestGroupShortPolls(t *testing.T) {
-	if os.Getenv("SLUICE_REPRO") == "" {
-		t.Skip("a reproducer of a client behaviour (see its comment): SLUICE_REPRO=1 runs it")
-	}
-	for _, tc := range []struct {
-		name    string
-		pollFor time.Duration
-	}{
-		{"polls of 1 s", time.Second}, // fails today
-		{"polls of a minute", time.Minute},
-	} {
-		t.Run(tc.name, func(t *testing.T) { testGroupPolls(t, tc.pollFor) })
-	}
+	testGroupPolls(t, time.Second)
 }
 
 func testGroupPolls(t *testing.T, pollFor time.Duration) {
