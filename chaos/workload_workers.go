@@ -11,8 +11,9 @@ import (
 	"github.com/sluicemq/sluice/client"
 )
 
-// Workers are the running writers and readers. Stop ends them (the writers first, waiting for
-// every send in flight to have its outcome recorded) and waits for their goroutines.
+// Workers are the running writers, readers and group consumers. Stop ends them (the writers
+// first, waiting for every send in flight to have its outcome recorded) and waits for their
+// goroutines.
 //
 // Ownership: StartWorkers starts one goroutine per writer, two per reader and one per group
 // consumer slot; Stop stops and waits for all of them and closes every producer and consumer.
