@@ -27,6 +27,29 @@ import (
 //     yet) or not past it (backward).
 //   - commit regression: a committed offset read back (EvCommitted) below one the same group
 //     committed with OK for that partition earlier, or a committed offset that went down.
+//   - group-missed (at least once): a send acknowledged at an offset below its partition's
+//     final committed offset of a group (EvCommitted, fetched once the group's consumers
+//     stopped) that no consumer of the group delivered (EvDeliver). Only for groups with
+//     deliveries.
+//   - group-gap and group-repeat (exactly once among the committed records): a group's
+//     deliveries of a partition come in runs, one per consumer from the partition's assignment
+//     (EvAssign) to its revocation (EvRevoke) or the consumer's crash (EvConsumerCrash).
+//     Within a run the offsets follow each other; one more than one past the previous is a
+//     group-gap, one not past it a group-repeat. A run begins at the group's committed offset
+//     when the consumer got the partition (the log start when nothing was committed), which
+//     lies between lo, the highest offset committed with OK before the EvAssign, and hi, the
+//     highest any commit not Refused asked for before the run's first delivery (a Failed one
+//     may have been applied): a run that begins below lo delivers committed records again (a
+//     group-repeat), one that begins past hi skips records never committed (a group-gap), as
+//     does a final committed offset past the high watermark. Deliveries of an offset the group
+//     had delivered before, in a run that began where it should, are redeliveries (the tail a
+//     consumer delivered and did not commit before it crashed or lost the partition):
+//     counted, not anomalies. A delivery's value must be the one every other observation saw
+//     at its offset (inconsistent otherwise), and a writer's (unexpected otherwise).
+//   - group-unowned: a group consumer's delivery of a partition it had not been given
+//     (no EvAssign) or had given up (EvRevoke): the client returned records it does not own.
+//     (A consumer that lost its partitions and has not learnt it yet, a zombie, still owns
+//     them as far as it knows: that is Kafka's behaviour, and its commits are refused.)
 //   - divergent: a replica whose log differs from its leader's below the high watermark
 //     (FinalState.Divergences, found by CompareReplicas).
 //   - incomplete: a partition whose final read is missing or ended below its high watermark;
@@ -79,7 +102,7 @@ type Divergence struct {
 
 // Anomaly is one finding, with what the report says about it.
 type Anomaly struct {
-	Kind string // "lost", "duplicated", "inconsistent", "non-monotonic", "unexpected", "skip", "backward", "commit-regression", "divergent", "incomplete"
+	Kind string // anomalyKinds: "lost", "duplicated", ..., "group-missed", "group-gap", "group-repeat", "group-unowned", "divergent", "incomplete"
 	TopicPartition
 	Offset int64
 	Value  string
@@ -113,6 +136,10 @@ type Result struct {
 	Skips          int
 	Backward       int
 	CommitRegress  int
+	GroupMissed    int // group-missed
+	GroupGaps      int // group-gap
+	GroupRepeats   int // group-repeat
+	GroupUnowned   int // group-unowned
 	Divergent      int
 	Incomplete     int
 	Anomalies      []Anomaly // every finding, at most CheckOptions' cap per kind (see Check)
@@ -121,12 +148,20 @@ type Result struct {
 	Outages        []Outage // every partition's outages, in time order
 	LongestAll     Outage   // the longest time with no write acknowledged anywhere
 	Options        CheckOptions
+
+	// The group consumers: records delivered (EvDeliver, redeliveries included), of them
+	// deliveries of an offset the group had delivered before (allowed: the uncommitted tail
+	// of a consumer that crashed or lost its partitions), and the harness's crashes.
+	GroupDelivered int
+	Redelivered    int
+	GroupCrashes   int
 }
 
 // Count is the number of findings that make the run fail: every kind above, duplicates and
 // reorders only where the options promise their absence.
 func (r *Result) Count() int {
-	n := r.Lost + r.Inconsistent + r.Unexpected + r.Skips + r.Backward + r.CommitRegress + r.Divergent + r.Incomplete
+	n := r.Lost + r.Inconsistent + r.Unexpected + r.Skips + r.Backward + r.CommitRegress + r.Divergent + r.Incomplete +
+		r.GroupMissed + r.GroupGaps + r.GroupRepeats + r.GroupUnowned
 	if r.Options.Idempotent {
 		n += r.Duplicated
 	}
@@ -137,8 +172,9 @@ func (r *Result) Count() int {
 }
 
 // Verdict is the one-line summary, e.g. "42 faults in 10m0s: 61,234 acknowledged, 0 lost,
-// 0 duplicated, 0 inconsistent, 0 divergent; longest outage 3.1 s (kill-leader)", with the
-// other kinds appended when not zero.
+// 0 duplicated, 0 inconsistent, 0 divergent, 61,540 delivered to the group (306 redelivered,
+// 40 consumer crashes); longest outage 3.1 s (kill-leader)", with the group's part only when
+// there were deliveries, and the other kinds appended when not zero.
 //
 // Duplicates without Idempotent read "12 duplicated (retries without idempotence)", reorders
 // without Ordered "3 non-monotonic (ordering not promised)": counted, not failing the run.

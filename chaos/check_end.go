@@ -23,6 +23,7 @@ func (c *checker) finish() *Result {
 	c.walkFinal(order)
 	c.lostAndUnexpected()
 	c.incomplete()
+	c.groupFinish()
 	for _, d := range c.final.Divergences {
 		r.Divergent++
 		c.add(Anomaly{Kind: "divergent", TopicPartition: d.TopicPartition, Offset: d.Offset,
@@ -49,7 +50,7 @@ func (c *checker) finish() *Result {
 
 // anomalyKinds are Anomaly.Kind's values, in the order the report lists them.
 var anomalyKinds = []string{"lost", "duplicated", "inconsistent", "non-monotonic", "unexpected",
-	"skip", "backward", "commit-regression", "divergent", "incomplete"}
+	"skip", "backward", "commit-regression", "group-missed", "group-gap", "group-repeat", "group-unowned", "divergent", "incomplete"}
 
 func compareTP(a, b TopicPartition) int {
 	if n := cmp.Compare(a.Topic, b.Topic); n != 0 {

@@ -21,6 +21,19 @@ func FuzzCheck(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(buf.Bytes())
+	buf.Reset()
+	for _, e := range with(sent(), assign(1, p0, 1), dl(1, p0, 2, 0, "0:0", "0:1", "0:2"), gc(1, p0, 3, 3, OK),
+		dl(1, p0, 4, 3, "0:3"), crash(1, 5), assign(2, p0, 6), dl(2, p0, 7, 2, "0:2", "0:3", "0:5"),
+		gc(2, p0, 8, 6, Failed), gc(2, p0, 8, 7, Refused), revoke(2, p0, 9), dl(2, p0, 10, 6, "9:9"), gcommitted(p0, 11, 6)) {
+		rec.Record(e)
+	}
+	if err := rec.Flush(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte(`{"type":"deliver","group":"g","c":1,"offsets":[9223372036854775807,-9223372036854775808],"values":["1:2","x"]}` + "\n" +
+		`{"type":"commit","group":"g","outcome":"fail","offset":-9223372036854775808,"start":9223372036854775807}` + "\n" +
+		`{"type":"committed","group":"g","offset":9223372036854775807}`))
 	f.Add([]byte(`{"type":"read","offsets":[9223372036854775807,-9223372036854775808,0],"values":["1:2","3:4 ",""]}`))
 	f.Add([]byte(`{"type":"send","w":-5,"seq":-1,"outcome":"ok","offset":-7}` + "\n" + `{"type":"heal","id":3}`))
 	fs := FinalState{

@@ -32,6 +32,10 @@ type checker struct {
 	passes  map[passKey]*passState
 	commits map[commitKey]*commitState
 
+	groupParts     map[commitKey]*groupPart  // check_group.go
+	openRuns       map[groupRunKey]*groupRun // each consumer's current run per partition
+	deliveryGroups map[string]bool           // the groups with a delivery
+
 	faults    []faultSpan
 	openFault map[int]int // fault ID → index in faults of its unhealed injection
 	acks      []int64     // completion times of the OK sends
@@ -114,16 +118,19 @@ func newChecker(final FinalState, opts CheckOptions) *checker {
 		opts.RecoveryWindow = 10 * time.Second
 	}
 	return &checker{
-		opts:      opts,
-		final:     final,
-		res:       &Result{Options: opts, LongestByFault: map[string]Outage{}},
-		values:    make([]valueInfo, 1, 1024),
-		partIdx:   map[TopicPartition]int32{},
-		lastPart:  -1,
-		passes:    map[passKey]*passState{},
-		commits:   map[commitKey]*commitState{},
-		openFault: map[int]int{},
-		listed:    map[string]int{},
+		opts:           opts,
+		final:          final,
+		res:            &Result{Options: opts, LongestByFault: map[string]Outage{}},
+		values:         make([]valueInfo, 1, 1024),
+		partIdx:        map[TopicPartition]int32{},
+		lastPart:       -1,
+		passes:         map[passKey]*passState{},
+		commits:        map[commitKey]*commitState{},
+		groupParts:     map[commitKey]*groupPart{},
+		openRuns:       map[groupRunKey]*groupRun{},
+		deliveryGroups: map[string]bool{},
+		openFault:      map[int]int{},
+		listed:         map[string]int{},
 	}
 }
 
@@ -260,8 +267,12 @@ func (c *checker) event(e *Event) error {
 		return c.read(e)
 	case EvCommit:
 		c.commit(e)
+		c.groupCommit(e)
 	case EvCommitted:
 		c.committed(e)
+		c.groupCommitted(e)
+	case EvDeliver, EvAssign, EvRevoke, EvConsumerCrash:
+		return c.groupEvent(e)
 	case EvFault:
 		c.res.Faults++
 		c.openFault[e.ID] = len(c.faults)

@@ -428,6 +428,10 @@ func TestVerdict(t *testing.T) {
 			"1 fault in 1h0m0s: 1,234,567 acknowledged, 1,001 lost, 0 duplicated, 3 inconsistent, 1 divergent, 5 non-monotonic, 4 unexpected, 2 skips, 1 backward, 1 commit regression, 2 incomplete; longest outage 3.1 s (kill-leader)"},
 		{"one skip; reorders not promised", func(r *Result) { r.Skips, r.NonMonotonic = 1, 3 }, time.Minute,
 			"42 faults in 1m0s: 61,234 acknowledged, 0 lost, 0 duplicated, 0 inconsistent, 0 divergent, 3 non-monotonic (ordering not promised), 1 skip; longest outage 3.1 s (kill-leader)"},
+		{"group consumers", func(r *Result) {
+			r.GroupDelivered, r.Redelivered, r.GroupCrashes, r.GroupMissed, r.GroupGaps, r.GroupRepeats = 61540, 306, 1, 2, 1, 3
+		}, time.Minute,
+			"42 faults in 1m0s: 61,234 acknowledged, 0 lost, 0 duplicated, 0 inconsistent, 0 divergent, 61,540 delivered to the group (306 redelivered, 1 consumer crash), 2 missed by the group, 1 group gap, 3 group repeats; longest outage 3.1 s (kill-leader)"},
 		{"no outage", func(r *Result) { r.Faults, r.Longest, r.Outages = 0, Outage{}, nil }, 90 * time.Second,
 			"0 faults in 1m30s: 61,234 acknowledged, 0 lost, 0 duplicated, 0 inconsistent, 0 divergent; no outage over 1.0 s"},
 	}

@@ -31,6 +31,15 @@ func verdict(r *Result, elapsed time.Duration) string {
 	b.WriteString(" inconsistent, ")
 	b.WriteString(thousands(r.Divergent))
 	b.WriteString(" divergent")
+	if r.GroupDelivered > 0 {
+		b.WriteString(", ")
+		b.WriteString(thousands(r.GroupDelivered))
+		b.WriteString(" delivered to the group (")
+		b.WriteString(thousands(r.Redelivered))
+		b.WriteString(" redelivered, ")
+		b.WriteString(plural(r.GroupCrashes, "consumer crash", "consumer crashes"))
+		b.WriteString(")")
+	}
 	unordered := ""
 	if !r.Options.Ordered {
 		unordered = " (ordering not promised)"
@@ -44,6 +53,10 @@ func verdict(r *Result, elapsed time.Duration) string {
 		{r.Skips, "skip", "skips", ""},
 		{r.Backward, "backward", "backward", ""},
 		{r.CommitRegress, "commit regression", "commit regressions", ""},
+		{r.GroupMissed, "missed by the group", "missed by the group", ""},
+		{r.GroupGaps, "group gap", "group gaps", ""},
+		{r.GroupRepeats, "group repeat", "group repeats", ""},
+		{r.GroupUnowned, "delivery not owned", "deliveries not owned", ""},
 		{r.Incomplete, "incomplete", "incomplete", ""},
 	} {
 		if k.n > 0 {

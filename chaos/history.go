@@ -19,11 +19,28 @@ const (
 	EvSend EventType = "send"
 	// EvRead is records of one partition that one reader read in one poll, in order.
 	EvRead EventType = "read"
-	// EvCommit is one offset commit (Group, Topic, Partition, Offset) with its outcome.
+	// EvCommit is one offset commit (Group, Topic, Partition, Offset: the next offset to
+	// consume) with its outcome; a group consumer's also has Consumer, Generation (as the
+	// consumer knew it when it committed) and Start (when the commit was called). T is when the
+	// outcome was known.
 	EvCommit EventType = "commit"
 	// EvCommitted is one committed offset read back (OffsetFetch): Offset is what the
 	// broker answered.
 	EvCommitted EventType = "committed"
+	// EvDeliver is records of one partition that one group consumer (Group, Consumer,
+	// Generation) got from one poll, in order (Offsets[i] holds Values[i], as EvRead's), and
+	// processed: they count as delivered.
+	EvDeliver EventType = "deliver"
+	// EvAssign is a partition given to a group consumer (the rebalance listener's
+	// onPartitionsAssigned); EvRevoke is one taken from it (Detail "revoked", or "lost" when
+	// the consumer learnt it was no longer a member). Group, Consumer, Generation, Topic,
+	// Partition.
+	EvAssign EventType = "assign"
+	EvRevoke EventType = "revoke"
+	// EvConsumerCrash is a group consumer (Group, Consumer) crashed by the harness (Detail says
+	// how): its partitions' runs end there, and what it delivered past its last commit may be
+	// delivered again to the next owner.
+	EvConsumerCrash EventType = "consumer-crash"
 	// EvFault is a fault injected (Fault, Targets, Detail); EvHeal is its end.
 	EvFault EventType = "fault"
 	EvHeal  EventType = "heal"
@@ -39,8 +56,11 @@ const (
 	OK Outcome = "ok"
 	// Failed: the client gave up (an error or a delivery timeout). The value may or may not
 	// be in the log: Kafka's producer cannot tell, so the checker never counts it lost, nor
-	// its appearance unexpected.
+	// its appearance unexpected. A failed commit may likewise have been applied.
 	Failed Outcome = "fail"
+	// Refused: a commit the coordinator refused (the member was not in the group's current
+	// generation, or a rebalance was in progress: client.ErrCommitFailed). Not applied.
+	Refused Outcome = "refused"
 )
 
 // FinalReader is the Reader id of the end-of-run full read from each partition's leader.
@@ -72,8 +92,12 @@ type Event struct {
 	Offsets []int64  `json:"offsets,omitempty"`
 	Values  []string `json:"values,omitempty"`
 
-	// EvCommit / EvCommitted.
-	Group string `json:"group,omitempty"`
+	// EvCommit / EvCommitted / EvDeliver / EvAssign / EvRevoke / EvConsumerCrash: the group;
+	// Consumer is a group consumer's id, one per consumer started (a consumer restarted after
+	// a crash has a new id), counting from 1; Generation is the group generation it knew.
+	Group      string `json:"group,omitempty"`
+	Consumer   int    `json:"c,omitempty"`
+	Generation int32  `json:"gen,omitempty"`
 
 	// EvFault / EvHeal: Fault is the kind's name (FaultKind), ID pairs a heal with its fault,
 	// Targets the node ids it concerns, Detail a sentence for the report.

@@ -395,6 +395,7 @@ func summarySettings(s Summary) []report.Setting {
 		{Key: "duration", Value: s.Duration.String() + " (elapsed " + s.Elapsed.Round(time.Millisecond).String() + ")"},
 		{Key: "workload", Value: fmt.Sprintf("%d writers at %d records/s, %d readers (reread every %s)", w.Writers, w.Rate, w.Readers, time.Duration(w.RereadInterval))},
 		{Key: "record size", Value: strconv.Itoa(w.RecordSize) + " B"},
+		{Key: "group consumers", Value: groupSetting(w)},
 		{Key: "acks", Value: fmt.Sprintf("all, enable.idempotence %t, max.in.flight %d, delivery.timeout %s", w.Idempotent(), w.MaxInFlight, time.Duration(w.DeliveryTimeout))},
 		{Key: "partitions", Value: fmt.Sprintf("%d topics × %d", w.Topics, w.Partitions)},
 		{Key: "replication factor", Value: fmt.Sprintf("%d, min.insync.replicas %d", w.ReplicationFactor, w.MinInsyncReplicas)},
@@ -404,6 +405,14 @@ func summarySettings(s Summary) []report.Setting {
 		set = append(set, report.Setting{Key: "replay", Value: s.Command})
 	}
 	return set
+}
+
+// groupSetting describes the group consumers.
+func groupSetting(w Workload) string {
+	if w.Groups() == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d in group %s, %s, commit after processing, a crash every %s each (on average)", w.Groups(), GroupID, w.GroupAssignor, time.Duration(w.GroupCrashInterval))
 }
 
 // checksTable is each check's count (the lists are in checks/<kind>.txt).
@@ -434,6 +443,15 @@ func checksTable(r *Result) *report.Table {
 	row("consumer skips", "skip", r.Skips, true)
 	row("consumer backward jumps", "backward", r.Backward, true)
 	row("commit regressions", "commit-regression", r.CommitRegress, true)
+	if r.GroupDelivered > 0 || r.GroupMissed+r.GroupGaps+r.GroupRepeats+r.GroupUnowned > 0 {
+		row("records delivered to the group", "", r.GroupDelivered, false)
+		row("of them redelivered (after a crash or a lost partition)", "", r.Redelivered, false)
+		row("group consumer crashes", "", r.GroupCrashes, false)
+		row("acknowledged, committed, never delivered to the group", "group-missed", r.GroupMissed, true)
+		row("group gaps (offsets skipped past a commit)", "group-gap", r.GroupGaps, true)
+		row("group repeats (committed records delivered again)", "group-repeat", r.GroupRepeats, true)
+		row("deliveries of partitions not owned", "group-unowned", r.GroupUnowned, true)
+	}
 	row("divergent replicas", "divergent", r.Divergent, true)
 	row("incomplete final reads", "incomplete", r.Incomplete, true)
 	return t

@@ -66,6 +66,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.Seed = o.Seed // the group consumers' crashes
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -140,8 +141,8 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	defer hf.Close()
 	r.start = time.Now()
 	r.rec = NewRecorder(hf, r.start)
-	r.logf("topics %s ready (%d partitions each, RF %d, min.insync.replicas %d); %d writers at %d records/s, %d readers",
-		strings.Join(r.w.TopicNames(), ","), r.w.Partitions, r.w.ReplicationFactor, r.w.MinInsyncReplicas, r.w.Writers, r.w.Rate, r.w.Readers)
+	r.logf("topics %s ready (%d partitions each, RF %d, min.insync.replicas %d); %d writers at %d records/s, %d readers; group consumers: %s",
+		strings.Join(r.w.TopicNames(), ","), r.w.Partitions, r.w.ReplicationFactor, r.w.MinInsyncReplicas, r.w.Writers, r.w.Rate, r.w.Readers, groupSetting(r.w))
 	workers, err := StartWorkers(ctx, c.Bootstrap(), r.w, r.rec)
 	if err != nil {
 		return nil, err
@@ -322,7 +323,7 @@ func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Worker
 		}
 		if time.Since(lastStats) >= 10*time.Second {
 			st := workers.Stats()
-			r.logf("%d sent, %d acknowledged, %d failed, %d read", st.Sent, st.Acknowledged, st.Failed, st.Read)
+			r.logf("%d sent, %d acknowledged, %d failed, %d read, %d delivered to the group (%d consumer crashes)", st.Sent, st.Acknowledged, st.Failed, st.Read, st.GroupDelivered, st.GroupCrashes)
 			lastStats = time.Now()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,20 @@ type Workload struct {
 	RereadInterval Duration `json:"reread_interval"` // 0: a tenth of the run, at least 10 s
 	// DeliveryTimeout is the writers' delivery.timeout.ms: 30 s.
 	DeliveryTimeout Duration `json:"delivery_timeout"`
+
+	// GroupConsumers are consumers in one group (GroupID) subscribed to every topic, which
+	// commit after processing and which the harness crashes and restarts (workload_group.go):
+	// nil takes 3 when the workload has two partitions or more (else none), 0 turns them off.
+	GroupConsumers *int `json:"group_consumers,omitempty"`
+	// GroupAssignor is their partition.assignment.strategy: "cooperative-sticky" (the
+	// default), "range" or "roundrobin".
+	GroupAssignor string `json:"group_assignor,omitempty"`
+	// GroupCrashInterval is the mean time between two crashes of one group consumer (the
+	// times are drawn from Seed): 0 takes 15 s.
+	GroupCrashInterval Duration `json:"group_crash_interval"`
+
+	// Seed draws the group consumers' crashes (the run's --seed). Not part of the file.
+	Seed uint64 `json:"-"`
 }
 
 // ErrWorkload: a workload file that does not parse, or a workload that cannot run on the
@@ -133,6 +148,7 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 		{"writers", int64(w.Writers)}, {"rate", int64(w.Rate)}, {"record_size", int64(w.RecordSize)},
 		{"max_in_flight", int64(w.MaxInFlight)}, {"readers", int64(w.Readers)},
 		{"reread_interval", int64(w.RereadInterval)}, {"delivery_timeout", int64(w.DeliveryTimeout)},
+		{"group_consumers", int64(w.Groups())}, {"group_crash_interval", int64(w.GroupCrashInterval)},
 	} {
 		if f.v < 0 {
 			return w, fmt.Errorf("%w: %s %d is negative (zero takes the default)", ErrWorkload, f.name, f.v)
@@ -168,6 +184,19 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 	if w.DeliveryTimeout == 0 {
 		w.DeliveryTimeout = Duration(30 * time.Second)
 	}
+	if w.GroupConsumers == nil {
+		n := 0
+		if w.Topics*w.Partitions >= 2 {
+			n = 3
+		}
+		w.GroupConsumers = &n
+	}
+	if w.GroupAssignor == "" {
+		w.GroupAssignor = "cooperative-sticky"
+	}
+	if w.GroupCrashInterval == 0 {
+		w.GroupCrashInterval = Duration(15 * time.Second)
+	}
 	switch {
 	case w.ReplicationFactor > brokers:
 		return w, fmt.Errorf("%w: replication_factor %d exceeds the %d brokers", ErrWorkload, w.ReplicationFactor, brokers)
@@ -185,10 +214,22 @@ func (w Workload) WithDefaults(brokers int, runFor time.Duration) (Workload, err
 		return w, fmt.Errorf("%w: record_size %d exceeds 1 MiB", ErrWorkload, w.RecordSize)
 	case w.Idempotent() && w.MaxInFlight > 5:
 		return w, fmt.Errorf("%w: max_in_flight %d: an idempotent producer keeps at most 5 requests in flight (its broker remembers 5 runs of batches per producer, one a request at most)", ErrWorkload, w.MaxInFlight)
+	case w.Groups() > 100:
+		return w, fmt.Errorf("%w: group_consumers %d is more than a run needs (at most 100)", ErrWorkload, w.Groups())
+	case !slices.Contains(groupAssignors, w.GroupAssignor):
+		return w, fmt.Errorf("%w: group_assignor %q: want %s", ErrWorkload, w.GroupAssignor, strings.Join(groupAssignors, ", "))
 	case time.Duration(w.DeliveryTimeout) <= writerLinger:
 		return w, fmt.Errorf("%w: delivery_timeout %v must exceed the writers' linger %v", ErrWorkload, time.Duration(w.DeliveryTimeout), writerLinger)
 	}
 	return w, nil
+}
+
+// Groups is the number of group consumers (GroupConsumers; 0 before WithDefaults when unset).
+func (w Workload) Groups() int {
+	if w.GroupConsumers == nil {
+		return 0
+	}
+	return *w.GroupConsumers
 }
 
 // Idempotent reports whether the writers are idempotent (the default).

@@ -79,18 +79,23 @@ func testCluster(t *testing.T, tweak func(*broker.Config)) ([]*broker.Broker, []
 }
 
 // TestWorkloadOnACluster: the whole workload against three in-process brokers, RF 3, min ISR
-// 2. The topics are created with every partition led; writers and readers run until a few
-// hundred values are acknowledged and every reader has made a pass; Stop leaves every send
-// recorded with its outcome; the final read from the leaders covers every partition densely
+// 2. The topics are created with every partition led; writers, readers and three group
+// consumers (crashed and restarted every few seconds) run until a few hundred values are
+// acknowledged and delivered to the group, every reader has made a pass and the group has
+// seen two crashes; Stop leaves every send recorded with its outcome and the group's
+// committed offsets read back; the final read from the leaders covers every partition densely
 // from its log start to its high watermark, holds every acknowledged value at the offset it
-// was acknowledged at, and agrees with every value any reader read; and after the brokers
-// stop, their replica files agree below the high watermark.
+// was acknowledged at, and agrees with every value any reader read; the checker finds
+// nothing, the group's deliveries included (every acknowledged record delivered, no gap and
+// no repeat past a commit); and after the brokers stop, their replica files agree below the
+// high watermark.
 func TestWorkloadOnACluster(t *testing.T) {
-	brokers, _, bootstrap, dirs := testCluster(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	brokers, _, bootstrap, dirs := testCluster(t, func(c *broker.Config) { c.GroupInitialRebalanceDelay = -1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	w, err := Workload{Topics: 2, Partitions: 2, Writers: 2, Rate: 300, Readers: 2, RecordSize: 40,
-		RereadInterval: Duration(300 * time.Millisecond), DeliveryTimeout: Duration(10 * time.Second)}.WithDefaults(3, 2*time.Second)
+		RereadInterval: Duration(300 * time.Millisecond), DeliveryTimeout: Duration(10 * time.Second),
+		GroupCrashInterval: Duration(2 * time.Second), Seed: 1}.WithDefaults(3, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +113,10 @@ func TestWorkloadOnACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for s := ws.Stats(); s.Acknowledged < 300 || s.Passes < int64(2*w.Readers); s = ws.Stats() {
+	for s := ws.Stats(); s.Acknowledged < 300 || s.Passes < int64(2*w.Readers) || s.GroupDelivered < 300 || s.GroupCrashes < 2; s = ws.Stats() {
 		if time.Now().After(deadline) {
 			_ = ws.Stop(ctx)
-			t.Fatalf("timed out waiting for acknowledgements and passes: %+v", s)
+			t.Fatalf("timed out waiting for acknowledgements, passes, deliveries and crashes: %+v", s)
 		}
 		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
@@ -128,6 +133,7 @@ func TestWorkloadOnACluster(t *testing.T) {
 	}
 
 	checkHistory(t, hist.Bytes(), w, final, stats, true)
+	checkGroup(t, hist.Bytes(), w, final)
 	for tp := range final.HighWatermarks {
 		if l := replicas.Leaders[tp]; l < 0 || l > 2 || len(replicas.ISR[tp]) < w.MinInsyncReplicas || len(replicas.Replicas[tp]) != 3 {
 			t.Errorf("%v: leader %d, replicas %v, ISR %v", tp, l, replicas.Replicas[tp], replicas.ISR[tp])
@@ -158,7 +164,7 @@ func TestWorkloadThroughABrokerCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w, err := Workload{Topics: 1, Partitions: 3, Writers: 2, Rate: 300, Readers: 1, RecordSize: 40,
-		RereadInterval: Duration(time.Hour), DeliveryTimeout: Duration(15 * time.Second)}.WithDefaults(3, 2*time.Second)
+		RereadInterval: Duration(time.Hour), DeliveryTimeout: Duration(15 * time.Second), GroupConsumers: new(0)}.WithDefaults(3, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +238,39 @@ func TestWorkloadThroughABrokerCrash(t *testing.T) {
 	if err != nil || len(ds) != 0 {
 		t.Fatalf("replicas: %+v, %v", ds, err)
 	}
+}
+
+// checkGroup runs the checker over a run's history and wants no anomaly, deliveries to the
+// group, and the group's committed offset of every partition read back at its end (the high
+// watermark: Stop waited for the group to commit it).
+func checkGroup(t *testing.T, hist []byte, w Workload, final FinalState) {
+	t.Helper()
+	res, err := Check(func(fn func(Event) error) error { return ReadHistory(bytes.NewReader(hist), fn) }, final, w.CheckOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Count() != 0 {
+		t.Fatalf("%s\n%+v", res.Verdict(0), res.Anomalies)
+	}
+	if res.GroupDelivered == 0 || res.GroupCrashes < 2 {
+		t.Fatalf("%d delivered to the group, %d consumer crashes", res.GroupDelivered, res.GroupCrashes)
+	}
+	committed := map[TopicPartition]int64{}
+	err = ReadHistory(bytes.NewReader(hist), func(e Event) error {
+		if e.Type == EvCommitted && e.Group == GroupID {
+			committed[TopicPartition{e.Topic, e.Partition}] = e.Offset
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, hw := range final.HighWatermarks {
+		if committed[tp] != hw {
+			t.Errorf("%v: the group committed %d, the high watermark is %d", tp, committed[tp], hw)
+		}
+	}
+	t.Logf("%s", res.Verdict(0))
 }
 
 // checkHistory checks a run's history by hand (the checker is another file's): every send

@@ -64,6 +64,14 @@ type reader struct {
 // recordRecords records recs (one poll's) as one EvRead per partition, in offset order, and
 // returns how many it recorded. keep, if not nil, says which records belong to the read.
 func recordRecords(rec *Recorder, readerID, pass int, recs []client.Record, keep func(*client.Record) bool) int {
+	return recordPoll(rec, Event{Type: EvRead, Reader: readerID, Pass: pass}, recs, keep)
+}
+
+// recordPoll records recs as one event per partition, each a copy of like (its type and who
+// read the records: an EvRead's reader and pass, an EvDeliver's group, consumer and
+// generation) with the partition and the offsets and values of its records that keep keeps
+// (nil: all).
+func recordPoll(rec *Recorder, like Event, recs []client.Record, keep func(*client.Record) bool) int {
 	type group struct {
 		offsets []int64
 		values  []string
@@ -90,7 +98,9 @@ func recordRecords(rec *Recorder, readerID, pass int, recs []client.Record, keep
 	t := rec.Now()
 	for _, tp := range order {
 		g := groups[tp]
-		rec.Record(Event{T: t, Type: EvRead, Topic: tp.Topic, Partition: tp.Partition, Reader: readerID, Pass: pass, Offsets: g.offsets, Values: g.values})
+		e := like
+		e.T, e.Topic, e.Partition, e.Offsets, e.Values = t, tp.Topic, tp.Partition, g.offsets, g.values
+		rec.Record(e)
 	}
 	return n
 }

@@ -25,8 +25,12 @@ func TestParseWorkload(t *testing.T) {
 	if d.Idempotence == nil || !*d.Idempotence {
 		t.Fatalf("idempotence defaults to %v, want true", d.Idempotence)
 	}
+	if d.GroupConsumers == nil || *d.GroupConsumers != 3 {
+		t.Fatalf("group consumers default to %v, want 3", d.GroupConsumers)
+	}
 	want := Workload{Topics: 3, Partitions: 4, ReplicationFactor: 3, MinInsyncReplicas: 2, Writers: 4, Rate: 50, RecordSize: 100,
-		Idempotence: d.Idempotence, MaxInFlight: 5, Readers: 2, RereadInterval: Duration(2 * time.Second), DeliveryTimeout: Duration(time.Minute)}
+		Idempotence: d.Idempotence, MaxInFlight: 5, Readers: 2, RereadInterval: Duration(2 * time.Second), DeliveryTimeout: Duration(time.Minute),
+		GroupConsumers: d.GroupConsumers, GroupAssignor: "cooperative-sticky", GroupCrashInterval: Duration(15 * time.Second)}
 	if d != want {
 		t.Fatalf("with defaults:\n got %+v\nwant %+v", d, want)
 	}
@@ -120,11 +124,42 @@ func TestWorkloadDefaultsAndLimits(t *testing.T) {
 		{"negative", Workload{Writers: -1}, 3, "writers -1 is negative"},
 		{"no brokers", Workload{}, 0, "a cluster of 0 brokers"},
 		{"record too small for its value", Workload{RecordSize: 8}, 3, "record_size 8: a record must hold its value"},
+		{"negative group consumers", Workload{GroupConsumers: new(-1)}, 3, "group_consumers -1 is negative"},
+		{"unknown assignor", Workload{GroupAssignor: "sticky"}, 3, `group_assignor "sticky": want cooperative-sticky, range, roundrobin`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.w.WithDefaults(tc.brokers, time.Minute)
 			if !errors.Is(err, ErrWorkload) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("%+v on %d brokers: %v, want an ErrWorkload saying %q", tc.w, tc.brokers, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkloadGroupConsumers: three group consumers by default when there are two
+// partitions or more, none with one; 0 in the file turns them off and a number is held to;
+// the assignor is read from the file.
+func TestWorkloadGroupConsumers(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       int
+		assignor   string
+	}{
+		{"default", `{}`, 3, "cooperative-sticky"},
+		{"one partition", `{"topics": 1, "partitions": 1}`, 0, "cooperative-sticky"},
+		{"off", `{"group_consumers": 0}`, 0, "cooperative-sticky"},
+		{"five, range", `{"group_consumers": 5, "group_assignor": "range"}`, 5, "range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := ParseWorkload([]byte(tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w, err = w.WithDefaults(3, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if w.Groups() != tc.want || w.GroupAssignor != tc.assignor {
+				t.Fatalf("%s: %d group consumers with %s, want %d with %s", tc.file, w.Groups(), w.GroupAssignor, tc.want, tc.assignor)
 			}
 		})
 	}

@@ -95,7 +95,11 @@ min.insync.replicas=2; inject a fault every --interval for --duration on a sched
 replays; heal everything, let the cluster settle, read every partition fully from its leader,
 stop the brokers and compare every replica's log below the high watermark; then check the whole
 history for lost writes, duplicates, inconsistent offsets, non-monotonic sends, unexpected
-values, consumer skips and backward jumps, and replica divergence.
+values, consumer skips and backward jumps, and replica divergence. Beside them, three consumers
+of one group (chaos-group) commit after processing and are crashed and restarted now and then:
+every acknowledged record the group committed past was delivered to it, no consumer began a
+partition past the group's committed offset or below it (redeliveries of what a crashed
+consumer had not committed are counted, not anomalies), and commits never went back.
 
 Faults (--faults, comma-separated kinds or groups):
   kill       kill-leader, kill-follower, kill-controller, kill-random, kill-majority (kill -9, restart)
@@ -119,7 +123,9 @@ Ctrl-C stops every process it started and keeps the history written so far.
 
 A --workload file is JSON with any of: topics, partitions, replication_factor,
 min_insync_replicas, writers, rate, record_size, max_in_flight, readers, reread_interval,
-delivery_timeout (durations as "30s").`,
+delivery_timeout, group_consumers (3; 0 turns them off), group_assignor (cooperative-sticky,
+range or roundrobin), group_crash_interval (15s: the mean time between two crashes of one group
+consumer) (durations as "30s").`,
 		Args: noArgs(""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.idempotenceSet = cmd.Flags().Changed("enable-idempotence")
