@@ -20,6 +20,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -363,6 +364,8 @@ func (b *Broker) handleDescribeConfigs(c *server.Conn, h wire.RequestHeader, bod
 		res := wire.DescribeConfigsResult{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
 		t, ok := md.Topic(r.ResourceName)
 		switch {
+		case r.ResourceType == wire.ResourceBroker:
+			res.Configs = brokerConfigEntries(md, r.ResourceName, r.ConfigNames)
 		case r.ResourceType != wire.ResourceTopic:
 			res.ErrorCode = wire.ErrInvalidRequest
 		case !ok:
@@ -435,16 +438,26 @@ func (b *Broker) handleAlterConfigs(c *server.Conn, h wire.RequestHeader, body [
 		for _, r := range req.Resources {
 			res := wire.AlterConfigsResult{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
 			var err error
-			if r.ResourceType != wire.ResourceTopic {
-				res.ErrorCode = wire.ErrInvalidRequest
-				resp.Resources = append(resp.Resources, res)
-				continue
-			}
 			set := map[string]string{}
 			for _, e := range r.Configs {
 				if e.Value != nil {
 					set[e.Name] = *e.Value
 				}
+			}
+			if r.ResourceType == wire.ResourceBroker {
+				err = b.alterBrokerConfigs(r.ResourceName, set, req.ValidateOnly)
+				res.ErrorCode = errorCode(err)
+				if err != nil {
+					msg := err.Error()
+					res.ErrorMessage = &msg
+				}
+				resp.Resources = append(resp.Resources, res)
+				continue
+			}
+			if r.ResourceType != wire.ResourceTopic {
+				res.ErrorCode = wire.ErrInvalidRequest
+				resp.Resources = append(resp.Resources, res)
+				continue
 			}
 			t, ok := b.ctrl.Metadata().Topic(r.ResourceName)
 			switch {
@@ -525,4 +538,54 @@ func (b *Broker) handleListOffsets(c *server.Conn, h wire.RequestHeader, body []
 		resp.Topics = append(resp.Topics, out)
 	}
 	return respond(c, h, resp)
+}
+
+// Dynamic broker configs (the replication throttles, throttle.go): resource name "" is the
+// cluster-wide default, "N" broker N. AlterConfigs replaces the resource's whole set, as for a
+// topic.
+
+// brokerConfigEntries describes broker's dynamic configs (names: only those; nil: all set).
+func brokerConfigEntries(md *cluster.Metadata, broker string, names []string) []wire.DescribeConfigsEntry {
+	src := wire.ConfigSourceDynamicBroker
+	if broker == "" {
+		src = wire.ConfigSourceDynamicDefaultBroker
+	}
+	cfgs := md.BrokerConfigs(broker)
+	keys := make([]string, 0, len(cfgs))
+	for k := range cfgs {
+		if names == nil || slices.Contains(names, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]wire.DescribeConfigsEntry, 0, len(keys))
+	for _, k := range keys {
+		v := cfgs[k]
+		out = append(out, wire.DescribeConfigsEntry{Name: k, Value: &v, Source: src})
+	}
+	return out
+}
+
+// alterBrokerConfigs makes set broker's whole set of dynamic configs.
+func (b *Broker) alterBrokerConfigs(broker string, set map[string]string, validateOnly bool) error {
+	for k, v := range set {
+		if err := cluster.ValidateBrokerConfig(k, v); err != nil {
+			return err
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	var del []string
+	for k := range b.ctrl.Metadata().BrokerConfigs(broker) {
+		if _, keep := set[k]; !keep {
+			del = append(del, k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := b.ctrl.AlterBrokerConfigs(ctx, broker, set, del); err != nil {
+		return err
+	}
+	return b.reconcile(b.ctrl.Metadata())
 }

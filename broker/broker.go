@@ -645,6 +645,14 @@ func (b *Broker) Serve(ctx context.Context, c *server.Conn, h wire.RequestHeader
 		return b.handleDescribeCluster(c, h, body)
 	case wire.DescribeReplicas:
 		return b.handleDescribeReplicas(c, h, body)
+	case wire.CreatePartitions:
+		return b.handleCreatePartitions(c, h, body)
+	case wire.ElectLeaders:
+		return b.handleElectLeaders(c, h, body)
+	case wire.AlterPartitionReassignments:
+		return b.handleAlterPartitionReassignments(c, h, body)
+	case wire.ListPartitionReassignments:
+		return b.handleListPartitionReassignments(c, h, body)
 	case wire.AttachMemory:
 		return b.handleAttachMemory(c, h, body)
 	case wire.ProduceShared:

@@ -43,6 +43,13 @@ type Config struct {
 	// UncleanLeaderElection is unclean.leader.election.enable, the broker-wide default of the
 	// topic config: false, as in Kafka.
 	UncleanLeaderElection bool
+	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false: the active controller
+	// then leaves leaderships off their preferred replicas. LeaderImbalancePerBrokerPercentage
+	// (10) and LeaderImbalanceCheckInterval (300 s) are Kafka's
+	// leader.imbalance.per.broker.percentage and leader.imbalance.check.interval.seconds.
+	DisableAutoLeaderRebalance         bool
+	LeaderImbalancePerBrokerPercentage int
+	LeaderImbalanceCheckInterval       time.Duration
 	// Replication (issue #23), Kafka's keys and defaults.
 	ReplicaLagTimeMax            time.Duration // replica.lag.time.max.ms: 30 s
 	ReplicaFetchMaxBytes         int           // replica.fetch.max.bytes: 1 MiB per partition

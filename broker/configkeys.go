@@ -108,6 +108,22 @@ var configDefs = []configDef{
 			c.Voters = vs
 			return nil
 		}},
+	{Name: "auto.leader.rebalance.enable", Type: cluster.ConfigBoolean, Default: "true", Origin: kafka, Group: groupCluster,
+		Doc: "the active controller moves leaderships back to their preferred replicas (the first of each partition's replicas) for brokers whose share falls short by more than leader.imbalance.per.broker.percentage",
+		set: func(c *Config, p prop) error {
+			enable := true
+			if err := p.boolean(&enable); err != nil {
+				return err
+			}
+			c.DisableAutoLeaderRebalance = !enable
+			return nil
+		}},
+	{Name: "leader.imbalance.check.interval.seconds", Type: cluster.ConfigLong, Default: "300", Origin: kafka, Group: groupCluster,
+		Doc: "how often the active controller checks the leaderships' balance",
+		set: func(c *Config, p prop) error { return p.dur(&c.LeaderImbalanceCheckInterval, time.Second, positiveMs) }},
+	{Name: "leader.imbalance.per.broker.percentage", Type: cluster.ConfigInt, Default: "10", Origin: kafka, Group: groupCluster,
+		Doc: "the share of a broker's preferred leaderships led elsewhere above which they are moved back",
+		set: func(c *Config, p prop) error { return p.integer(&c.LeaderImbalancePerBrokerPercentage, 1, 100) }},
 	{Name: "default.replication.factor", Type: cluster.ConfigInt, Default: "1", Origin: kafka, Group: groupCluster,
 		Doc: "replication factor of topics created without one (auto-created topics too)",
 		set: func(c *Config, p prop) error { return p.integer(&c.DefaultReplication, 1, math.MaxInt16) }},

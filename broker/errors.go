@@ -154,6 +154,16 @@ func errorCode(err error) wire.ErrorCode {
 		return wire.ErrInvalidTopicException
 	case errors.Is(err, cluster.ErrInvalidPartitions):
 		return wire.ErrInvalidPartitions
+	case errors.Is(err, cluster.ErrNoReassignmentInProgress): // before the broader ErrInvalidReassignment
+		return wire.ErrNoReassignmentInProgress
+	case errors.Is(err, cluster.ErrInvalidReassignment):
+		return wire.ErrInvalidReplicaAssignment
+	case errors.Is(err, cluster.ErrElectionNotNeeded):
+		return wire.ErrElectionNotNeeded
+	case errors.Is(err, cluster.ErrPreferredLeaderNotAvailable):
+		return wire.ErrPreferredLeaderNotAvailable
+	case errors.Is(err, cluster.ErrEligibleLeadersNotAvailable):
+		return wire.ErrEligibleLeadersNotAvailable
 	case errors.Is(err, ErrOpenFileLimit):
 		return wire.ErrPolicyViolation
 	case errors.Is(err, cluster.ErrInvalidReplicationFactor):

@@ -133,6 +133,12 @@ func (b *Broker) leadershipLocked(p *partition, pm cluster.PartitionMeta) (old u
 	self := b.cfg.NodeID
 	replicas := append([]int32(nil), pm.Replicas...)
 	p.replicas.Store(&replicas)
+	if len(pm.AddingReplicas) > 0 {
+		adding := slices.Clone(pm.AddingReplicas)
+		p.adding.Store(&adding)
+	} else {
+		p.adding.Store(nil)
+	}
 	v := packLead(pm.Leader, pm.LeaderEpoch)
 	first = !p.appliedSet
 	if !first && p.applied.Leader == pm.Leader && p.applied.LeaderEpoch == pm.LeaderEpoch &&

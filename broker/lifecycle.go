@@ -118,6 +118,10 @@ func (b *Broker) openController() (*cluster.Controller, error) {
 		SessionTimeout: cfg.SessionTimeout,
 		Clock:          cfg.clock,
 		Dial:           cfg.controllerDial,
+
+		AutoLeaderRebalance:                !cfg.DisableAutoLeaderRebalance,
+		LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePerBrokerPercentage,
+		LeaderImbalanceCheckInterval:       cfg.LeaderImbalanceCheckInterval,
 	}
 	if cfg.Voters != nil {
 		ccfg.Voters = cfg.Voters

@@ -278,6 +278,9 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 	}
 	if only == "" {
 		b.reconciled = md.Version()
+		now := time.Now()
+		b.leaderQuota.setRate(md.ThrottleRate(b.cfg.NodeID, cluster.LeaderReplicationThrottledRate), now)
+		b.followerQuota.setRate(md.ThrottleRate(b.cfg.NodeID, cluster.FollowerReplicationThrottledRate), now)
 	}
 	wanted := map[topicPartition]struct{}{}
 	var errs []error

@@ -362,9 +362,10 @@ func (s replicaState) String() string {
 	return fmt.Sprintf("leader %d epoch %d isr %v hw %d leo %v err %v", s.leader, s.epoch, s.isr, s.hw, s.leo, s.err)
 }
 
-// settled reports whether topic-part is settled: every node up, all three in the committed ISR
-// of every node's metadata, and every replica's log end equal to the leader's high watermark
-// (which is then the leader's log end too).
+// settled reports whether topic-part is settled: every node up, no move in progress, every
+// replica (all three nodes, unless the partition has fewer) in the committed ISR of every
+// node's metadata, and every replica's log end equal to the leader's high watermark (which is
+// then the leader's log end too).
 func (c *rcluster) settled(topic string, part int32) (bool, replicaState) {
 	st := replicaState{leader: cluster.NoLeader, hw: -1, leo: [3]batch.Offset{-1, -1, -1}}
 	if len(c.live()) != 3 {
@@ -389,11 +390,11 @@ func (c *rcluster) settled(topic string, part int32) (bool, replicaState) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st.hw, st.err = c.highWatermark(ctx, int(pm.Leader), topic, part)
-	if st.err != nil || len(pm.ISR) != 3 {
+	if st.err != nil || pm.Reassigning() || len(pm.ISR) != len(pm.Replicas) {
 		return false, st
 	}
-	for i := range 3 {
-		if st.leo[i] != st.hw {
+	for _, id := range pm.Replicas {
+		if st.leo[id] != st.hw {
 			return false, st
 		}
 	}
@@ -415,7 +416,7 @@ func (c *rcluster) settle(topic string, partitions int32, d time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("not settled within %v (want: all nodes up, ISR of 3, every replica's log end == the leader's high watermark):\n%s", d, strings.Join(not, "\n"))
+			c.t.Fatalf("not settled within %v (want: all nodes up, no move, every replica in the ISR, every replica's log end == the leader's high watermark):\n%s", d, strings.Join(not, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
 	}
@@ -473,8 +474,9 @@ func (c *rcluster) checkIdentical(topic string, part int32, leader int32, hw bat
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	for i := range 3 {
-		if int32(i) == leader {
+	for _, id := range c.meta(int(leader), topic, part).Replicas {
+		i := int(id)
+		if id == leader {
 			continue
 		}
 		got, err := c.readBatches(i, topic, part, hw)

@@ -91,15 +91,44 @@ func (c *alterReassignmentsCmd) validate(m *Metadata) error {
 	if len(c.Reassignments) > maxReassignments {
 		return fmt.Errorf("%w: %d partitions in one request; at most %d", ErrInvalidReassignment, len(c.Reassignments), maxReassignments)
 	}
-	var problems []string
-	notMoving := false
-	seen := make(map[PartitionRef]bool, len(c.Reassignments))
-	for _, r := range c.Reassignments {
-		name := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
-		problem := func(format string, args ...any) {
-			problems = append(problems, name+": "+fmt.Sprintf(format, args...))
+	problems := m.ReassignmentProblems(c.Reassignments)
+	if len(problems) == 0 {
+		return nil
+	}
+	sentinel := ErrInvalidReassignment
+	texts := make([]string, len(problems))
+	for i, pr := range problems {
+		texts[i] = pr.String()
+		if pr.NotMoving {
+			sentinel = ErrNoReassignmentInProgress // wraps ErrInvalidReassignment
 		}
+	}
+	return fmt.Errorf("%w: %s", sentinel, strings.Join(texts, "; "))
+}
+
+// ReassignmentProblem is one problem of one entry of an AlterPartitionReassignments.
+type ReassignmentProblem struct {
+	PartitionRef
+	Problem string
+	// NotMoving: the entry cancels a partition that is not being moved.
+	NotMoving bool
+}
+
+func (p ReassignmentProblem) String() string {
+	return fmt.Sprintf("%s-%d: %s", p.Topic, p.Partition, p.Problem)
+}
+
+// ReassignmentProblems lists every problem of rs against m, in rs's order (an entry may have
+// several): what the command refuses a request for as a whole. A broker asks it first, so that
+// its answer names each partition's own problem.
+func (m *Metadata) ReassignmentProblems(rs []Reassignment) []ReassignmentProblem {
+	var problems []ReassignmentProblem
+	seen := make(map[PartitionRef]bool, len(rs))
+	for _, r := range rs {
 		ref := PartitionRef{r.Topic, r.Partition}
+		problem := func(format string, args ...any) {
+			problems = append(problems, ReassignmentProblem{PartitionRef: ref, Problem: fmt.Sprintf(format, args...)})
+		}
 		if seen[ref] {
 			problem("named twice")
 			continue
@@ -117,8 +146,7 @@ func (c *alterReassignmentsCmd) validate(m *Metadata) error {
 		}
 		if r.Replicas == nil {
 			if !p.Reassigning() {
-				problem("no reassignment in progress")
-				notMoving = true
+				problems = append(problems, ReassignmentProblem{PartitionRef: ref, Problem: "no reassignment in progress", NotMoving: true})
 			} else if !epochsCanGrow(p) {
 				problem("leader epoch %d or partition epoch %d cannot grow", p.LeaderEpoch, p.PartitionEpoch)
 			} else if l, _ := ElectLeader(p.OriginalReplicas(), nil, m.eligible, true); l == NoLeader && len(without(p.ISR, p.AddingReplicas)) == 0 {
@@ -147,14 +175,7 @@ func (c *alterReassignmentsCmd) validate(m *Metadata) error {
 			problem("leader epoch %d or partition epoch %d cannot grow", p.LeaderEpoch, p.PartitionEpoch)
 		}
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	sentinel := ErrInvalidReassignment
-	if notMoving {
-		sentinel = ErrNoReassignmentInProgress // wraps ErrInvalidReassignment
-	}
-	return fmt.Errorf("%w: %s", sentinel, strings.Join(problems, "; "))
+	return problems
 }
 
 // startReassignment lays out a move to target (validated). A target equal to
