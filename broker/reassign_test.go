@@ -490,3 +490,43 @@ func TestCreatePartitions(t *testing.T) {
 		t.Errorf("assignment with a broker twice: %v, want INVALID_REPLICA_ASSIGNMENT", err)
 	}
 }
+
+// TestAutoLeaderRebalance: with auto.leader.rebalance.enable (the default) a leadership moved
+// off its preferred replica comes back by itself at the next check; with it off, it stays.
+func TestAutoLeaderRebalance(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
+			c := newRCluster(t, func(cfg *Config) {
+				cfg.LeaderImbalanceCheckInterval = 200 * time.Millisecond
+				cfg.DisableAutoLeaderRebalance = !enabled
+			})
+			c.createPlaced("bal", [][]int32{{0, 1, 2}}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			pm := c.meta(0, "bal", 0)
+			if _, err := c.broker(0).Controller().SetPartitionLeader(ctx, cluster.LeaderChange{Topic: "bal", Partition: 0, Leader: 2, LeaderEpoch: pm.LeaderEpoch}); err != nil {
+				t.Fatal(err)
+			}
+			if !enabled {
+				// Several check intervals pass; the leader stays where it was put. (Polling
+				// the metadata for a second: the condition is that nothing happens.)
+				deadline := time.Now().Add(time.Second)
+				for time.Now().Before(deadline) {
+					if l := c.meta(0, "bal", 0).Leader; l != 2 {
+						t.Fatalf("leader moved to %d with auto.leader.rebalance.enable=false", l)
+					}
+					time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
+				}
+				return
+			}
+			waitFor(t, 10*time.Second, "bal-0 back on its preferred leader 0", func() bool {
+				for _, i := range c.live() {
+					if c.meta(i, "bal", 0).Leader != 0 {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
