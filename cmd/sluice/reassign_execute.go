@@ -98,9 +98,10 @@ the ISR, the leadership moves to the plan's first replica if the leader is not i
 only then are the replicas the plan drops removed and their data deleted. A replica list longer
 or shorter than the current one changes the partition's replication factor.
 
-The current assignment is printed first: keep it, it is the plan that moves everything back.
-A plan with any problem (a broker or partition that does not exist, a replica twice, a partition
-already being moved) is refused as a whole, every problem listed, and nothing starts.
+Once the plan is taken, the assignment before it is printed: keep it, it is the plan that moves
+everything back. A plan with any problem (a broker or partition that does not exist, a replica twice, a partition
+already being moved) is refused as a whole, every problem listed, and nothing starts (the
+throttle rates go back to what they were).
 
 --throttle caps the bytes per second the new replicas catch up with, on every broker the plan
 names (leader.replication.throttled.rate and follower.replication.throttled.rate); verify
@@ -120,9 +121,18 @@ removes it once every move of the plan is done.`,
 				if err != nil {
 					return err
 				}
-				writeCurrent(out, plan, current)
 				brokers := planBrokers(plan, current)
+				// The rates in force before, put back if the plan is refused (a throttle an
+				// earlier move set must survive a refused one).
+				before := map[int32]map[string]string{}
 				if throttle > 0 {
+					for _, id := range brokers {
+						cfgs, err := a.DescribeBrokerConfigs(ctx, strconv.Itoa(int(id)))
+						if err != nil {
+							return err
+						}
+						before[id] = cfgs
+					}
 					if err := setThrottle(ctx, a, brokers, throttle); err != nil {
 						return fmt.Errorf("setting the throttle: %w", err)
 					}
@@ -132,11 +142,19 @@ removes it once every move of the plan is done.`,
 					rs = append(rs, client.Reassignment{Topic: pp.Topic, Partition: pp.Partition, Replicas: pp.Replicas})
 				}
 				if err := a.AlterPartitionReassignments(ctx, rs); err != nil {
-					if throttle > 0 {
-						_ = setThrottle(ctx, a, brokers, 0) // nothing started: nothing to throttle
+					for id, cfgs := range before { // nothing started: the rates go back as they were
+						var del []string
+						for _, k := range []string{client.LeaderThrottledRate, client.FollowerThrottledRate} {
+							if _, ok := cfgs[k]; !ok {
+								del = append(del, k)
+							}
+						}
+						_ = a.AlterBrokerConfigs(ctx, strconv.Itoa(int(id)), cfgs, del)
 					}
 					return err
 				}
+				// The rollback plan, once the plan is taken (a refused one moved nothing).
+				writeCurrent(out, plan, current)
 				if throttle > 0 {
 					fmt.Fprintf(out, "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed.\n")
 					fmt.Fprintf(out, "The inter-broker throttle limit was set to %d B/s on brokers %s\n", throttle, joinIDs(brokers))
