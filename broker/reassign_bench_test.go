@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,9 +38,11 @@ import (
 // "throttled" sets the leader and follower throttled rates of both brokers to
 // SLUICE_MOVE_THROTTLE bytes/s (100 MB/s unless set) first; x-throttle is catch-up/throttle.
 // SLUICE_MOVE_REPLICA_FETCH_MAX_BYTES and SLUICE_MOVE_REPLICA_FETCH_RESPONSE_MAX_BYTES set both
-// brokers' replica.fetch.max.bytes and replica.fetch.response.max.bytes;
-// SLUICE_MOVE_CPUPROFILE writes a CPU profile of the first unthrottled move alone (the fill
-// and the baseline left out). Run with -benchtime 1x: each iteration fills a partition anew.
+// brokers' replica.fetch.max.bytes and replica.fetch.response.max.bytes, and
+// SLUICE_MOVE_WRITE_CACHING=true their write.caching.default (a follower's next fetch then
+// does not wait for the fsync of what the last one appended);
+// SLUICE_MOVE_CPUPROFILE and SLUICE_MOVE_TRACE write a CPU profile and an execution trace of
+// the first unthrottled move alone (the fill and the baseline left out). Run with -benchtime 1x: each iteration fills a partition anew.
 func BenchmarkMovePartition(b *testing.B) {
 	size := envBytes(b, "SLUICE_MOVE_BYTES", 256<<20)
 	throttle := envBytes(b, "SLUICE_MOVE_THROTTLE", 100_000_000)
@@ -70,6 +73,7 @@ func benchMove(b *testing.B, size, throttle int64) {
 		if n := envBytes(b, "SLUICE_MOVE_REPLICA_FETCH_RESPONSE_MAX_BYTES", 0); n > 0 {
 			cfgs[i].ReplicaFetchResponseMaxBytes = int(n)
 		}
+		cfgs[i].WriteCaching = os.Getenv("SLUICE_MOVE_WRITE_CACHING") == "true"
 	}
 	bs := brokertest.OpenCluster(b, cfgs)
 	bootstrap := []string{bs[0].Addr().String(), bs[1].Addr().String()}
@@ -316,23 +320,36 @@ func dirBytes(b *testing.B, dir string) int64 {
 	return n
 }
 
-// maybeProfile starts a CPU profile into $SLUICE_MOVE_CPUPROFILE when on, and returns its stop.
+// maybeProfile starts a CPU profile into $SLUICE_MOVE_CPUPROFILE and an execution trace into
+// $SLUICE_MOVE_TRACE (each when set) when on, and returns their stop.
 func maybeProfile(b *testing.B, on bool) func() {
-	path := os.Getenv("SLUICE_MOVE_CPUPROFILE")
-	if !on || path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
+	var stops []func()
+	for _, p := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{{"SLUICE_MOVE_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile}, {"SLUICE_MOVE_TRACE", trace.Start, trace.Stop}} {
+		path := os.Getenv(p.env)
+		if !on || path == "" {
+			continue
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.start(f); err != nil {
+			b.Fatal(err)
+		}
+		stops = append(stops, func() {
+			p.stop()
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Fatal(err)
+		for _, stop := range stops {
+			stop()
 		}
 	}
 }
