@@ -118,7 +118,9 @@ func benchMove(b *testing.B, size, throttle int64) {
 			b.Fatal(err)
 		}
 		until(b, 30*time.Second, topic+" led by broker 0", func() bool { return leader(bs[0], topic) == 0 })
+		filling := time.Now()
 		fillPartition(b, ctx, bootstrap, topic, size)
+		filled := time.Since(filling)
 		pp := startPaced(b, ctx, bootstrap, topic, before)
 		<-time.After(moveBaseline)
 		logBytes := dirBytes(b, filepath.Join(cfgs[0].DataDir, topic+"-0"))
@@ -146,7 +148,8 @@ func benchMove(b *testing.B, size, throttle int64) {
 		pp.stop(b)
 		moved += logBytes
 		elapsed += took
-		b.Logf("%s: %d bytes in %v: %.1f MB/s; produce errors %d", topic, logBytes, took, float64(logBytes)/took.Seconds()/1e6, pp.errs.Load())
+		b.Logf("%s: filled in %v (%.1f MB/s); moved %d bytes in %v: %.1f MB/s; produce errors %d", topic, filled,
+			float64(size)/filled.Seconds()/1e6, logBytes, took, float64(logBytes)/took.Seconds()/1e6, pp.errs.Load())
 		if err := a.DeleteTopic(ctx, topic); err != nil {
 			b.Fatal(err)
 		}
