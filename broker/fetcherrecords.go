@@ -66,11 +66,16 @@ func (f *replicaFetcher) fetchRecords(parts []roundPart) error {
 			PartitionMaxBytes:  cfg.partitionBytes,
 			DurableOffset:      int64(rp.plan.DurableOffset),
 		}
-		if r := f.rf.b.followerQuota.limit(); r > 0 && f.rf.b.throttledFollower(rp.fl.p) {
-			// At most a second's worth per answer, so that one answer does not overshoot the
-			// rate by a whole partition's bytes (the first batch comes whole anyway, KIP-74).
-			entry.PartitionMaxBytes = int32(min(int64(cfg.partitionBytes), r))
+		// The atomic check first: the quota's lock is taken only for a replica a move adds.
+		if f.rf.b.throttledFollower(rp.fl.p) {
+			if r := f.rf.b.followerQuota.limit(); r > 0 {
+				// At most a second's worth per answer, so that one answer does not overshoot
+				// the rate by a whole partition's bytes (the first batch comes whole anyway,
+				// KIP-74).
+				entry.PartitionMaxBytes = int32(min(int64(cfg.partitionBytes), r))
+			}
 		}
+
 		if incremental {
 			if prev, ok := f.sess.sent[tp]; ok && prev == entry {
 				continue // the leader's session has it as it is

@@ -353,6 +353,9 @@ func (m *member) commit() {
 	t := g.rec.Now()
 	outcome, msg := OK, ""
 	switch {
+	case errors.Is(err, client.ErrCommitOutcomeUnknown):
+		// Refused on a retry whose first attempt lost its answer: maybe applied.
+		outcome, msg = Failed, err.Error()
 	case errors.Is(err, client.ErrCommitFailed):
 		outcome, msg = Refused, err.Error()
 	case err != nil:

@@ -96,14 +96,8 @@ func (a *Admin) ListPartitionReassignments(ctx context.Context, tps []TopicParti
 	req := &wire.ListPartitionReassignmentsRequest{TimeoutMs: a.timeoutMs()}
 	if tps != nil {
 		req.Topics = []wire.ListReassignTopic{}
-		sorted := slices.Clone(tps)
-		sortTPs(sorted)
-		for _, tp := range sorted {
-			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
-				req.Topics = append(req.Topics, wire.ListReassignTopic{Topic: tp.Topic})
-			}
-			t := &req.Topics[len(req.Topics)-1]
-			t.Partitions = append(t.Partitions, tp.Partition)
+		for _, t := range groupByTopic(tps) {
+			req.Topics = append(req.Topics, wire.ListReassignTopic{Topic: t.Topic, Partitions: t.Partitions})
 		}
 	}
 	var resp wire.ListPartitionReassignmentsResponse
@@ -143,14 +137,8 @@ func (a *Admin) ElectLeaders(ctx context.Context, typ ElectionType, tps []TopicP
 	req := &wire.ElectLeadersRequest{ElectionType: int8(typ), TimeoutMs: a.timeoutMs()}
 	if tps != nil {
 		req.Topics = []wire.ElectLeadersTopic{}
-		sorted := slices.Clone(tps)
-		sortTPs(sorted)
-		for _, tp := range sorted {
-			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
-				req.Topics = append(req.Topics, wire.ElectLeadersTopic{Topic: tp.Topic})
-			}
-			t := &req.Topics[len(req.Topics)-1]
-			t.Partitions = append(t.Partitions, tp.Partition)
+		for _, t := range groupByTopic(tps) {
+			req.Topics = append(req.Topics, wire.ElectLeadersTopic{Topic: t.Topic, Partitions: t.Partitions})
 		}
 	}
 	var resp wire.ElectLeadersResponse
@@ -260,4 +248,11 @@ func brokerResource(broker string) string {
 		return "the cluster's brokers (default)"
 	}
 	return "broker " + broker
+}
+
+// groupByTopic is tps sorted and grouped by topic (toTopicPartitions over a sorted copy).
+func groupByTopic(tps []TopicPartition) []wire.ConsumerTopicPartitions {
+	sorted := slices.Clone(tps)
+	sortTPs(sorted)
+	return toTopicPartitions(sorted)
 }

@@ -96,3 +96,61 @@ func TestCommitQueuedPastItsDeadlineIsNotSent(t *testing.T) {
 		t.Fatalf("the coordinator got commits of offsets %v, want [1 7]: the commit that failed at its deadline was sent after all", got)
 	}
 }
+
+// TestCommitRefusedAfterALostAnswerIsAmbiguous: a commit whose first attempt fails retriably
+// (the coordinator may have written it) and whose retry is refused ILLEGAL_GENERATION returns
+// ErrCommitFailed with ErrCommitOutcomeUnknown, for the offset may be committed after all; a
+// refusal at the first attempt is ErrCommitFailed alone.
+func TestCommitRefusedAfterALostAnswerIsAmbiguous(t *testing.T) {
+	tp := TopicPartition{Topic: retryTopic}
+	var fb *fakeBroker
+	var answers []wire.ErrorCode // what each OffsetCommit gets, in turn
+	fb = startFakeBrokerConn(t, t.TempDir(), func(fc *fakeConn, h wire.RequestHeader, req wire.Request) []byte {
+		switch req := req.(type) {
+		case *wire.MetadataRequest:
+			parts := []wire.MetadataPartition{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}
+			return (&wire.MetadataResponse{ControllerID: 1,
+				Brokers: []wire.MetadataBroker{{NodeID: 1, Host: "127.0.0.1", Port: 9, UnixPath: fb.path}},
+				Topics:  []wire.MetadataTopic{{Topic: retryTopic, Partitions: parts}, {Topic: offsetsTopic, IsInternal: true, Partitions: parts}},
+			}).AppendTo(nil)
+		case *wire.OffsetCommitRequest:
+			code := answers[0]
+			answers = answers[1:]
+			resp := &wire.OffsetCommitResponse{}
+			for _, rt := range req.Topics {
+				t := wire.OffsetCommitResponseTopic{Topic: rt.Topic}
+				for _, rp := range rt.Partitions {
+					t.Partitions = append(t.Partitions, wire.PartitionResult{Partition: rp.Partition, ErrorCode: code})
+				}
+				resp.Topics = append(resp.Topics, t)
+			}
+			return resp.AppendTo(nil)
+		default:
+			t.Errorf("fake broker: unexpected %v request", h.APIKey)
+			return nil
+		}
+	})
+	t.Cleanup(fb.close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := NewConsumer(ctx, ConsumerConfig{Config: Config{Brokers: []string{fb.addr()}, Logger: fzDiscardLogger()},
+		RetryBackoff: time.Millisecond, RetryBackoffMax: 5 * time.Millisecond, GroupID: "amb", EnableAutoCommit: new(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	for _, tc := range []struct {
+		name    string
+		answers []wire.ErrorCode
+		unknown bool
+	}{
+		{"refused at once", []wire.ErrorCode{wire.ErrIllegalGeneration}, false},
+		{"refused on the retry", []wire.ErrorCode{wire.ErrCoordinatorNotAvailable, wire.ErrIllegalGeneration}, true},
+	} {
+		fb.locked(func() { answers = slices.Clone(tc.answers) })
+		err := c.CommitOffsets(ctx, map[TopicPartition]int64{tp: 5})
+		if !errors.Is(err, ErrCommitFailed) || errors.Is(err, ErrCommitOutcomeUnknown) != tc.unknown {
+			t.Errorf("%s: %v; want ErrCommitFailed, ErrCommitOutcomeUnknown %v", tc.name, err, tc.unknown)
+		}
+	}
+}

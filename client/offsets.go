@@ -506,6 +506,9 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 	sortTPs(pending)
 	var errs []error
 	var last error // the latest retriable failure, reported if ctx ends before a success
+	// unsure are the partitions an attempt may have committed without the answer saying so (a
+	// connection lost, a retriable error): a later refusal of theirs is ambiguous.
+	unsure := map[TopicPartition]bool{}
 	gaveUp := func(err error) error {
 		err = fmt.Errorf("client: commit for group %s: %w", c.cfg.GroupID, err)
 		if last != nil {
@@ -542,6 +545,9 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 				return gaveUp(err)
 			}
 			last = err
+			for _, tp := range pending {
+				unsure[tp] = true
+			}
 			c.cl.InvalidateMetadata()
 		} else {
 			var retry []TopicPartition
@@ -557,7 +563,11 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 						}
 					case p.ErrorCode.Retriable():
 						retry = append(retry, tp)
+						unsure[tp] = true
 						last = fmt.Errorf("%s: %w", tp, p.ErrorCode)
+					case fencedCommit(p.ErrorCode) && unsure[tp]:
+						fenced = p.ErrorCode
+						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w: %w (%w)", tp, c.cfg.GroupID, ErrCommitFailed, p.ErrorCode, ErrCommitOutcomeUnknown))
 					case fencedCommit(p.ErrorCode):
 						fenced = p.ErrorCode
 						errs = append(errs, fmt.Errorf("client: commit %s for group %s: %w: %w", tp, c.cfg.GroupID, ErrCommitFailed, p.ErrorCode))

@@ -23,6 +23,11 @@ var (
 	// progress (REBALANCE_IN_PROGRESS: retry after the next Poll). The error wraps the code;
 	// the next Poll rejoins the group.
 	ErrCommitFailed = errors.New("client: commit failed: the member is not in the group's current generation")
+	// ErrCommitOutcomeUnknown comes with ErrCommitFailed when an earlier attempt of the same
+	// commit lost its answer (a connection dropped, the coordinator moving) before the refusal:
+	// that attempt may have been committed, so the group's offset is either the one before or
+	// the one refused.
+	ErrCommitOutcomeUnknown = errors.New("an earlier attempt's outcome is unknown: the offset may be committed")
 )
 
 // Subscribe makes the consumer a member of its group (GroupID) consuming topics: the group's
