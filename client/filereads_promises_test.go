@@ -79,8 +79,14 @@ func (f *spanFixture) fill(p int32, from, batches int) int {
 		if err != nil {
 			f.t.Fatal(err)
 		}
+		// The last with acks=all, so that what fill returns is under the high watermark (the
+		// durable end): a consumer that fetches next finds it all, to read from the file.
+		acks := wire.AcksLeader
+		if i == batches-1 {
+			acks = wire.AcksAll
+		}
 		var pr wire.ProduceResponse
-		if err := f.conn.Call(f.ctx, &wire.ProduceRequest{Acks: wire.AcksLeader, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
+		if err := f.conn.Call(f.ctx, &wire.ProduceRequest{Acks: acks, TimeoutMs: 10000, Topics: []wire.ProduceRequestTopic{
 			{Topic: f.topic, Partitions: []wire.ProduceRequestPartition{{Partition: p, Records: bt}}}}}, &pr); err != nil {
 			f.t.Fatal(err)
 		} else if code := pr.Topics[0].Partitions[0].ErrorCode; code != wire.NoError {

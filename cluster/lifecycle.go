@@ -86,6 +86,7 @@ func (m *Member) register(ctx context.Context) error {
 	var (
 		resp    rpcResponse
 		err     error
+		dup     error // the last refusal as a duplicate
 		waiting time.Time
 	)
 	for {
@@ -94,8 +95,13 @@ func (m *Member) register(ctx context.Context) error {
 			return rpcResponse{Epoch: epoch, Index: want}, err
 		})
 		if !errors.Is(err, ErrDuplicateBroker) {
+			if !waiting.IsZero() && ctx.Err() != nil {
+				// The deadline ended a retry: the refusal before it is the answer that explains.
+				return fmt.Errorf("cluster: register broker %d: %w (last: %w)", info.ID, ctx.Err(), dup)
+			}
 			break
 		}
+		dup = err
 		if waiting.IsZero() {
 			waiting = c.cfg.Clock.Now()
 			c.log.Info("waiting for the previous incarnation's session to expire before registering", "broker", info.ID, "err", err)

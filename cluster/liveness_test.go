@@ -134,7 +134,7 @@ func TestDuplicateRegistrationRefused(t *testing.T) {
 	}
 	// A second incarnation waits for the first's session (its wait is bounded by ctx here:
 	// the fake clock does not move while the first heartbeats).
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, err = f.Register(ctx, MemberConfig{Info: info, HeartbeatInterval: time.Second})
 	cancel()
 	if !errors.Is(err, ErrDuplicateBroker) || !strings.Contains(err.Error(), "node id 7 is registered by a live broker (incarnation "+m.incarnation+")") {
