@@ -25,6 +25,7 @@ type injector struct {
 	topics     []string
 	torn       bool // power cuts tear the last page kept
 	damageNext int  // the next of DamageKinds
+	rf, minISR int  // the workload's replication factor and min.insync.replicas (reassign.go)
 }
 
 // injected is a fault in force: what it hit, and how to end it.
@@ -289,6 +290,8 @@ func (in *injector) inject(ctx context.Context, p Planned, rng *rand.Rand) (*inj
 			heal: func(context.Context) (string, error) {
 				return fmt.Sprintf("disk of broker %d has room again", id), os.Remove(ctl)
 			}}, nil
+	case Reassign:
+		return in.injectReassign(ctx, rng)
 	}
 	return nil, fmt.Errorf("chaos: no injector for fault %q", p.Kind)
 }

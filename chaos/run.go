@@ -211,12 +211,20 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	if mdErr != nil {
 		r.fail("metadata for the replica comparison: %v", mdErr)
 	} else {
-		leaders, isr := partitionRolesOf(md)
-		div, err := CompareReplicas(c.DataDirs(), r.w.TopicNames(), leaders, isr, final.HighWatermarks)
+		rs := replicaStateOf(md)
+		div, err := CompareReplicas(c.DataDirs(), r.w.TopicNames(), rs, final.HighWatermarks)
 		if err != nil {
 			r.fail("comparing replicas: %v", err)
 		}
 		final.Divergences = div
+		for _, msg := range StaleReplicaData(c.DataDirs(), r.w.TopicNames(), rs) {
+			r.fail("%s", msg)
+		}
+		for tp, replicas := range rs.Replicas {
+			if len(replicas) < r.w.MinInsyncReplicas {
+				r.fail("%s-%d ends with replicas %v, fewer than min.insync.replicas %d", tp.Topic, tp.Partition, replicas, r.w.MinInsyncReplicas)
+			}
+		}
 	}
 	// The fault phase as it ran: a fault waits for the last to be over, so it can run past
 	// its plan.
@@ -265,7 +273,7 @@ func (r *runner) interrupted(err error) {
 // faultPhase runs the schedule: each fault at its time (or at once, if the one before ran
 // late), held, healed, then waited out: every broker back and every partition writable.
 func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Workers) error {
-	in := &injector{c: r.c, topics: r.w.TopicNames(), torn: r.o.Torn}
+	in := &injector{c: r.c, topics: r.w.TopicNames(), torn: r.o.Torn, rf: r.w.ReplicationFactor, minISR: r.w.MinInsyncReplicas}
 	phase := time.Now()
 	lastStats := time.Now()
 	for _, p := range plan {
@@ -436,16 +444,16 @@ func inSync(md *wire.MetadataResponse) error {
 	return nil
 }
 
-// partitionRolesOf is each partition's leader and ISR.
-func partitionRolesOf(md *wire.MetadataResponse) (map[TopicPartition]int32, map[TopicPartition][]int32) {
-	leaders, isr := map[TopicPartition]int32{}, map[TopicPartition][]int32{}
+// replicaStateOf is each partition's leader, replicas and ISR.
+func replicaStateOf(md *wire.MetadataResponse) ReplicaState {
+	rs := ReplicaState{Leaders: map[TopicPartition]int32{}, Replicas: map[TopicPartition][]int32{}, ISR: map[TopicPartition][]int32{}}
 	for _, t := range md.Topics {
 		for _, p := range t.Partitions {
 			tp := TopicPartition{t.Topic, p.Partition}
-			leaders[tp], isr[tp] = p.Leader, p.ISR
+			rs.Leaders[tp], rs.Replicas[tp], rs.ISR[tp] = p.Leader, p.Replicas, p.ISR
 		}
 	}
-	return leaders, isr
+	return rs
 }
 
 // waitUntil waits for t or ctx.

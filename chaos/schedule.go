@@ -28,6 +28,11 @@ const (
 	PowerLoss      FaultKind = "power-loss"      // a power cut of one broker: unsynced bytes lost, the last page maybe torn
 	DamageFiles    FaultKind = "damage"          // kill a broker, damage its files (DamageKinds in turn), restart it
 	DiskFull       FaultKind = "disk-full"       // writes of one broker fail with ENOSPC for the hold
+	// Reassign moves a random partition's replicas to a random set of min.insync.replicas to
+	// replication-factor brokers, in a random order (reassign.go); the heal moves a partition
+	// left with fewer than the replication factor back up to it, and lets a move in progress
+	// go on.
+	Reassign FaultKind = "reassign"
 	// BitRot kills a broker, flips bits in log bytes its recovery point vouches for, and
 	// restarts it. Not among FaultKinds (nor in "all"): such a replica stays in the ISR with a
 	// corrupt batch until the scrub reaches it, and nothing repairs it yet, so a run with it
@@ -40,7 +45,7 @@ var optInKinds = []FaultKind{BitRot}
 
 // FaultKinds are every kind, in the order the help lists them.
 var FaultKinds = []FaultKind{KillLeader, KillFollower, KillController, KillRandom, KillMajority, Bounce, Pause,
-	Isolate, Split, OneWay, Delay, PowerLoss, DamageFiles, DiskFull}
+	Isolate, Split, OneWay, Delay, PowerLoss, DamageFiles, DiskFull, Reassign}
 
 // faultGroups are the names --faults takes for several kinds.
 var faultGroups = map[string][]FaultKind{
@@ -49,13 +54,14 @@ var faultGroups = map[string][]FaultKind{
 	"partition": {Isolate, Split, OneWay, Delay},
 	"process":   {Bounce, Pause},
 	"disk":      {PowerLoss, DamageFiles, DiskFull},
+	"admin":     {Reassign},
 }
 
 // needsFileLayer reports whether a kind needs the brokers on vfs.PowerLossFS.
 func (k FaultKind) needsFileLayer() bool { return k == PowerLoss || k == DiskFull }
 
 // ParseFaults reads --faults: a comma-separated list of kinds and groups (all, kill,
-// partition, process, disk). An unknown name is refused, naming it and the nearest one.
+// partition, process, disk, admin). An unknown name is refused, naming it and the nearest one.
 func ParseFaults(s string) ([]FaultKind, error) {
 	var out []FaultKind
 	add := func(k FaultKind) {
@@ -78,7 +84,7 @@ func ParseFaults(s string) ([]FaultKind, error) {
 			add(FaultKind(name))
 			continue
 		}
-		return nil, fmt.Errorf("--faults: unknown fault %q%s (kinds: %s, and %s by name; groups: all, kill, partition, process, disk)",
+		return nil, fmt.Errorf("--faults: unknown fault %q%s (kinds: %s, and %s by name; groups: all, kill, partition, process, disk, admin)",
 			name, nearest(name), joinKinds(FaultKinds), joinKinds(optInKinds))
 	}
 	if len(out) == 0 {
@@ -89,7 +95,7 @@ func ParseFaults(s string) ([]FaultKind, error) {
 
 func nearest(name string) string {
 	best, bestD := "", 4
-	cands := []string{"all", "kill", "partition", "process", "disk"}
+	cands := []string{"all", "kill", "partition", "process", "disk", "admin"}
 	for _, k := range append(slices.Clone(FaultKinds), optInKinds...) {
 		cands = append(cands, string(k))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,13 +58,14 @@ type replicaLog struct {
 // ends below hw is divergent only if it is in isr (a lagging replica outside it may be
 // short, not different).
 //
-// The partitions compared are those of hw whose topic is in topics. Every broker of dataDirs
-// that has a directory for the partition is compared with the leader; one without is
-// divergent if it is in isr. A leader whose own log ends below hw is listed as divergent from
-// itself. A leader without a data directory in dataDirs, or a file that cannot be read, is an
+// The partitions compared are those of hw whose topic is in topics. Every replica of the
+// partition (rs.Replicas; every broker of dataDirs where it lists none) is compared with the
+// leader; one without a directory for the partition is divergent if it is in the ISR. A
+// broker a move took the partition from is not compared: its log stopped where it left (and
+// StaleReplicaData says whether it is gone). A leader whose own log ends below hw is listed
+// as divergent from itself. A leader without a data directory in dataDirs, or a file that cannot be read, is an
 // error (joined, naming the partition); the other partitions are still compared.
-func CompareReplicas(dataDirs map[int32]string, topics []string, leaders map[TopicPartition]int32,
-	isr map[TopicPartition][]int32, hw map[TopicPartition]int64) ([]Divergence, error) {
+func CompareReplicas(dataDirs map[int32]string, topics []string, rs ReplicaState, hw map[TopicPartition]int64) ([]Divergence, error) {
 	var out []Divergence
 	var errs []error
 	brokers := make([]int32, 0, len(dataDirs))
@@ -75,13 +77,42 @@ func CompareReplicas(dataDirs map[int32]string, topics []string, leaders map[Top
 		if !slices.Contains(topics, tp.Topic) {
 			continue
 		}
-		ds, err := comparePartition(dataDirs, brokers, tp, leaders, isr[tp], hw[tp])
+		replicas := brokers
+		if r, ok := rs.Replicas[tp]; ok {
+			replicas = slices.Sorted(slices.Values(r))
+		}
+		ds, err := comparePartition(dataDirs, replicas, tp, rs.Leaders, rs.ISR[tp], hw[tp])
 		out = append(out, ds...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// StaleReplicaData lists the partition directories of topics that brokers of dataDirs keep
+// for partitions of rs they are not a replica of: a move's old replica whose data was not
+// deleted.
+func StaleReplicaData(dataDirs map[int32]string, topics []string, rs ReplicaState) []string {
+	var out []string
+	parts := make(map[TopicPartition]int64, len(rs.Replicas))
+	for tp := range rs.Replicas {
+		parts[tp] = 0
+	}
+	for _, tp := range comparedPartitions(parts) {
+		if !slices.Contains(topics, tp.Topic) {
+			continue
+		}
+		for _, b := range slices.Sorted(maps.Keys(dataDirs)) {
+			if slices.Contains(rs.Replicas[tp], b) {
+				continue
+			}
+			if _, err := os.Stat(partitionDir(dataDirs[b], tp)); err == nil {
+				out = append(out, fmt.Sprintf("broker %d keeps %s-%d's data (%s), not one of its replicas %v", b, tp.Topic, tp.Partition, partitionDir(dataDirs[b], tp), rs.Replicas[tp]))
+			}
+		}
+	}
+	return out
 }
 
 // comparePartition compares tp's replicas.
@@ -109,6 +140,10 @@ func comparePartition(dataDirs map[int32]string, brokers []int32, tp TopicPartit
 	var errs []error
 	for _, b := range brokers {
 		if b == leader {
+			continue
+		}
+		if _, ok := dataDirs[b]; !ok {
+			errs = append(errs, fmt.Errorf("chaos: compare replicas of %s-%d: no data directory for its replica, broker %d", tp.Topic, tp.Partition, b))
 			continue
 		}
 		inISR := slices.Contains(isr, b)

@@ -80,7 +80,7 @@ func TestCompareReplicas(t *testing.T) {
 		writeTestLog(t, dirs[1], tp, good, 5)
 		// Broker 2 rolled its segments elsewhere: the files differ, the batches do not.
 		writeTestLog(t, dirs[2], tp, good, 3, 9)
-		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, leaders, allISR, hw)
+		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, ReplicaState{Leaders: leaders, ISR: allISR}, hw)
 		if err != nil || len(ds) != 0 {
 			t.Fatalf("identical logs: %+v, %v", ds, err)
 		}
@@ -90,7 +90,7 @@ func TestCompareReplicas(t *testing.T) {
 		dirs := map[int32]string{0: t.TempDir(), 1: t.TempDir()}
 		writeTestLog(t, dirs[0], tp, good)
 		writeTestLog(t, dirs[1], tp, append(good[:3:3], testBatch{9, 1, 2, "x"}))
-		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, leaders, allISR, map[TopicPartition]int64{tp: 9})
+		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, ReplicaState{Leaders: leaders, ISR: allISR}, map[TopicPartition]int64{tp: 9})
 		if err != nil || len(ds) != 0 {
 			t.Fatalf("logs differing at the HW: %+v, %v", ds, err)
 		}
@@ -114,7 +114,7 @@ func TestCompareReplicas(t *testing.T) {
 			dirs := map[int32]string{0: t.TempDir(), 1: t.TempDir()}
 			writeTestLog(t, dirs[0], tp, good, 5)
 			writeTestLog(t, dirs[1], tp, tc.replica, 5)
-			ds, err := CompareReplicas(dirs, []string{"chaos-0"}, leaders, map[TopicPartition][]int32{tp: tc.isr}, hw)
+			ds, err := CompareReplicas(dirs, []string{"chaos-0"}, ReplicaState{Leaders: leaders, ISR: map[TopicPartition][]int32{tp: tc.isr}}, hw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestCompareReplicas(t *testing.T) {
 		if err := os.Truncate(path, fi.Size()-1); err != nil {
 			t.Fatal(err)
 		}
-		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, leaders, allISR, hw)
+		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, ReplicaState{Leaders: leaders, ISR: allISR}, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestCompareReplicas(t *testing.T) {
 		writeTestLog(t, dirs[0], tp, good[:3]) // the leader ends at 9, below the HW 10
 		writeTestLog(t, dirs[1], tp, good)     // more than its leader below the HW
 		// Broker 2 has no directory for the partition, and is in the ISR.
-		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, leaders, allISR, hw)
+		ds, err := CompareReplicas(dirs, []string{"chaos-0"}, ReplicaState{Leaders: leaders, ISR: allISR}, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,13 +182,46 @@ func TestCompareReplicas(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		dirs := map[int32]string{0: t.TempDir()}
-		if _, err := CompareReplicas(dirs, []string{"chaos-0"}, map[TopicPartition]int32{tp: 7}, allISR, hw); err == nil ||
+		if _, err := CompareReplicas(dirs, []string{"chaos-0"}, ReplicaState{Leaders: map[TopicPartition]int32{tp: 7}, ISR: allISR}, hw); err == nil ||
 			!strings.Contains(err.Error(), "no data directory for its leader, broker 7") {
 			t.Fatalf("unknown leader: %v", err)
 		}
 		// A partition of another topic is not compared.
-		if ds, err := CompareReplicas(dirs, []string{"chaos-9"}, leaders, allISR, hw); err != nil || len(ds) != 0 {
+		if ds, err := CompareReplicas(dirs, []string{"chaos-9"}, ReplicaState{Leaders: leaders, ISR: allISR}, hw); err != nil || len(ds) != 0 {
 			t.Fatalf("other topic: %+v, %v", ds, err)
 		}
 	})
+}
+
+// TestCompareReplicasFollowsTheReplicaList: a broker a move took the partition from is not
+// compared (its log, divergent here, stopped where it left), and its directory left behind
+// is named by StaleReplicaData; a replica the list names without a directory is divergent.
+func TestCompareReplicasFollowsTheReplicaList(t *testing.T) {
+	tp := TopicPartition{Topic: "chaos-0", Partition: 0}
+	good := []testBatch{{0, 3, 0, "a"}, {3, 2, 1, "b"}}
+	hw := map[TopicPartition]int64{tp: 5}
+	dirs := map[int32]string{0: t.TempDir(), 1: t.TempDir(), 2: t.TempDir()}
+	writeTestLog(t, dirs[0], tp, good)
+	writeTestLog(t, dirs[1], tp, good)
+	writeTestLog(t, dirs[2], tp, []testBatch{good[0], {3, 2, 0, "x"}}) // the old replica
+	rs := ReplicaState{Leaders: map[TopicPartition]int32{tp: 1}, Replicas: map[TopicPartition][]int32{tp: {1, 0}}, ISR: map[TopicPartition][]int32{tp: {1, 0}}}
+	ds, err := CompareReplicas(dirs, []string{"chaos-0"}, rs, hw)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("replicas [1 0] compared: %+v, %v; want no divergence (broker 2 is no replica)", ds, err)
+	}
+	stale := StaleReplicaData(dirs, []string{"chaos-0"}, rs)
+	if len(stale) != 1 || !strings.HasPrefix(stale[0], "broker 2 keeps chaos-0-0's data") {
+		t.Fatalf("stale data %q, want broker 2's", stale)
+	}
+	if err := os.RemoveAll(partitionDir(dirs[2], tp)); err != nil {
+		t.Fatal(err)
+	}
+	if stale := StaleReplicaData(dirs, []string{"chaos-0"}, rs); len(stale) != 0 {
+		t.Fatalf("stale data %q after broker 2's was deleted", stale)
+	}
+	rs.Replicas[tp], rs.ISR[tp] = []int32{1, 2}, []int32{1, 2}
+	ds, err = CompareReplicas(dirs, []string{"chaos-0"}, rs, hw)
+	if err != nil || len(ds) != 1 || ds[0].Broker != 2 || !strings.Contains(ds[0].Detail, "no log of the partition") {
+		t.Fatalf("replicas [1 2] with broker 2's log gone: %+v, %v", ds, err)
+	}
 }

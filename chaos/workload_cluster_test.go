@@ -3,15 +3,20 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/cluster"
 )
 
@@ -147,7 +152,7 @@ func TestWorkloadOnACluster(t *testing.T) {
 		go func() { defer wg.Done(); _ = b.Close(context.Background()) }()
 	}
 	wg.Wait()
-	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas.Leaders, replicas.ISR, final.HighWatermarks)
+	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas, final.HighWatermarks)
 	if err != nil || len(ds) != 0 {
 		t.Fatalf("replicas: %+v, %v", ds, err)
 	}
@@ -234,7 +239,7 @@ func TestWorkloadThroughABrokerCrash(t *testing.T) {
 		go func() { defer wg.Done(); _ = b.Close(context.Background()) }()
 	}
 	wg.Wait()
-	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas.Leaders, replicas.ISR, final.HighWatermarks)
+	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas, final.HighWatermarks)
 	if err != nil || len(ds) != 0 {
 		t.Fatalf("replicas: %+v, %v", ds, err)
 	}
@@ -364,5 +369,119 @@ func checkHistory(t *testing.T, hist []byte, w Workload, final FinalState, stats
 				t.Errorf("reader %d pass %d read %s at %s-%d %d; the final read has %q", e.Reader, e.Pass, e.Values[i], e.Topic, e.Partition, o, got)
 			}
 		}
+	}
+}
+
+// TestWorkloadThroughMoves: the reassignment fault's moves, made while the workload runs on
+// three in-process brokers (RF 3, min ISR 2): each moves a partition to the target the fault
+// chose (two or three brokers, in a new order) and completes; the heal moves a shrunk
+// partition back up to three replicas. Nothing acknowledged is lost, the readers agree with
+// the final read, the replicas in the final lists agree below the HW, and no broker keeps the
+// data of a partition it no longer holds.
+func TestWorkloadThroughMoves(t *testing.T) {
+	brokers, _, bootstrap, dirs := testCluster(t, func(c *broker.Config) { c.ReplicaLagTimeMax = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	w, err := Workload{Topics: 1, Partitions: 2, Writers: 2, Rate: 300, Readers: 1, RecordSize: 40,
+		RereadInterval: Duration(time.Hour), DeliveryTimeout: Duration(15 * time.Second), GroupConsumers: new(0)}.WithDefaults(3, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateTopics(ctx, bootstrap, w); err != nil {
+		t.Fatal(err)
+	}
+	var hist bytes.Buffer
+	rec := NewRecorder(&hist, time.Now())
+	ws, err := StartWorkers(ctx, bootstrap, w, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Stop(ctx)
+	// until polls cond every 20 ms for up to 30 s.
+	until := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ok, state := cond()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %s", what, state)
+			}
+			time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+		}
+	}
+	acked := func(n int64) func() (bool, string) {
+		return func() (bool, string) { s := ws.Stats(); return s.Acknowledged >= n, fmt.Sprintf("%+v", s) }
+	}
+	m := &mover{bootstrap: bootstrap, nodes: []int32{0, 1, 2}, topics: w.TopicNames(), rf: 3, minISR: 2}
+	settled := func(tp client.TopicPartition, want []int32) func() (bool, string) {
+		return func() (bool, string) {
+			a, err := m.admin(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer a.Close()
+			current, inProgress, err := m.replicaTarget(ctx, a, tp)
+			rs, rerr := readReplicaState(ctx, bootstrap, w)
+			ctp := TopicPartition{tp.Topic, tp.Partition}
+			state := fmt.Sprintf("replicas %v (in progress %+v, %v), ISR %v (%v)", current, inProgress, err, rs.ISR[ctp], rerr)
+			done := err == nil && rerr == nil && inProgress == nil && len(rs.ISR[ctp]) == len(current)
+			return done && (want == nil || slices.Equal(current, want)) && (want != nil || len(current) == 3), state
+		}
+	}
+	until("acknowledgements", acked(100))
+	shrunk := 0
+	for i := range 4 {
+		rng := rand.New(rand.NewPCG(7, uint64(i)))
+		mv, err := m.start(ctx, rng)
+		if err != nil || mv.refused {
+			t.Fatalf("move %d: %+v, %v", i, mv, err)
+		}
+		t.Logf("move %d: %s", i, mv.detail)
+		until("acknowledgements during the move", acked(ws.Stats().Acknowledged+50))
+		until(mv.detail, settled(mv.tp, mv.target))
+		how, err := m.restore(ctx, rng, mv.tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mv.target) < 3 {
+			shrunk++
+			if !strings.Contains(how, "moved back up to 3 replicas") {
+				t.Fatalf("heal of a move to %v: %s", mv.target, how)
+			}
+			until("the move back up to 3 replicas", settled(mv.tp, nil))
+		} else if !strings.Contains(how, "left as it is") {
+			t.Fatalf("heal of a move to %v: %s", mv.target, how)
+		}
+	}
+	if shrunk == 0 || shrunk == 4 {
+		t.Fatalf("%d of 4 moves shrank a partition: the seeds should give both kinds", shrunk)
+	}
+	until("acknowledgements after the moves", acked(ws.Stats().Acknowledged+100))
+	if err := ws.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	final, replicas, err := FinalReadReplicas(ctx, bootstrap, w, rec, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkHistory(t, hist.Bytes(), w, final, ws.Stats(), false)
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = b.Close(context.Background()) }()
+	}
+	wg.Wait()
+	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas, final.HighWatermarks)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("replicas: %+v, %v", ds, err)
+	}
+	if stale := StaleReplicaData(dirs, w.TopicNames(), replicas); len(stale) != 0 {
+		t.Fatalf("stale replica data: %q", stale)
 	}
 }
