@@ -111,6 +111,9 @@ Faults (--faults, comma-separated kinds or groups):
              damage (a killed broker's files: truncated segment tail, flipped bits, a zeroed
              page, a deleted index, all where its recovery reads again), disk-full (ENOSPC
              for the hold)
+  admin      reassign (a random partition moved, under load, to a random set of
+             min.insync.replicas to replication-factor brokers in a random order; the heal
+             moves a shrunk one back up to the replication factor, a move in progress runs on)
   all        every kind (the default)
   bitrot     (by name only) bits flipped in log bytes a killed broker's recovery point vouches
              for: nothing repairs such a replica yet, so a run with it reports divergence
