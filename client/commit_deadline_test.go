@@ -98,10 +98,12 @@ func TestCommitQueuedPastItsDeadlineIsNotSent(t *testing.T) {
 }
 
 // TestCommitRefusedAfterALostAnswerIsAmbiguous: a commit whose first attempt fails retriably
-// (the coordinator may have written it) and whose retry is refused ILLEGAL_GENERATION returns
+// (the coordinator may have written it: an error answer, NOT_COORDINATOR, a connection lost
+// before the answer) and whose retry is refused (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS) returns
 // ErrCommitFailed with ErrCommitOutcomeUnknown, for the offset may be committed after all; a
 // refusal at the first attempt is ErrCommitFailed alone.
 func TestCommitRefusedAfterALostAnswerIsAmbiguous(t *testing.T) {
+	const lostAnswer wire.ErrorCode = -99 // the fake broker closes the connection unanswered
 	tp := TopicPartition{Topic: retryTopic}
 	var fb *fakeBroker
 	var answers []wire.ErrorCode // what each OffsetCommit gets, in turn
@@ -116,6 +118,10 @@ func TestCommitRefusedAfterALostAnswerIsAmbiguous(t *testing.T) {
 		case *wire.OffsetCommitRequest:
 			code := answers[0]
 			answers = answers[1:]
+			if code == lostAnswer {
+				_ = fc.nc.Close()
+				return nil
+			}
 			resp := &wire.OffsetCommitResponse{}
 			for _, rt := range req.Topics {
 				t := wire.OffsetCommitResponseTopic{Topic: rt.Topic}
@@ -146,6 +152,10 @@ func TestCommitRefusedAfterALostAnswerIsAmbiguous(t *testing.T) {
 	}{
 		{"refused at once", []wire.ErrorCode{wire.ErrIllegalGeneration}, false},
 		{"refused on the retry", []wire.ErrorCode{wire.ErrCoordinatorNotAvailable, wire.ErrIllegalGeneration}, true},
+		// A coordinator whose leadership moved after it appended answers NOT_COORDINATOR:
+		// the record may be committed by the new leader.
+		{"refused after NOT_COORDINATOR", []wire.ErrorCode{wire.ErrNotCoordinator, wire.ErrRebalanceInProgress}, true},
+		{"refused after a lost connection", []wire.ErrorCode{lostAnswer, wire.ErrIllegalGeneration}, true},
 	} {
 		fb.locked(func() { answers = slices.Clone(tc.answers) })
 		err := c.CommitOffsets(ctx, map[TopicPartition]int64{tp: 5})

@@ -539,7 +539,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]commit
 			t.Partitions = append(t.Partitions, wire.OffsetCommitRequestPartition{Partition: tp.Partition, Offset: o.offset, LeaderEpoch: o.leaderEpoch})
 		}
 		var resp wire.OffsetCommitResponse
-		err := c.coordinatorCall(ctx, req, &resp)
+		err := c.coordinatorCallAttempts(ctx, c.cfg.RequestTimeout, 1, req, &resp)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, ErrClientClosed) {
 				return gaveUp(err)
@@ -608,7 +608,16 @@ func (c *Consumer) coordinatorCall(ctx context.Context, req wire.Request, resp w
 // coordinatorCallWithin is coordinatorCall with each attempt bounded by d rather than
 // RequestTimeout: a JoinGroup waits up to the rebalance timeout for its answer.
 func (c *Consumer) coordinatorCallWithin(ctx context.Context, d time.Duration, req wire.Request, resp wire.Response) error {
-	const attempts = 3
+	return c.coordinatorCallAttempts(ctx, d, 3, req, resp)
+}
+
+// coordinatorCallAttempts is coordinatorCallWithin with attempts tries. An OffsetCommit gets
+// one: a try that failed (a timeout, a lost connection, NOT_COORDINATOR from a coordinator
+// whose leadership moved after it appended) may have committed the offset, and only the
+// commit loop, which retries, can say so when the next try is refused (found by sluice
+// chaos: a commit retried in here after an append reported REBALANCE_IN_PROGRESS, plainly
+// failed, and the group resumed at its offset).
+func (c *Consumer) coordinatorCallAttempts(ctx context.Context, d time.Duration, attempts int, req wire.Request, resp wire.Response) error {
 	var err error
 	for attempt := range attempts {
 		var conn *Conn
