@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/reassign"
 )
 
@@ -83,6 +84,86 @@ func setThrottle(ctx context.Context, a *client.Admin, brokers []int32, rate int
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// clearThrottles removes the replication throttle rates (a broker's own, not the cluster-wide
+// default) once a plan's moves are over, done or cancelled: from every broker of candidates
+// that has one, except those another move still in progress has a replica on. A rate caps every
+// throttled replica of its broker, so clearing it under an earlier move still catching up
+// would lift that move's throttle too. candidates are all the cluster's brokers, not only the
+// plan's: a move that is done no longer says which brokers it left. It says which brokers it
+// cleared and which it left throttled, for which moves.
+func clearThrottles(ctx context.Context, a *client.Admin, out io.Writer, plan reassign.Plan, candidates []int32) error {
+	moving, err := a.ListPartitionReassignments(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("listing the moves in progress: %w", err)
+	}
+	ours := map[client.TopicPartition]bool{}
+	for _, pp := range plan.Partitions {
+		ours[client.TopicPartition{Topic: pp.Topic, Partition: pp.Partition}] = true
+	}
+	busy := map[int32][]string{} // broker → the other moves in progress with a replica on it
+	for _, m := range moving {
+		if ours[m.TopicPartition] { // a metadata copy a moment behind the plan's cancel
+			continue
+		}
+		for _, id := range m.Replicas {
+			busy[id] = append(busy[id], fmt.Sprintf("%s-%d", m.Topic, m.Partition))
+		}
+	}
+	var clear, keep []int32
+	var others []string
+	for _, id := range candidates {
+		cfgs, err := a.DescribeBrokerConfigs(ctx, strconv.Itoa(int(id)))
+		if err != nil {
+			return fmt.Errorf("reading the throttles: %w", err)
+		}
+		_, leader := cfgs[client.LeaderThrottledRate]
+		_, follower := cfgs[client.FollowerThrottledRate]
+		switch {
+		case !leader && !follower:
+		case len(busy[id]) == 0:
+			clear = append(clear, id)
+		default:
+			keep = append(keep, id)
+			for _, name := range busy[id] {
+				if !slices.Contains(others, name) {
+					others = append(others, name)
+				}
+			}
+		}
+	}
+	if len(clear) > 0 {
+		if err := setThrottle(ctx, a, clear, 0); err != nil {
+			return fmt.Errorf("clearing the throttles: %w", err)
+		}
+		fmt.Fprintf(out, "Clearing broker-level throttles on brokers %s\n", joinIDs(clear))
+	}
+	if len(keep) > 0 {
+		sort.Strings(others)
+		fmt.Fprintf(out, "Keeping the throttles on brokers %s: moves still in progress use them (%s)\n", joinIDs(keep), strings.Join(others, ","))
+	}
+	return nil
+}
+
+// clusterBrokers is the ids of the brokers the metadata lists, with those of brokers (the
+// plan's, which a broker that is down may be among), sorted.
+func clusterBrokers(env *adminEnv, brokers []int32) ([]int32, error) {
+	ids := slices.Clone(brokers)
+	err := env.withConn(func(ctx context.Context, c *client.Conn) error {
+		md := wire.MetadataResponse{Version: 1}
+		if err := c.Call(ctx, &wire.MetadataRequest{Version: 1, Topics: []string{}}, &md); err != nil {
+			return err
+		}
+		for _, b := range md.Brokers {
+			if !slices.Contains(ids, b.NodeID) {
+				ids = append(ids, b.NodeID)
+			}
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	return ids, err
 }
 
 func reassignExecuteCmd(parent *cobra.Command, env *adminEnv) *cobra.Command {
@@ -199,8 +280,9 @@ func reassignVerifyCmd(parent *cobra.Command, env *adminEnv) *cobra.Command {
 		Long: `Say, for each partition of a plan, whether its move is complete, still in progress (with the
 bytes each new replica has left to fetch) or failed (not moving, and not at the plan's replicas:
 cancelled, or moved elsewhere since), as kafka-reassign-partitions --verify does. Once no move
-of the plan is in progress, the replication throttles on the brokers the plan names are removed
-(unless --preserve-throttles). Exits with an error while any move failed.`,
+of the plan is in progress, the brokers' replication throttle rates are removed (unless
+--preserve-throttles), except on brokers another move still in progress has a replica on:
+those keep theirs until that move's verify. Exits with an error while any move failed.`,
 		Args: noArgs("the plan is in --reassignment-json-file"),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			plan, err := readPlan(file)
@@ -222,11 +304,14 @@ of the plan is in progress, the replication throttles on the brokers the plan na
 					}
 				}
 				if st.inProgress == 0 && !preserve {
-					brokers := planBrokers(plan, st.current)
-					if err := setThrottle(ctx, a, brokers, 0); err != nil {
-						return fmt.Errorf("clearing the throttles: %w", err)
+					brokers, err := clusterBrokers(env, planBrokers(plan, st.current))
+					if err != nil {
+						return err
 					}
-					fmt.Fprintf(out, "\nClearing broker-level throttles on brokers %s\n", joinIDs(brokers))
+					fmt.Fprintln(out)
+					if err := clearThrottles(ctx, a, out, plan, brokers); err != nil {
+						return err
+					}
 				}
 				if len(failed) > 0 {
 					return fmt.Errorf("reassignment failed for %s", strings.Join(failed, ","))
@@ -340,7 +425,8 @@ func reassignCancelCmd(parent *cobra.Command, env *adminEnv) *cobra.Command {
 		Long: `Cancel the moves of a plan that are still in progress, as kafka-reassign-partitions --cancel
 does: each such partition goes back to its replicas before the move (the replicas being added
 are dropped with their data; the leadership returns to an original replica). Moves already done
-stay done. The throttles on the plan's brokers are removed (unless --preserve-throttles).`,
+stay done. The brokers' replication throttle rates are removed (unless --preserve-throttles),
+except on brokers another move still in progress has a replica on.`,
 		Args: noArgs("the plan is in --reassignment-json-file"),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			plan, err := readPlan(file)
@@ -376,11 +462,13 @@ stay done. The throttles on the plan's brokers are removed (unless --preserve-th
 					if err != nil {
 						return err
 					}
-					brokers := planBrokers(plan, current)
-					if err := setThrottle(ctx, a, brokers, 0); err != nil {
-						return fmt.Errorf("clearing the throttles: %w", err)
+					brokers, err := clusterBrokers(env, planBrokers(plan, current))
+					if err != nil {
+						return err
 					}
-					fmt.Fprintf(out, "Clearing broker-level throttles on brokers %s\n", joinIDs(brokers))
+					if err := clearThrottles(ctx, a, out, plan, brokers); err != nil {
+						return err
+					}
 				}
 				return nil
 			})

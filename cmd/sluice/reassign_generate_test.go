@@ -3,70 +3,38 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/broker/brokertest"
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/cluster"
 	"github.com/sluicemq/sluice/net/wire"
 	"github.com/sluicemq/sluice/reassign"
 )
 
-// threeBrokers starts three combined broker+controller nodes (ids 0, 1, 2) in this process over
-// loopback, waits until the metadata lists all three, and returns their addresses as a
-// --bootstrap-server list. The controller ports are picked free a moment before the brokers
-// take them (the quorum's voters must be known up front).
-func threeBrokers(t *testing.T) string {
+// threeBrokers starts three combined broker+controller nodes (ids 0, 1, 2) in this process
+// (brokertest.ClusterConfigs, each config changed by tune if it is not nil), waits until the
+// metadata lists all three and a controller, and returns their addresses as a
+// --bootstrap-server list.
+func threeBrokers(t *testing.T, tune func(*broker.Config)) string {
 	t.Helper()
-	var voters []cluster.Voter
-	var probes []net.Listener
-	for i := range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	cfgs := brokertest.ClusterConfigs(t, 3)
+	for i := range cfgs {
+		cfgs[i].DisableControlledShutdown = true
+		cfgs[i].BallastBytes, cfgs[i].ScrubBytesPerSec = -1, -1
+		cfgs[i].OffsetsTopicPartitions = 1
+		if tune != nil {
+			tune(&cfgs[i])
 		}
-		probes = append(probes, ln)
-		voters = append(voters, cluster.Voter{ID: int32(i), Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port})
 	}
-	for _, ln := range probes {
-		_ = ln.Close()
-	}
-	brokers := make([]*broker.Broker, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		cfg := broker.Config{
-			NodeID: int32(i), NodeIDSet: true, Voters: voters,
-			ControllerListen: net.JoinHostPort("127.0.0.1", strconv.Itoa(voters[i].Port)),
-			DataDir:          t.TempDir(), Listen: "127.0.0.1:0", UnixPath: "-",
-			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second,
-			OffsetsTopicPartitions: 1, DisableControlledShutdown: true,
-			BallastBytes: -1, ScrubBytesPerSec: -1,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); brokers[i], errs[i] = broker.Open(cfg) }()
-	}
-	wg.Wait()
 	var addrs []string
-	for i, b := range brokers {
-		if b != nil {
-			t.Cleanup(func() { _ = b.Close(context.Background()) })
-			addrs = append(addrs, b.Addr().String())
-		}
-		if errs[i] != nil {
-			t.Fatalf("broker %d: %v", i, errs[i])
-		}
+	for _, b := range brokertest.OpenCluster(t, cfgs) {
+		addrs = append(addrs, b.Addr().String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -96,7 +64,7 @@ func threeBrokers(t *testing.T) string {
 // only what balance needs; the same seed prints the same. Unknown topics, brokers the cluster
 // does not have, and a malformed file are refused, each named.
 func TestReassignGenerateOnThreeBrokers(t *testing.T) {
-	bootstrap := threeBrokers(t)
+	bootstrap := threeBrokers(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, err := client.NewAdminWithConfig(ctx, client.AdminConfig{Config: client.Config{Brokers: strings.Split(bootstrap, ","), ClientID: "reassign-test"}})
