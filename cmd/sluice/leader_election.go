@@ -115,7 +115,11 @@ The partitions: --topic and --partition for one, --all-topic-partitions for ever
 				for _, r := range reasons {
 					fmt.Fprintln(out, "  "+r)
 				}
-				return fmt.Errorf("leader election failed for %d partitions", len(failed))
+				if len(failed) == 1 {
+					return fmt.Errorf("leader election failed for %s", failed[0])
+				}
+				sort.Strings(failed)
+				return fmt.Errorf("leader election failed for %d partitions: %s", len(failed), strings.Join(failed, ", "))
 			}
 			return nil
 		})

@@ -232,6 +232,11 @@ removes it once every move of the plan is done.`,
 						}
 						_ = a.AlterBrokerConfigs(ctx, strconv.Itoa(int(id)), cfgs, del)
 					}
+					var refused *client.ReassignmentError
+					if errors.As(err, &refused) && refused.Message != "" {
+						// The controller's list of every problem, said once.
+						return fmt.Errorf("%s: plan refused, nothing started: %s", file, strings.TrimPrefix(refused.Message, "nothing started: "))
+					}
 					return err
 				}
 				// The rollback plan, once the plan is taken (a refused one moved nothing).

@@ -341,6 +341,9 @@ func TestReassignExecuteRefusesBadPlan(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: execute succeeded:\n%s", tc.name, out)
 		}
+		if !strings.Contains(err.Error(), tc.name+".json: ") || strings.Count(err.Error(), "nothing started") > 1 {
+			t.Errorf("%s: error %q does not name the file, or repeats itself", tc.name, err)
+		}
 		for _, w := range tc.want {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %q does not name %q", tc.name, err, w)
@@ -405,7 +408,7 @@ func TestLeaderElection(t *testing.T) {
 		{"bad type", `--election-type "fair": want preferred or unclean`, []string{"--election-type", "fair", "--all-topic-partitions"}},
 		{"two selections", "give one of --topic T --partition P, --all-topic-partitions, --path-to-json-file F", []string{"--election-type", "preferred", "--all-topic-partitions", "--topic", "lead", "--partition", "0"}},
 		{"topic alone", "--topic and --partition go together", []string{"--election-type", "preferred", "--topic", "lead"}},
-		{"unknown partition", "leader election failed for 1 partitions", []string{"--election-type", "preferred", "--topic", "lead", "--partition", "9"}},
+		{"unknown partition", "leader election failed for lead-9", []string{"--election-type", "preferred", "--topic", "lead", "--partition", "9"}},
 	} {
 		if _, err := e.run(leaderElectionCmd(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
@@ -437,8 +440,8 @@ func TestTopicAlterPartitions(t *testing.T) {
 		count string
 		want  string
 	}{
-		{"shrink", "2", "grow"},
-		{"same count", "3", "grow"},
+		{"shrink", "2", "grow has 3 partitions; the new count 2 must be more"},
+		{"same count", "3", "grow has 3 partitions; the new count 3 must be more"},
 		{"zero", "0", "--partitions 0: the new total must be at least 1"},
 	} {
 		if out, err := e.run(topicCmd(), "alter", "grow", "--partitions", tc.count); err == nil || !strings.Contains(err.Error(), tc.want) {
