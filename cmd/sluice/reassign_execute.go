@@ -92,11 +92,12 @@ func setThrottle(ctx context.Context, a *client.Admin, brokers []int32, rate int
 // throttled replica of its broker, so clearing it under an earlier move still catching up
 // would lift that move's throttle too. candidates are all the cluster's brokers, not only the
 // plan's: a move that is done no longer says which brokers it left. It says which brokers it
-// cleared and which it left throttled, for which moves.
-func clearThrottles(ctx context.Context, a *client.Admin, out io.Writer, plan reassign.Plan, candidates []int32) error {
+// cleared and which it left throttled, for which moves (the lines to print, none if no
+// broker had a rate).
+func clearThrottles(ctx context.Context, a *client.Admin, plan reassign.Plan, candidates []int32) ([]string, error) {
 	moving, err := a.ListPartitionReassignments(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("listing the moves in progress: %w", err)
+		return nil, fmt.Errorf("listing the moves in progress: %w", err)
 	}
 	ours := map[client.TopicPartition]bool{}
 	for _, pp := range plan.Partitions {
@@ -116,7 +117,7 @@ func clearThrottles(ctx context.Context, a *client.Admin, out io.Writer, plan re
 	for _, id := range candidates {
 		cfgs, err := a.DescribeBrokerConfigs(ctx, strconv.Itoa(int(id)))
 		if err != nil {
-			return fmt.Errorf("reading the throttles: %w", err)
+			return nil, fmt.Errorf("reading the throttles: %w", err)
 		}
 		_, leader := cfgs[client.LeaderThrottledRate]
 		_, follower := cfgs[client.FollowerThrottledRate]
@@ -133,17 +134,18 @@ func clearThrottles(ctx context.Context, a *client.Admin, out io.Writer, plan re
 			}
 		}
 	}
+	var lines []string
 	if len(clear) > 0 {
 		if err := setThrottle(ctx, a, clear, 0); err != nil {
-			return fmt.Errorf("clearing the throttles: %w", err)
+			return nil, fmt.Errorf("clearing the throttles: %w", err)
 		}
-		fmt.Fprintf(out, "Clearing broker-level throttles on brokers %s\n", joinIDs(clear))
+		lines = append(lines, fmt.Sprintf("Clearing broker-level throttles on brokers %s", joinIDs(clear)))
 	}
 	if len(keep) > 0 {
 		sort.Strings(others)
-		fmt.Fprintf(out, "Keeping the throttles on brokers %s: moves still in progress use them (%s)\n", joinIDs(keep), strings.Join(others, ","))
+		lines = append(lines, fmt.Sprintf("Keeping the throttles on brokers %s: moves still in progress use them (%s)", joinIDs(keep), strings.Join(others, ",")))
 	}
-	return nil
+	return lines, nil
 }
 
 // clusterBrokers is the ids of the brokers the metadata lists, with those of brokers (the
@@ -313,9 +315,12 @@ those keep theirs until that move's verify. Exits with an error while any move f
 					if err != nil {
 						return err
 					}
-					fmt.Fprintln(out)
-					if err := clearThrottles(ctx, a, out, plan, brokers); err != nil {
+					lines, err := clearThrottles(ctx, a, plan, brokers)
+					if err != nil {
 						return err
+					}
+					if len(lines) > 0 {
+						fmt.Fprintf(out, "\n%s\n", strings.Join(lines, "\n"))
 					}
 				}
 				if len(failed) > 0 {
@@ -471,8 +476,12 @@ except on brokers another move still in progress has a replica on.`,
 					if err != nil {
 						return err
 					}
-					if err := clearThrottles(ctx, a, out, plan, brokers); err != nil {
+					lines, err := clearThrottles(ctx, a, plan, brokers)
+					if err != nil {
 						return err
+					}
+					for _, l := range lines {
+						fmt.Fprintln(out, l)
 					}
 				}
 				return nil

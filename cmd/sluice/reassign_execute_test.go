@@ -228,7 +228,7 @@ func TestReassignExecuteVerifyThrottled(t *testing.T) {
 		return slices.Equal(r, []int32{1, 2}) && (l == 1 || l == 2), fmt.Sprintf("replicas %v leader %d", r, l)
 	})
 	// Again, nothing to move, nothing throttled: complete, nothing cleared.
-	if out := e.must(reassignCmd(), "verify", "--reassignment-json-file", plan); out != "Status of partition reassignment:\nReassignment of partition moves-0 is complete.\n\n" {
+	if out := e.must(reassignCmd(), "verify", "--reassignment-json-file", plan); out != "Status of partition reassignment:\nReassignment of partition moves-0 is complete.\n" {
 		t.Fatalf("verify of a finished plan printed %q", out)
 	}
 }
