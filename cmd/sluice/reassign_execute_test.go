@@ -146,18 +146,22 @@ func (e *moveEnv) partition(topic string, partition int32) ([]int32, int32) {
 	return nil, -1
 }
 
-// throttles is each broker's replication throttle rates, "leader/follower" ("/" for none).
-func (e *moveEnv) throttles() []string {
+// wantThrottles waits until brokers 0, 1 and 2 have the replication throttle rates of want,
+// "leader/follower" each ("/" for none): the broker that answers may have the metadata a
+// moment after the controller.
+func (e *moveEnv) wantThrottles(what string, want []string) {
 	e.t.Helper()
-	var out []string
-	for id := range 3 {
-		cfgs, err := e.a.DescribeBrokerConfigs(e.ctx, strconv.Itoa(id))
-		if err != nil {
-			e.t.Fatal(err)
+	e.eventually(what+": throttles "+strings.Join(want, " "), func() (bool, string) {
+		var got []string
+		for id := range 3 {
+			cfgs, err := e.a.DescribeBrokerConfigs(e.ctx, strconv.Itoa(id))
+			if err != nil {
+				return false, err.Error()
+			}
+			got = append(got, cfgs[client.LeaderThrottledRate]+"/"+cfgs[client.FollowerThrottledRate])
 		}
-		out = append(out, cfgs[client.LeaderThrottledRate]+"/"+cfgs[client.FollowerThrottledRate])
-	}
-	return out
+		return slices.Equal(got, want), strings.Join(got, " ")
+	})
 }
 
 // eventually polls cond until it holds, failing the test with cond's last word after 20 s.
@@ -201,9 +205,7 @@ func TestReassignExecuteVerifyThrottled(t *testing.T) {
 			t.Fatalf("execute printed\n%s\nwant it to contain\n%s", out, want)
 		}
 	}
-	if got, want := e.throttles(), []string{"50000000/50000000", "50000000/50000000", "50000000/50000000"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles after execute: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles after execute", []string{"50000000/50000000", "50000000/50000000", "50000000/50000000"})
 
 	var last string
 	e.eventually("verify says moves-0 is complete", func() (bool, string) {
@@ -220,9 +222,7 @@ func TestReassignExecuteVerifyThrottled(t *testing.T) {
 	if want := "Clearing broker-level throttles on brokers 0,1,2\n"; !strings.HasSuffix(last, want) {
 		t.Fatalf("the verify that saw the move complete printed\n%s\nwant it to end with %q", last, want)
 	}
-	if got, want := e.throttles(), []string{"/", "/", "/"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles after verify: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles after verify", []string{"/", "/", "/"})
 	e.eventually("the metadata has moves-0 on 1,2", func() (bool, string) {
 		r, l := e.partition("moves", 0)
 		return slices.Equal(r, []int32{1, 2}) && (l == 1 || l == 2), fmt.Sprintf("replicas %v leader %d", r, l)
@@ -243,16 +243,15 @@ func TestReassignListAndCancel(t *testing.T) {
 	plan := e.plan("plan.json", map[string][]int32{"slow-0": {1, 2}})
 	e.must(reassignCmd(), "execute", "--reassignment-json-file", plan, "--throttle", "1")
 
-	if out := e.must(reassignCmd(), "list"); out != "Current partition reassignments:\nslow-0: replicas: 1,2,0. adding: 2. removing: 0.\n" {
-		t.Fatalf("list printed %q", out)
-	}
+	e.eventually("list shows slow-0 moving", func() (bool, string) {
+		out, err := e.run(reassignCmd(), "list")
+		return err == nil && out == "Current partition reassignments:\nslow-0: replicas: 1,2,0. adding: 2. removing: 0.\n", fmt.Sprintf("%v: %q", err, out)
+	})
 	out := e.must(reassignCmd(), "verify", "--reassignment-json-file", plan)
 	if !strings.Contains(out, "Reassignment of partition slow-0 is still in progress (broker 2: ") || strings.Contains(out, "Clearing") {
 		t.Fatalf("verify of a move in progress printed\n%s", out)
 	}
-	if got, want := e.throttles(), []string{"1/1", "1/1", "1/1"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles during the move: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles during the move", []string{"1/1", "1/1", "1/1"})
 
 	out = e.must(reassignCmd(), "cancel", "--reassignment-json-file", plan)
 	if want := "Successfully cancelled partition reassignments for: slow-0\nClearing broker-level throttles on brokers 0,1,2\n"; out != want {
@@ -268,9 +267,7 @@ func TestReassignListAndCancel(t *testing.T) {
 		return slices.Equal(slices.Sorted(slices.Values(r)), []int32{0, 1}) && (l == 0 || l == 1) && out == "No partition reassignments found.\n",
 			fmt.Sprintf("replicas %v leader %d; list: %q", r, l, out)
 	})
-	if got, want := e.throttles(), []string{"/", "/", "/"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles after cancel: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles after cancel", []string{"/", "/", "/"})
 	out, err := e.run(reassignCmd(), "verify", "--reassignment-json-file", plan)
 	if err == nil || !strings.Contains(out, "Reassignment of partition slow-0 failed: its replicas are ") {
 		t.Fatalf("verify of a cancelled plan: %v\n%s", err, out)
@@ -294,9 +291,7 @@ func TestReassignVerifyKeepsAnotherMovesThrottle(t *testing.T) {
 	quick := e.plan("quick.json", map[string][]int32{"quick-0": {2}})
 	e.must(reassignCmd(), "execute", "--reassignment-json-file", slow, "--throttle", "1")
 	e.must(reassignCmd(), "execute", "--reassignment-json-file", quick, "--throttle", "1")
-	if got, want := e.throttles(), []string{"1/1", "1/1", "1/1"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles of the two moves: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles of the two moves", []string{"1/1", "1/1", "1/1"})
 	var last string
 	e.eventually("verify says quick-0 is complete", func() (bool, string) {
 		out, err := e.run(reassignCmd(), "verify", "--reassignment-json-file", quick)
@@ -306,9 +301,7 @@ func TestReassignVerifyKeepsAnotherMovesThrottle(t *testing.T) {
 	if want := "\nClearing broker-level throttles on brokers 2\nKeeping the throttles on brokers 0,1: moves still in progress use them (slow-0)\n"; !strings.HasSuffix(last, want) {
 		t.Fatalf("verify of quick printed\n%s\nwant it to end with\n%s", last, want)
 	}
-	if got, want := e.throttles(), []string{"1/1", "1/1", "/"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles after quick's verify: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles after quick's verify", []string{"1/1", "1/1", "/"})
 	if moving, err := e.a.ListPartitionReassignments(e.ctx, nil); err != nil || len(moving) != 1 || moving[0].Topic != "slow" {
 		t.Fatalf("moves in progress: %+v, %v; want slow-0's alone", moving, err)
 	}
@@ -316,9 +309,7 @@ func TestReassignVerifyKeepsAnotherMovesThrottle(t *testing.T) {
 	if !strings.HasSuffix(out, "Clearing broker-level throttles on brokers 0,1\n") {
 		t.Fatalf("cancel of slow printed\n%s", out)
 	}
-	if got, want := e.throttles(), []string{"/", "/", "/"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles after slow's cancel: %v, want %v", got, want)
-	}
+	e.wantThrottles("throttles after slow's cancel", []string{"/", "/", "/"})
 }
 
 // A plan with any bad entry is refused as a whole: every problem named, a non-zero exit,
@@ -361,9 +352,7 @@ func TestReassignExecuteRefusesBadPlan(t *testing.T) {
 			t.Errorf("good-%d: replicas %v after refused plans, want %v", p, r, want)
 		}
 	}
-	if got, want := e.throttles(), []string{"/", "/", "/"}; !slices.Equal(got, want) {
-		t.Fatalf("throttles after refused plans: %v, want none", got)
-	}
+	e.wantThrottles("throttles after refused plans", []string{"/", "/", "/"})
 }
 
 // Preferred leader election: a reassignment that only reorders a partition's replicas leaves
