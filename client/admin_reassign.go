@@ -33,7 +33,8 @@ type ReassignmentError struct {
 
 func (e *ReassignmentError) Error() string {
 	if e.Message != "" {
-		return "client: reassignment refused, nothing started: " + e.Message
+		// The broker's message says "nothing started" itself.
+		return "client: reassignment refused, nothing started: " + strings.TrimPrefix(e.Message, "nothing started: ")
 	}
 	return fmt.Sprintf("client: reassignment refused, nothing started: %v", e.Code)
 }
