@@ -282,6 +282,9 @@ type followed struct {
 
 	parkedGen uint64    // parked at this gen (0: not parked) until follow bumps gen
 	notBefore time.Time // backoff: no request before
+	// behind counts the answers in a row saying the leader has not applied the leadership yet
+	// (leaderBehindBackoff); an answer without an error resets it.
+	behind int
 	// lastEpoch is the latest leader epoch in the local log's epoch cache (epochUnknown: read
 	// it from rep), to tell rep.Appended which appended batches start a new epoch.
 	lastEpoch int32
@@ -620,10 +623,28 @@ func (f *replicaFetcher) partitionError(rp roundPart, code wire.ErrorCode) {
 	default:
 		// UNKNOWN_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER: the leader has not applied the
 		// change yet (a follower may learn of a leadership before its leader does), or this
-		// broker's metadata is behind; back off and ask again, as Kafka's fetcher does. Parking
-		// here until the next leader change waited for one that never came: the follower never
-		// fetched again and the ISR stayed short (found by sluice chaos after a kill-majority).
-		f.backoff(fl)
-		f.rf.b.logger.Debug("replica fetch backs off", f.attrs("partition", fl.p.tp.String(), "err", code)...)
+		// broker's metadata is behind; back off and ask again. Parking here until the next
+		// leader change waited for one that never came: the follower never fetched again and
+		// the ISR stayed short (found by sluice chaos after a kill-majority). The leader is
+		// usually milliseconds behind, so the wait starts short (leaderBehindBackoff) rather
+		// than at Kafka's replica.fetch.backoff.ms: an acks=all write to the new leader waits
+		// for this follower's next fetch.
+		d := behindBackoff(f.rf.cfg.backoff, fl.behind)
+		fl.behind++
+		fl.notBefore = time.Now().Add(d)
+		f.rf.b.logger.Debug("replica fetch backs off", f.attrs("partition", fl.p.tp.String(), "err", code, "for", d)...)
 	}
+}
+
+// leaderBehindBackoff is the first wait after a leader answered that it does not know the
+// leadership yet; each such answer in a row doubles it, up to replica.fetch.backoff.ms. (Found
+// by sluice chaos: a move that took a partition's leadership to another broker stalled every
+// acks=all write to it for 1.6 s, a follower's full backoff after asking the new leader
+// before it had applied the change.)
+const leaderBehindBackoff = 10 * time.Millisecond
+
+// behindBackoff is the wait after the n+1st answer in a row saying the leader is behind:
+// leaderBehindBackoff doubled n times, at most max (replica.fetch.backoff.ms).
+func behindBackoff(max time.Duration, n int) time.Duration {
+	return min(max, leaderBehindBackoff<<min(n, 16))
 }

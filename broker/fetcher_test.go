@@ -812,3 +812,24 @@ func TestFollowerBehindLeaderStartRestartsThere(t *testing.T) {
 		t.Error("follower's log differs from the leader's")
 	}
 }
+
+// TestBehindBackoff: a follower told the leader has not applied the leadership yet asks again
+// after 10 ms, then 20, 40, ... up to replica.fetch.backoff.ms, however many answers in a row.
+func TestBehindBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		max  time.Duration
+		n    int
+		want time.Duration
+	}{
+		{time.Second, 0, 10 * time.Millisecond},
+		{time.Second, 1, 20 * time.Millisecond},
+		{time.Second, 6, 640 * time.Millisecond},
+		{time.Second, 7, time.Second},
+		{time.Second, 1000, time.Second},
+		{5 * time.Millisecond, 0, 5 * time.Millisecond}, // a backoff shorter than the first step
+	} {
+		if got := behindBackoff(tc.max, tc.n); got != tc.want {
+			t.Errorf("behindBackoff(%v, %d) = %v, want %v", tc.max, tc.n, got, tc.want)
+		}
+	}
+}

@@ -65,6 +65,7 @@ func (f *replicaFetcher) epochAnswered(rp roundPart, r wire.OffsetForLeaderEpoch
 		f.partitionError(rp, r.ErrorCode)
 		return
 	}
+	rp.fl.behind = 0
 	p := rp.fl.p
 	p.repMu.Lock()
 	defer p.repMu.Unlock()

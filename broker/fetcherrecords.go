@@ -208,6 +208,7 @@ func (f *replicaFetcher) fetched(rp roundPart, res *wire.FetchResponsePartition)
 		return
 	}
 	fl := rp.fl
+	fl.behind = 0
 	p := fl.p
 	records := completeBatches(res.Records)
 	now := time.Now()

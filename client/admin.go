@@ -8,18 +8,26 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/net/wire"
 )
 
-// Admin manages topics, and reads and moves offsets, through one broker connection.
+// Admin manages topics, and reads and moves offsets, through one broker connection at a time:
+// when that connection fails (its broker stopped, or closed it), the next call dials the next
+// bootstrap broker that answers.
 type Admin struct {
-	conn *Conn
-	cfg  AdminConfig
+	cfg AdminConfig
 	// mdVersion is the Metadata version DescribeTopic uses, plus one; 0 until asked.
 	mdVersion atomic.Int32
+
+	// mu guards conn and closed; connection holds it while it dials, so that concurrent
+	// calls after a failure share one new connection.
+	mu     sync.Mutex
+	conn   *Conn // the connection calls use; replaced once it has failed
+	closed bool
 }
 
 // AdminConfig configures an Admin (NewAdminWithConfig). Of Config it uses Brokers (the first
@@ -89,11 +97,48 @@ func apiContext(ctx context.Context, d time.Duration) (context.Context, context.
 }
 
 // call makes one request on the Admin's connection, bounded by ctx, or DefaultAPITimeout
-// without a deadline.
+// without a deadline. A request whose connection fails is not sent again (whether the broker
+// acted on it is unknown, and the caller's to judge): the next call goes to another broker.
 func (a *Admin) call(ctx context.Context, req wire.Request, resp wire.Response) error {
 	ctx, cancel := apiContext(ctx, a.cfg.DefaultAPITimeout)
 	defer cancel()
-	return a.conn.callWithin(ctx, a.cfg.RequestTimeout, req, resp)
+	conn, err := a.connection(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.callWithin(ctx, a.cfg.RequestTimeout, req, resp)
+}
+
+// connection is the Admin's connection while it is up; after it has failed, one to the first
+// bootstrap broker that answers, tried in order from the one after the failed connection's
+// (so that a broker that has gone is tried last).
+func (a *Admin) connection(ctx context.Context) (*Conn, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, ErrClientClosed
+	}
+	if !a.conn.isClosed() {
+		return a.conn, nil
+	}
+	brokers := a.cfg.Brokers
+	if i := slices.Index(brokers, a.conn.Addr()); i >= 0 {
+		brokers = append(slices.Clone(brokers[i+1:]), brokers[:i+1]...)
+	}
+	var errs []error
+	for _, addr := range brokers {
+		c, err := dialBounded(ctx, a.cfg.Dial, addr, a.cfg.ClientID, a.cfg.RequestTimeout)
+		if err == nil {
+			_ = a.conn.Close()
+			a.conn = c
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("client: admin: its connection failed (%w) and %w", a.conn.closedErr(), noBrokersErr(brokers, errs))
 }
 
 // timeoutMs is the time the broker may take for a topic's creation or deletion: the
@@ -102,8 +147,13 @@ func (a *Admin) timeoutMs() int32 {
 	return int32(min(a.cfg.RequestTimeout.Milliseconds(), math.MaxInt32))
 }
 
-// Close closes the connection.
-func (a *Admin) Close() error { return a.conn.Close() }
+// Close closes the connection; calls afterwards fail with ErrClientClosed.
+func (a *Admin) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	return a.conn.Close()
+}
 
 // TopicSpec describes a topic to create. Partitions and ReplicationFactor <= 0 take the
 // broker's defaults.
@@ -396,13 +446,17 @@ func (a *Admin) ListOffsets(ctx context.Context, specs map[TopicPartition]Offset
 	slices.Sort(ids)
 	var errs []error
 	for _, id := range ids {
-		conn, release := a.conn, func() {}
-		if id >= 0 {
-			var err error
-			if conn, release, err = a.brokerConn(ctx, md.Brokers, id); err != nil {
-				errs = append(errs, fmt.Errorf("list offsets at broker %d: %w", id, err))
-				continue
-			}
+		var conn *Conn
+		release := func() {}
+		var err error
+		if id < 0 { // no leader known: the Admin's own broker answers
+			conn, err = a.connection(ctx)
+		} else {
+			conn, release, err = a.brokerConn(ctx, md.Brokers, id)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list offsets at broker %d: %w", id, err))
+			continue
 		}
 		call := func(ctx context.Context, req wire.Request, resp wire.Response) error {
 			return conn.callWithin(ctx, a.cfg.RequestTimeout, req, resp)

@@ -109,7 +109,8 @@ func (a *Admin) coordinatorConn(ctx context.Context, group string) (*Conn, func(
 		}
 	}
 	if leader < 0 {
-		return a.conn, func() {}, nil
+		conn, err := a.connection(ctx)
+		return conn, func() {}, err
 	}
 	return a.brokerConn(ctx, md.Brokers, leader)
 }
@@ -122,12 +123,16 @@ func (a *Admin) brokerConn(ctx context.Context, brokers []wire.MetadataBroker, i
 		return nil, nil, fmt.Errorf("broker %d is not in the metadata", id)
 	}
 	b := brokers[i]
+	own, err := a.connection(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	addr := b.Host + ":" + strconv.Itoa(int(b.Port))
-	if strings.HasPrefix(a.conn.Addr(), "unix:") && b.UnixPath != "" {
+	if strings.HasPrefix(own.Addr(), "unix:") && b.UnixPath != "" {
 		addr = "unix://" + b.UnixPath
 	}
-	if sameBroker(a.conn.Addr(), addr, b) {
-		return a.conn, func() {}, nil
+	if sameBroker(own.Addr(), addr, b) {
+		return own, func() {}, nil
 	}
 	c, err := dialBounded(ctx, a.cfg.Dial, addr, a.cfg.ClientID, a.cfg.RequestTimeout)
 	if err != nil {
@@ -170,7 +175,11 @@ func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 		return nil
 	}
 	if len(ids) == 0 {
-		if err := listAt(a.conn); err != nil {
+		conn, err := a.connection(ctx)
+		if err == nil {
+			err = listAt(conn)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("list groups: %w", err))
 		}
 	}

@@ -107,12 +107,15 @@ func (a *Admin) describeReplicasAt(ctx context.Context, brokers []wire.MetadataB
 		return nil, fmt.Errorf("broker %d is not in the metadata", id)
 	}
 	b := brokers[i]
+	conn, err := a.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
 	addr := b.Host + ":" + strconv.Itoa(int(b.Port))
-	if strings.HasPrefix(a.conn.Addr(), "unix:") && b.UnixPath != "" {
+	if strings.HasPrefix(conn.Addr(), "unix:") && b.UnixPath != "" {
 		addr = "unix://" + b.UnixPath
 	}
-	conn := a.conn
-	if !sameBroker(a.conn.Addr(), addr, b) {
+	if !sameBroker(conn.Addr(), addr, b) {
 		c, err := dialBounded(ctx, a.cfg.Dial, addr, a.cfg.ClientID, a.cfg.RequestTimeout)
 		if err != nil {
 			return nil, err
