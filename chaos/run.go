@@ -377,7 +377,8 @@ func (r *runner) restoreAll(ctx context.Context) {
 // replica set in sync.
 func (r *runner) settle(ctx context.Context, timeout time.Duration) error {
 	r.restoreAll(ctx)
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline, report := start.Add(timeout), start.Add(10*time.Second)
 	for {
 		r.checkCrashed()
 		md, err := r.c.Metadata(ctx, r.w.TopicNames())
@@ -385,10 +386,18 @@ func (r *runner) settle(ctx context.Context, timeout time.Duration) error {
 			err = inSync(md)
 		}
 		if err == nil {
+			if took := time.Since(start); took > 10*time.Second {
+				r.logf("every partition in sync after %.1f s", took.Seconds())
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
 			return err
+		}
+		if time.Now().After(report) {
+			// A slow settle says what it waits for: a move, a replica out of the ISR.
+			r.logf("still waiting after %.0f s: %v", time.Since(start).Seconds(), err)
+			report = report.Add(10 * time.Second)
 		}
 		if err := waitUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
 			return err

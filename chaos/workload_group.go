@@ -280,14 +280,20 @@ func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand
 			}
 			return false
 		}
-		// A Poll ends with records, at the crash time, or at the end of the run.
+		// A Poll ends with records, at the crash time, at the end of the run, or, while a
+		// commit is owed, after pendingRetry: a refused commit is made again though no record
+		// comes (else a member whose commit a rebalance refused after the writers stopped held
+		// the group's drain for its whole minute, seed 4 of reassign,kill,process).
 		var crashAt time.Time
 		if !m.firstAssigned.IsZero() {
 			crashAt = m.firstAssigned.Add(life)
 		}
 		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if g.churn.Load() && !crashAt.IsZero() {
+		switch until := time.Now().Add(pendingRetry); {
+		case g.churn.Load() && !crashAt.IsZero() && (len(m.pending) == 0 || crashAt.Before(until)):
 			pctx, cancel = context.WithDeadline(ctx, crashAt)
+		case len(m.pending) > 0:
+			pctx, cancel = context.WithDeadline(ctx, until)
 		}
 		recs, err := m.c.Poll(pctx)
 		cancel()
@@ -325,6 +331,10 @@ func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand
 		}
 	}
 }
+
+// pendingRetry bounds a Poll while a commit is owed (one refused, say, by a rebalance): the
+// commit is then made again.
+const pendingRetry = time.Second
 
 // deliver records one Poll's records as delivered (processed) and marks them to commit.
 func (m *member) deliver(recs []client.Record) {
