@@ -222,27 +222,7 @@ func TestWorkloadThroughABrokerCrash(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
 	}
-	if err := ws.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	final, replicas, err := FinalReadReplicas(ctx, bootstrap, w, rec, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	checkHistory(t, hist.Bytes(), w, final, ws.Stats(), false)
-	var wg sync.WaitGroup
-	for _, b := range brokers {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = b.Close(context.Background()) }()
-	}
-	wg.Wait()
-	ds, err := CompareReplicas(dirs, w.TopicNames(), replicas, final.HighWatermarks)
-	if err != nil || len(ds) != 0 {
-		t.Fatalf("replicas: %+v, %v", ds, err)
-	}
+	stopAndCompare(ctx, t, ws, brokers, bootstrap, dirs, w, rec, &hist)
 }
 
 // checkGroup runs the checker over a run's history and wants no anomaly, deliveries to the
@@ -460,6 +440,15 @@ func TestWorkloadThroughMoves(t *testing.T) {
 		t.Fatalf("%d of 4 moves shrank a partition: the seeds should give both kinds", shrunk)
 	}
 	until("acknowledgements after the moves", acked(ws.Stats().Acknowledged+100))
+	stopAndCompare(ctx, t, ws, brokers, bootstrap, dirs, w, rec, &hist)
+}
+
+// stopAndCompare ends a workload test: the workers stop, the final read checks the history
+// (not the group's), and once the brokers have stopped every replica in its partition's final
+// list agrees with the leader below the HW and no broker keeps a partition it does not hold.
+func stopAndCompare(ctx context.Context, t *testing.T, ws *Workers, brokers []*broker.Broker, bootstrap []string,
+	dirs map[int32]string, w Workload, rec *Recorder, hist *bytes.Buffer) {
+	t.Helper()
 	if err := ws.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
