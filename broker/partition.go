@@ -336,6 +336,13 @@ func (b *Broker) reconcileTopics(md *cluster.Metadata, only string) error {
 	}
 	b.mu.Unlock()
 	for _, p := range gone {
+		if t, ok := md.Topic(p.tp.topic); ok && t.ID == p.topicID {
+			// Moved off this broker (a reassignment), not deleted: a request caught here is
+			// told to find the partition's leader, as any request for a partition this broker
+			// does not host is.
+			b.dropPartitionAs(p, fmt.Errorf("%w: %s: no longer a replica here", ErrNotLeaderOrFollower, p.tp))
+			continue
+		}
 		b.dropPartition(p)
 	}
 	if s := b.groups; s != nil {
@@ -470,12 +477,17 @@ func (b *Broker) joinPartitionErrors(errs []error) error {
 // stopped by a disk error), which errorCode answers with UNKNOWN_TOPIC_OR_PARTITION: the topic
 // is gone, not the disk.
 func (b *Broker) dropPartition(p *partition) {
+	b.dropPartitionAs(p, fmt.Errorf("%w: %s: deleted", ErrUnknownPartition, p.tp))
+}
+
+// dropPartitionAs is dropPartition with the error its acks=all waits are answered with.
+func (b *Broker) dropPartitionAs(p *partition, waitErr error) {
 	b.mu.Lock()
 	if b.mu.partitions[p.tp] == p {
 		delete(b.mu.partitions, p.tp)
 	}
 	b.mu.Unlock()
-	b.retireReplica(p, fmt.Errorf("%w: %s: deleted", ErrUnknownPartition, p.tp))
+	b.retireReplica(p, waitErr)
 	p.wake()
 	if err := p.log().Delete(); err != nil {
 		b.logger.Warn("deleting partition data", "partition", p.tp.String(), "err", err)
