@@ -164,7 +164,7 @@ func (m *mover) start(ctx context.Context, rng *rand.Rand) (move, error) {
 	target := moveTarget(rng, m.nodes, current, m.rf, m.minISR)
 	mv := move{tp: tp, target: target, detail: fmt.Sprintf("move %s-%d from replicas %v to %v", tp.Topic, tp.Partition, current, target)}
 	if inProgress != nil {
-		mv.detail += fmt.Sprintf(" (replacing a move in progress: replicas %v, adding %v, removing %v)", inProgress.Replicas, inProgress.Adding, inProgress.Removing)
+		mv.detail += fmt.Sprintf(" (while a move is in progress: replicas %v, adding %v, removing %v; the controller refuses a second)", inProgress.Replicas, inProgress.Adding, inProgress.Removing)
 	}
 	err = a.AlterPartitionReassignments(ctx, []client.Reassignment{{Topic: tp.Topic, Partition: tp.Partition, Replicas: target}})
 	var refused *client.ReassignmentError
@@ -203,8 +203,9 @@ func (in *injector) injectReassign(ctx context.Context, rng *rand.Rand) (*inject
 }
 
 // restore moves tp back up to the replication factor if the move left it with fewer,
-// retrying for 30 s: the cluster is healthy at the heal (faults do not overlap), so a move
-// that cannot be made then is a failure.
+// retrying for 30 s: a move still in progress refuses another (the partition is already being
+// moved) until it ends, and the cluster is healthy at the heal (faults do not overlap), so a
+// move that cannot be made within that is a failure.
 func (m *mover) restore(ctx context.Context, rng *rand.Rand, tp client.TopicPartition) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
