@@ -337,6 +337,20 @@ func (c *Cluster) Pause(id int32) error {
 	return err
 }
 
+// DumpStacks sends SIGUSR1 to every running broker: `sluice serve` writes every goroutine's
+// stack to its log and goes on. It returns the logs written to, for the failure that asked.
+func (c *Cluster) DumpStacks() []string {
+	var logs []string
+	for _, n := range c.nodes {
+		if c.Running(n.ID) {
+			if _, err := c.signal(n.ID, syscall.SIGUSR1, running); err == nil {
+				logs = append(logs, n.LogFile)
+			}
+		}
+	}
+	return logs
+}
+
 // Resume sends SIGCONT to a paused broker.
 func (c *Cluster) Resume(id int32) error {
 	_, err := c.signal(id, syscall.SIGCONT, running)

@@ -178,7 +178,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	phaseTook := time.Since(phaseStart)
 	r.logf("every fault healed: waiting for every partition to be fully in sync")
 	if err := r.settle(ctx, 120*time.Second); err != nil {
-		r.fail("the cluster did not settle after the faults: %v", err)
+		r.fail("the cluster did not settle after the faults: %v (the brokers' goroutine stacks are in %s)", err, strings.Join(r.c.DumpStacks(), ", "))
 	}
 	select {
 	case <-ctx.Done():
@@ -327,7 +327,7 @@ func (r *runner) faultPhase(ctx context.Context, plan []Planned, workers *Worker
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.fail("not writable a minute after fault %d (%s) healed: %v", p.ID, p.Kind, err)
+			r.fail("not writable a minute after fault %d (%s) healed: %v (the brokers' goroutine stacks are in %s)", p.ID, p.Kind, err, strings.Join(r.c.DumpStacks(), ", "))
 		}
 		if time.Since(lastStats) >= 10*time.Second {
 			st := workers.Stats()

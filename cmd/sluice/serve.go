@@ -79,6 +79,7 @@ and --unix win over both. Every property: docs/configuration.md.`,
 			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			defer signal.Stop(sig)
+			defer dumpStacksOnSIGUSR1(cfg.Logger)()
 			stopProfile, err := startProfiles(cpuProfile, "", "")
 			if err != nil {
 				return err
