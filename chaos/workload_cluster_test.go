@@ -168,20 +168,7 @@ func TestWorkloadThroughABrokerCrash(t *testing.T) {
 	brokers, cfgs, bootstrap, dirs := testCluster(t, func(c *broker.Config) { c.ReplicaLagTimeMax = time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w, err := Workload{Topics: 1, Partitions: 3, Writers: 2, Rate: 300, Readers: 1, RecordSize: 40,
-		RereadInterval: Duration(time.Hour), DeliveryTimeout: Duration(15 * time.Second), GroupConsumers: new(0)}.WithDefaults(3, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CreateTopics(ctx, bootstrap, w); err != nil {
-		t.Fatal(err)
-	}
-	var hist bytes.Buffer
-	rec := NewRecorder(&hist, time.Now())
-	ws, err := StartWorkers(ctx, bootstrap, w, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ws, rec, hist := startSmallWorkload(ctx, t, bootstrap, 3)
 	defer ws.Stop(ctx)
 	waitAcks := func(n int64) {
 		t.Helper()
@@ -222,7 +209,7 @@ func TestWorkloadThroughABrokerCrash(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
 	}
-	stopAndCompare(ctx, t, ws, brokers, bootstrap, dirs, w, rec, &hist)
+	stopAndCompare(ctx, t, ws, brokers, bootstrap, dirs, w, rec, hist)
 }
 
 // checkGroup runs the checker over a run's history and wants no anomaly, deliveries to the
@@ -362,20 +349,7 @@ func TestWorkloadThroughMoves(t *testing.T) {
 	brokers, _, bootstrap, dirs := testCluster(t, func(c *broker.Config) { c.ReplicaLagTimeMax = time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	w, err := Workload{Topics: 1, Partitions: 2, Writers: 2, Rate: 300, Readers: 1, RecordSize: 40,
-		RereadInterval: Duration(time.Hour), DeliveryTimeout: Duration(15 * time.Second), GroupConsumers: new(0)}.WithDefaults(3, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CreateTopics(ctx, bootstrap, w); err != nil {
-		t.Fatal(err)
-	}
-	var hist bytes.Buffer
-	rec := NewRecorder(&hist, time.Now())
-	ws, err := StartWorkers(ctx, bootstrap, w, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ws, rec, hist := startSmallWorkload(ctx, t, bootstrap, 2)
 	defer ws.Stop(ctx)
 	// until polls cond every 20 ms for up to 30 s.
 	until := func(what string, cond func() (bool, string)) {
@@ -440,7 +414,28 @@ func TestWorkloadThroughMoves(t *testing.T) {
 		t.Fatalf("%d of 4 moves shrank a partition: the seeds should give both kinds", shrunk)
 	}
 	until("acknowledgements after the moves", acked(ws.Stats().Acknowledged+100))
-	stopAndCompare(ctx, t, ws, brokers, bootstrap, dirs, w, rec, &hist)
+	stopAndCompare(ctx, t, ws, brokers, bootstrap, dirs, w, rec, hist)
+}
+
+// startSmallWorkload creates one RF 3 topic of partitions partitions and starts two writers
+// and a reader on it (no group consumers), recording into the returned history.
+func startSmallWorkload(ctx context.Context, t *testing.T, bootstrap []string, partitions int) (Workload, *Workers, *Recorder, *bytes.Buffer) {
+	t.Helper()
+	w, err := Workload{Topics: 1, Partitions: partitions, Writers: 2, Rate: 300, Readers: 1, RecordSize: 40,
+		RereadInterval: Duration(time.Hour), DeliveryTimeout: Duration(15 * time.Second), GroupConsumers: new(0)}.WithDefaults(3, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateTopics(ctx, bootstrap, w); err != nil {
+		t.Fatal(err)
+	}
+	hist := new(bytes.Buffer)
+	rec := NewRecorder(hist, time.Now())
+	ws, err := StartWorkers(ctx, bootstrap, w, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, ws, rec, hist
 }
 
 // stopAndCompare ends a workload test: the workers stop, the final read checks the history

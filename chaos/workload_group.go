@@ -288,11 +288,15 @@ func (m *member) consume(ctx context.Context, life time.Duration, rng *rand.Rand
 		if !m.firstAssigned.IsZero() {
 			crashAt = m.firstAssigned.Add(life)
 		}
+		var until time.Time
+		if g.churn.Load() {
+			until = crashAt
+		}
+		if retry := time.Now().Add(pendingRetry); len(m.pending) > 0 && (until.IsZero() || retry.Before(until)) {
+			until = retry
+		}
 		pctx, cancel := ctx, context.CancelFunc(func() {})
-		switch until := time.Now().Add(pendingRetry); {
-		case g.churn.Load() && !crashAt.IsZero() && (len(m.pending) == 0 || crashAt.Before(until)):
-			pctx, cancel = context.WithDeadline(ctx, crashAt)
-		case len(m.pending) > 0:
+		if !until.IsZero() {
 			pctx, cancel = context.WithDeadline(ctx, until)
 		}
 		recs, err := m.c.Poll(pctx)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/sluicemq/sluice/net/wire"
@@ -102,27 +101,11 @@ func (a *Admin) DescribeReplicas(ctx context.Context, topics ...string) ([]wire.
 // describeReplicasAt asks broker id, found in brokers, about topics: on the Admin's own
 // connection if that is the broker's address, else on one dialled for the call.
 func (a *Admin) describeReplicasAt(ctx context.Context, brokers []wire.MetadataBroker, id int32, topics []string) (*wire.DescribeReplicasResponse, error) {
-	i := slices.IndexFunc(brokers, func(b wire.MetadataBroker) bool { return b.NodeID == id })
-	if i < 0 {
-		return nil, fmt.Errorf("broker %d is not in the metadata", id)
-	}
-	b := brokers[i]
-	conn, err := a.connection(ctx)
+	conn, release, err := a.brokerConn(ctx, brokers, id)
 	if err != nil {
 		return nil, err
 	}
-	addr := b.Host + ":" + strconv.Itoa(int(b.Port))
-	if strings.HasPrefix(conn.Addr(), "unix:") && b.UnixPath != "" {
-		addr = "unix://" + b.UnixPath
-	}
-	if !sameBroker(conn.Addr(), addr, b) {
-		c, err := dialBounded(ctx, a.cfg.Dial, addr, a.cfg.ClientID, a.cfg.RequestTimeout)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		conn = c
-	}
+	defer release()
 	if !conn.supports(wire.DescribeReplicas) {
 		return nil, ErrNoDescribeReplicas
 	}

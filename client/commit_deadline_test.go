@@ -25,11 +25,7 @@ func TestCommitQueuedPastItsDeadlineIsNotSent(t *testing.T) {
 	fb = startFakeBrokerConn(t, t.TempDir(), func(fc *fakeConn, h wire.RequestHeader, req wire.Request) []byte {
 		switch req := req.(type) {
 		case *wire.MetadataRequest:
-			parts := []wire.MetadataPartition{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}
-			return (&wire.MetadataResponse{ControllerID: 1,
-				Brokers: []wire.MetadataBroker{{NodeID: 1, Host: "127.0.0.1", Port: 9, UnixPath: fb.path}},
-				Topics:  []wire.MetadataTopic{{Topic: retryTopic, Partitions: parts}, {Topic: offsetsTopic, IsInternal: true, Partitions: parts}},
-			}).AppendTo(nil)
+			return coordinatorMetadata(fb)
 		case *wire.OffsetCommitRequest:
 			resp := &wire.OffsetCommitResponse{}
 			for _, rt := range req.Topics {
@@ -110,11 +106,7 @@ func TestCommitRefusedAfterALostAnswerIsAmbiguous(t *testing.T) {
 	fb = startFakeBrokerConn(t, t.TempDir(), func(fc *fakeConn, h wire.RequestHeader, req wire.Request) []byte {
 		switch req := req.(type) {
 		case *wire.MetadataRequest:
-			parts := []wire.MetadataPartition{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}
-			return (&wire.MetadataResponse{ControllerID: 1,
-				Brokers: []wire.MetadataBroker{{NodeID: 1, Host: "127.0.0.1", Port: 9, UnixPath: fb.path}},
-				Topics:  []wire.MetadataTopic{{Topic: retryTopic, Partitions: parts}, {Topic: offsetsTopic, IsInternal: true, Partitions: parts}},
-			}).AppendTo(nil)
+			return coordinatorMetadata(fb)
 		case *wire.OffsetCommitRequest:
 			code := answers[0]
 			answers = answers[1:]
@@ -163,4 +155,14 @@ func TestCommitRefusedAfterALostAnswerIsAmbiguous(t *testing.T) {
 			t.Errorf("%s: %v; want ErrCommitFailed, ErrCommitOutcomeUnknown %v", tc.name, err, tc.unknown)
 		}
 	}
+}
+
+// coordinatorMetadata is the fake broker fb's Metadata answer for the commit tests: it leads
+// retryTopic's partition and __consumer_offsets' (so it is every group's coordinator).
+func coordinatorMetadata(fb *fakeBroker) []byte {
+	parts := []wire.MetadataPartition{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}
+	return (&wire.MetadataResponse{ControllerID: 1,
+		Brokers: []wire.MetadataBroker{{NodeID: 1, Host: "127.0.0.1", Port: 9, UnixPath: fb.path}},
+		Topics:  []wire.MetadataTopic{{Topic: retryTopic, Partitions: parts}, {Topic: offsetsTopic, IsInternal: true, Partitions: parts}},
+	}).AppendTo(nil)
 }

@@ -95,7 +95,7 @@ func (m *Member) register(ctx context.Context) error {
 			return rpcResponse{Epoch: epoch, Index: want}, err
 		})
 		if !errors.Is(err, ErrDuplicateBroker) {
-			if !waiting.IsZero() && ctx.Err() != nil {
+			if dup != nil && ctx.Err() != nil {
 				// The deadline ended a retry: the refusal before it is the answer that explains.
 				return fmt.Errorf("cluster: register broker %d: %w (last: %w)", info.ID, ctx.Err(), dup)
 			}
