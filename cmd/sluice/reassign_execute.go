@@ -225,6 +225,7 @@ removes it once every move of the plan is done.`,
 					rs = append(rs, client.Reassignment{Topic: pp.Topic, Partition: pp.Partition, Replicas: pp.Replicas})
 				}
 				if err := a.AlterPartitionReassignments(ctx, rs); err != nil {
+					var restoreErrs []error
 					for id, cfgs := range before { // nothing started: the rates go back as they were
 						var del []string
 						for _, k := range []string{client.LeaderThrottledRate, client.FollowerThrottledRate} {
@@ -232,14 +233,16 @@ removes it once every move of the plan is done.`,
 								del = append(del, k)
 							}
 						}
-						_ = a.AlterBrokerConfigs(ctx, strconv.Itoa(int(id)), cfgs, del)
+						if rerr := a.AlterBrokerConfigs(ctx, strconv.Itoa(int(id)), cfgs, del); rerr != nil {
+							restoreErrs = append(restoreErrs, fmt.Errorf("putting broker %d's throttle rates back: %w", id, rerr))
+						}
 					}
 					var refused *client.ReassignmentError
 					if errors.As(err, &refused) && refused.Message != "" {
 						// The controller's list of every problem, said once.
-						return fmt.Errorf("%s: plan refused, nothing started: %s", file, strings.TrimPrefix(refused.Message, "nothing started: "))
+						err = fmt.Errorf("%s: plan refused, nothing started: %s", file, strings.TrimPrefix(refused.Message, "nothing started: "))
 					}
-					return err
+					return errors.Join(append([]error{err}, restoreErrs...)...)
 				}
 				// The rollback plan, once the plan is taken (a refused one moved nothing).
 				writeCurrent(out, plan, current)
